@@ -1,0 +1,90 @@
+//! The rule set that decides which ingress controller serves an Ingress.
+//!
+//! This crate is the one place where SPEC R1–R9 are written down as code. Both
+//! `styrmin-postrender` (which turns the answer into a byte splice of the rendered
+//! YAML) and `styrmin-webhook` (which turns it into a JSON patch) call these
+//! functions, so the two can never disagree. It does no I/O and knows nothing of
+//! YAML or HTTP.
+//!
+//! ```
+//! use ingress_rules::{ClassFields, Level, Levels, ResolvedIngress, Setting, enforce, resolve};
+//!
+//! let cluster = Level { ingress_class: Setting::Value("nginx".into()), ..Level::default() };
+//! let resolved = resolve(&Levels { cluster: &cluster, environment: None, deployment: None });
+//! assert!(matches!(resolved, ResolvedIngress::Class { ref class, .. } if class == "nginx"));
+//!
+//! let chart = ClassFields { ingress_class_name: Some("haproxy".into()), class_annotation: None };
+//! let outcome = enforce(&resolved, &chart, None).unwrap();
+//! assert_eq!(outcome.fields.ingress_class_name.as_deref(), Some("nginx"));
+//! assert_eq!(outcome.fields.class_annotation.as_deref(), Some("nginx"));
+//! ```
+
+mod enforce;
+mod kube_version;
+mod level;
+mod resolve;
+
+pub use enforce::{ClassFields, Enforcement, FieldChange, NoClassWarning, RuleError, enforce};
+pub use kube_version::{KubernetesVersion, ParseVersionError};
+pub use level::{DedicatedIngress, Level, LevelName, Setting};
+pub use resolve::{ClassOrigin, Levels, ResolvedIngress, resolve};
+
+/// The annotation that names an Ingress's class, read by the dedicated controller (R3)
+/// and set next to `spec.ingressClassName` by R4.
+pub const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
+
+/// The class of the dedicated controller: the implementation it runs (Traefik), which
+/// serves Ingresses by the annotation only (R3).
+pub const DEDICATED_CONTROLLER_CLASS: &str = "traefik";
+
+/// The class a cluster gets when its config does not mention `ingress_class` (SPEC §1).
+pub const DEFAULT_CLUSTER_CLASS: &str = "traefik";
+
+/// `(group/version, kind)` pairs that are Ingresses (R6). Anything else is left alone (R7).
+pub const INGRESS_API_VERSIONS: [&str; 3] = [
+    "networking.k8s.io/v1",
+    "networking.k8s.io/v1beta1",
+    "extensions/v1beta1",
+];
+
+/// Whether an object of this `apiVersion` and `kind` is an Ingress that the rules apply to (R6).
+/// A `kind: Ingress` of any other group (a CRD that happens to share the name) is not (R7).
+pub fn is_ingress(api_version: &str, kind: &str) -> bool {
+    kind == "Ingress" && INGRESS_API_VERSIONS.contains(&api_version)
+}
+
+/// Whether an object is a list whose `items` may hold Ingresses (R6): `v1 List`, or an
+/// `IngressList` of an Ingress group.
+pub fn is_ingress_container_list(api_version: &str, kind: &str) -> bool {
+    (kind == "List" && api_version == "v1")
+        || (kind == "IngressList" && INGRESS_API_VERSIONS.contains(&api_version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r6_every_ingress_api_version_counts() {
+        for v in INGRESS_API_VERSIONS {
+            assert!(is_ingress(v, "Ingress"), "{v}");
+        }
+    }
+
+    #[test]
+    fn r7_other_groups_and_kinds_do_not() {
+        assert!(!is_ingress("voyager.appscode.com/v1beta1", "Ingress"));
+        assert!(!is_ingress("traefik.io/v1alpha1", "IngressRoute"));
+        assert!(!is_ingress("networking.k8s.io/v1", "IngressClass"));
+        assert!(!is_ingress("gateway.networking.k8s.io/v1", "HTTPRoute"));
+        assert!(!is_ingress("networking.k8s.io/v1", "ingress"));
+    }
+
+    #[test]
+    fn r6_lists_that_may_hold_ingresses() {
+        assert!(is_ingress_container_list("v1", "List"));
+        assert!(is_ingress_container_list("networking.k8s.io/v1", "IngressList"));
+        assert!(!is_ingress_container_list("v1", "ConfigMapList"));
+        assert!(!is_ingress_container_list("example.com/v1", "List"));
+    }
+}
