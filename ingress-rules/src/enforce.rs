@@ -52,7 +52,10 @@ pub enum RuleError {
          (allowed from 1.27 when they are equal); ingress_class {class:?} needs Kubernetes 1.27 or later, \
          or a dedicated ingress, which sets the annotation only"
     )]
-    BothClassFieldsUnsupported { version: KubernetesVersion, class: String },
+    BothClassFieldsUnsupported {
+        version: KubernetesVersion,
+        class: String,
+    },
 }
 
 /// Applies R3–R5 to an Ingress whose class fields are `current`.
@@ -78,21 +81,32 @@ pub fn enforce(
         // R4: both fields, whatever the chart set.
         ResolvedIngress::Class { class, .. } => {
             if let Some(version) = kubernetes.filter(|v| !v.accepts_both_class_fields()) {
-                return Err(RuleError::BothClassFieldsUnsupported { version, class: class.clone() });
+                return Err(RuleError::BothClassFieldsUnsupported {
+                    version,
+                    class: class.clone(),
+                });
             }
             (
-                ClassFields { ingress_class_name: Some(class.clone()), class_annotation: Some(class.clone()) },
+                ClassFields {
+                    ingress_class_name: Some(class.clone()),
+                    class_annotation: Some(class.clone()),
+                },
                 None,
             )
         }
         // R5: the chart's fields as they are; a warning when that is no class at all.
         ResolvedIngress::NoClass { .. } => {
-            let classless = current.ingress_class_name.is_none() && current.class_annotation.is_none();
+            let classless =
+                current.ingress_class_name.is_none() && current.class_annotation.is_none();
             (current.clone(), classless.then_some(NoClassWarning))
         }
     };
     let changes = changes_between(current, &fields);
-    Ok(Enforcement { fields, changes, warning })
+    Ok(Enforcement {
+        fields,
+        changes,
+        warning,
+    })
 }
 
 /// The field changes that turn `from` into `to`.
@@ -129,32 +143,83 @@ mod tests {
     }
 
     fn dedicated() -> ResolvedIngress {
-        ResolvedIngress::Dedicated { decided_by: LevelName::Environment }
+        ResolvedIngress::Dedicated {
+            decided_by: LevelName::Environment,
+        }
     }
 
     fn shared(class: &str) -> ResolvedIngress {
-        ResolvedIngress::Class { class: class.to_owned(), decided_by: ClassOrigin::Level(LevelName::Cluster) }
+        ResolvedIngress::Class {
+            class: class.to_owned(),
+            decided_by: ClassOrigin::Level(LevelName::Cluster),
+        }
     }
 
     fn no_class() -> ResolvedIngress {
-        ResolvedIngress::NoClass { decided_by: LevelName::Cluster }
+        ResolvedIngress::NoClass {
+            decided_by: LevelName::Cluster,
+        }
     }
 
     // Every combination of what a chart may write, under each of R3, R4, R5.
     #[rstest]
     #[case::r3_from_nothing(dedicated(), fields(None, None), fields(None, Some("traefik")))]
-    #[case::r3_removes_class_name(dedicated(), fields(Some("nginx"), None), fields(None, Some("traefik")))]
-    #[case::r3_removes_class_name_even_traefik(dedicated(), fields(Some("traefik"), Some("traefik")), fields(None, Some("traefik")))]
-    #[case::r3_overwrites_annotation(dedicated(), fields(None, Some("nginx")), fields(None, Some("traefik")))]
-    #[case::r4_from_nothing(shared("nginx"), fields(None, None), fields(Some("nginx"), Some("nginx")))]
-    #[case::r4_overwrites_both(shared("nginx"), fields(Some("haproxy"), Some("traefik")), fields(Some("nginx"), Some("nginx")))]
-    #[case::r4_adds_missing_annotation(shared("nginx"), fields(Some("nginx"), None), fields(Some("nginx"), Some("nginx")))]
-    #[case::r4_adds_missing_class_name(shared("nginx"), fields(None, Some("nginx")), fields(Some("nginx"), Some("nginx")))]
-    #[case::r5_keeps_class_name(no_class(), fields(Some("nginx"), None), fields(Some("nginx"), None))]
-    #[case::r5_keeps_annotation(no_class(), fields(None, Some("haproxy")), fields(None, Some("haproxy")))]
-    #[case::r5_keeps_both_even_unequal(no_class(), fields(Some("a"), Some("b")), fields(Some("a"), Some("b")))]
+    #[case::r3_removes_class_name(
+        dedicated(),
+        fields(Some("nginx"), None),
+        fields(None, Some("traefik"))
+    )]
+    #[case::r3_removes_class_name_even_traefik(
+        dedicated(),
+        fields(Some("traefik"), Some("traefik")),
+        fields(None, Some("traefik"))
+    )]
+    #[case::r3_overwrites_annotation(
+        dedicated(),
+        fields(None, Some("nginx")),
+        fields(None, Some("traefik"))
+    )]
+    #[case::r4_from_nothing(
+        shared("nginx"),
+        fields(None, None),
+        fields(Some("nginx"), Some("nginx"))
+    )]
+    #[case::r4_overwrites_both(
+        shared("nginx"),
+        fields(Some("haproxy"), Some("traefik")),
+        fields(Some("nginx"), Some("nginx"))
+    )]
+    #[case::r4_adds_missing_annotation(
+        shared("nginx"),
+        fields(Some("nginx"), None),
+        fields(Some("nginx"), Some("nginx"))
+    )]
+    #[case::r4_adds_missing_class_name(
+        shared("nginx"),
+        fields(None, Some("nginx")),
+        fields(Some("nginx"), Some("nginx"))
+    )]
+    #[case::r5_keeps_class_name(
+        no_class(),
+        fields(Some("nginx"), None),
+        fields(Some("nginx"), None)
+    )]
+    #[case::r5_keeps_annotation(
+        no_class(),
+        fields(None, Some("haproxy")),
+        fields(None, Some("haproxy"))
+    )]
+    #[case::r5_keeps_both_even_unequal(
+        no_class(),
+        fields(Some("a"), Some("b")),
+        fields(Some("a"), Some("b"))
+    )]
     #[case::r5_keeps_nothing(no_class(), fields(None, None), fields(None, None))]
-    fn r3_r4_r5_resulting_fields(#[case] resolved: ResolvedIngress, #[case] chart: ClassFields, #[case] expected: ClassFields) {
+    fn r3_r4_r5_resulting_fields(
+        #[case] resolved: ResolvedIngress,
+        #[case] chart: ClassFields,
+        #[case] expected: ClassFields,
+    ) {
         let out = enforce(&resolved, &chart, None).unwrap();
         assert_eq!(out.fields, expected);
         // R8: the result of the rules is a fixed point.
@@ -165,11 +230,36 @@ mod tests {
 
     #[test]
     fn r5_warns_only_when_no_class_is_left() {
-        assert_eq!(enforce(&no_class(), &fields(None, None), None).unwrap().warning, Some(NoClassWarning));
-        assert_eq!(enforce(&no_class(), &fields(Some("x"), None), None).unwrap().warning, None);
-        assert_eq!(enforce(&no_class(), &fields(None, Some("x")), None).unwrap().warning, None);
-        assert_eq!(enforce(&shared("x"), &fields(None, None), None).unwrap().warning, None);
-        assert_eq!(enforce(&dedicated(), &fields(None, None), None).unwrap().warning, None);
+        assert_eq!(
+            enforce(&no_class(), &fields(None, None), None)
+                .unwrap()
+                .warning,
+            Some(NoClassWarning)
+        );
+        assert_eq!(
+            enforce(&no_class(), &fields(Some("x"), None), None)
+                .unwrap()
+                .warning,
+            None
+        );
+        assert_eq!(
+            enforce(&no_class(), &fields(None, Some("x")), None)
+                .unwrap()
+                .warning,
+            None
+        );
+        assert_eq!(
+            enforce(&shared("x"), &fields(None, None), None)
+                .unwrap()
+                .warning,
+            None
+        );
+        assert_eq!(
+            enforce(&dedicated(), &fields(None, None), None)
+                .unwrap()
+                .warning,
+            None
+        );
     }
 
     #[test]
@@ -186,12 +276,18 @@ mod tests {
         let out = enforce(&dedicated(), &fields(Some("nginx"), Some("nginx")), None).unwrap();
         assert_eq!(
             out.changes,
-            vec![FieldChange::RemoveClassName, FieldChange::SetClassAnnotation("traefik".into())]
+            vec![
+                FieldChange::RemoveClassName,
+                FieldChange::SetClassAnnotation("traefik".into())
+            ]
         );
         let out = enforce(&shared("on"), &fields(None, None), None).unwrap();
         assert_eq!(
             out.changes,
-            vec![FieldChange::SetClassName("on".into()), FieldChange::SetClassAnnotation("on".into())]
+            vec![
+                FieldChange::SetClassName("on".into()),
+                FieldChange::SetClassAnnotation("on".into())
+            ]
         );
     }
 
@@ -205,13 +301,24 @@ mod tests {
         // R3 and R5 set at most one field: fine on any version.
         assert!(enforce(&dedicated(), &fields(Some("x"), None), Some(old)).is_ok());
         assert!(enforce(&no_class(), &fields(None, None), Some(old)).is_ok());
-        assert!(enforce(&shared("nginx"), &fields(None, None), Some("1.27".parse().unwrap())).is_ok());
+        assert!(
+            enforce(
+                &shared("nginx"),
+                &fields(None, None),
+                Some("1.27".parse().unwrap())
+            )
+            .is_ok()
+        );
     }
 
     #[test]
     fn r9_result_never_sets_two_different_classes() {
         for resolved in [dedicated(), shared("nginx")] {
-            for chart in [fields(None, None), fields(Some("a"), Some("b")), fields(Some("a"), None)] {
+            for chart in [
+                fields(None, None),
+                fields(Some("a"), Some("b")),
+                fields(Some("a"), None),
+            ] {
                 let f = enforce(&resolved, &chart, None).unwrap().fields;
                 if let (Some(a), Some(b)) = (&f.ingress_class_name, &f.class_annotation) {
                     assert_eq!(a, b);

@@ -14,7 +14,10 @@ pub struct KubernetesVersion {
 impl KubernetesVersion {
     /// The first release whose Ingress validation accepts the annotation and
     /// `spec.ingressClassName` together, when they are equal (R9).
-    pub const BOTH_CLASS_FIELDS: KubernetesVersion = KubernetesVersion { major: 1, minor: 27 };
+    pub const BOTH_CLASS_FIELDS: KubernetesVersion = KubernetesVersion {
+        major: 1,
+        minor: 27,
+    };
 
     /// Whether this server accepts a new Ingress with both class fields set.
     pub fn accepts_both_class_fields(self) -> bool {
@@ -48,7 +51,9 @@ impl FromStr for KubernetesVersion {
 }
 
 fn leading_number(part: &str) -> Option<u32> {
-    let end = part.find(|c: char| !c.is_ascii_digit()).unwrap_or(part.len());
+    let end = part
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(part.len());
     part[..end].parse().ok()
 }
 
@@ -59,17 +64,45 @@ mod tests {
     #[test]
     fn parses_the_spellings_in_use() {
         let v = |s: &str| s.parse::<KubernetesVersion>();
-        assert_eq!(v("1.30"), Ok(KubernetesVersion { major: 1, minor: 30 }));
-        assert_eq!(v("v1.26.3"), Ok(KubernetesVersion { major: 1, minor: 26 }));
-        assert_eq!(v("v1.27.2-gke.1200"), Ok(KubernetesVersion { major: 1, minor: 27 }));
-        assert_eq!(v("1.27+"), Ok(KubernetesVersion { major: 1, minor: 27 }));
+        assert_eq!(
+            v("1.30"),
+            Ok(KubernetesVersion {
+                major: 1,
+                minor: 30
+            })
+        );
+        assert_eq!(
+            v("v1.26.3"),
+            Ok(KubernetesVersion {
+                major: 1,
+                minor: 26
+            })
+        );
+        assert_eq!(
+            v("v1.27.2-gke.1200"),
+            Ok(KubernetesVersion {
+                major: 1,
+                minor: 27
+            })
+        );
+        assert_eq!(
+            v("1.27+"),
+            Ok(KubernetesVersion {
+                major: 1,
+                minor: 27
+            })
+        );
         assert!(v("latest").is_err());
         assert!(v("1").is_err());
     }
 
     #[test]
     fn r9_both_fields_from_1_27() {
-        let v = |s: &str| s.parse::<KubernetesVersion>().unwrap().accepts_both_class_fields();
+        let v = |s: &str| {
+            s.parse::<KubernetesVersion>()
+                .unwrap()
+                .accepts_both_class_fields()
+        };
         assert!(!v("1.18"));
         assert!(!v("1.26"));
         assert!(v("1.27"));

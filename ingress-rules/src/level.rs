@@ -152,8 +152,14 @@ mod tests {
     #[test]
     fn absent_null_empty_and_value_are_four_states() {
         assert_eq!(parse("{}").unwrap().ingress_class, Setting::Absent);
-        assert_eq!(parse("ingress_class: null").unwrap().ingress_class, Setting::Null);
-        assert_eq!(parse("ingress_class: ~").unwrap().ingress_class, Setting::Null);
+        assert_eq!(
+            parse("ingress_class: null").unwrap().ingress_class,
+            Setting::Null
+        );
+        assert_eq!(
+            parse("ingress_class: ~").unwrap().ingress_class,
+            Setting::Null
+        );
         assert_eq!(
             parse("ingress_class: \"\"").unwrap().ingress_class,
             Setting::Value(String::new())
@@ -170,19 +176,28 @@ mod tests {
             parse("dedicated_ingress: {}").unwrap().dedicated_ingress,
             Setting::Value(DedicatedIngress::default())
         );
-        let level = parse("dedicated_ingress: {replicas: 2, service: {type: LoadBalancer}}").unwrap();
+        let level =
+            parse("dedicated_ingress: {replicas: 2, service: {type: LoadBalancer}}").unwrap();
         assert_eq!(
             level.dedicated_ingress.value().unwrap().value_keys,
             vec!["replicas".to_owned(), "service".to_owned()]
         );
-        assert_eq!(parse("dedicated_ingress: null").unwrap().dedicated_ingress, Setting::Null);
+        assert_eq!(
+            parse("dedicated_ingress: null").unwrap().dedicated_ingress,
+            Setting::Null
+        );
     }
 
     #[test]
     fn non_object_dedicated_is_an_error_that_says_what_was_expected() {
         for bad in ["true", "\"x\"", "[]", "1", "yes please"] {
-            let err = parse(&format!("dedicated_ingress: {bad}")).unwrap_err().to_string();
-            assert!(err.contains("object of the dedicated controller's values"), "{bad}: {err}");
+            let err = parse(&format!("dedicated_ingress: {bad}"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("object of the dedicated controller's values"),
+                "{bad}: {err}"
+            );
         }
     }
 
@@ -194,7 +209,8 @@ mod tests {
 
     #[test]
     fn works_from_json_too() {
-        let level: Level = serde_json::from_str(r#"{"ingress_class":null,"dedicated_ingress":{}}"#).unwrap();
+        let level: Level =
+            serde_json::from_str(r#"{"ingress_class":null,"dedicated_ingress":{}}"#).unwrap();
         assert_eq!(level.ingress_class, Setting::Null);
         assert!(level.dedicated_ingress.value().is_some());
         assert!(serde_json::from_str::<Level>(r#"{"dedicated_ingress":true}"#).is_err());

@@ -83,7 +83,10 @@ mod tests {
     #[test]
     fn r6_lists_that_may_hold_ingresses() {
         assert!(is_ingress_container_list("v1", "List"));
-        assert!(is_ingress_container_list("networking.k8s.io/v1", "IngressList"));
+        assert!(is_ingress_container_list(
+            "networking.k8s.io/v1",
+            "IngressList"
+        ));
         assert!(!is_ingress_container_list("v1", "ConfigMapList"));
         assert!(!is_ingress_container_list("example.com/v1", "List"));
     }

@@ -27,7 +27,10 @@ pub enum ResolvedIngress {
     /// R1 on: the environment's dedicated controller serves them (R3).
     Dedicated { decided_by: LevelName },
     /// R1 off, R2 non-empty: this shared class serves them (R4).
-    Class { class: String, decided_by: ClassOrigin },
+    Class {
+        class: String,
+        decided_by: ClassOrigin,
+    },
     /// R1 off, R2 empty: the chart's own class is kept (R5). `decided_by` is the level that
     /// set `""`, or the cluster's `null` when no level set a class.
     NoClass { decided_by: LevelName },
@@ -80,7 +83,9 @@ pub fn resolve(levels: &Levels<'_>) -> ResolvedIngress {
         },
         None => match levels.cluster.ingress_class {
             // Only the cluster tells `null` from absent.
-            Setting::Null => ResolvedIngress::NoClass { decided_by: LevelName::Cluster },
+            Setting::Null => ResolvedIngress::NoClass {
+                decided_by: LevelName::Cluster,
+            },
             Setting::Absent | Setting::Value(_) => ResolvedIngress::Class {
                 class: DEFAULT_CLUSTER_CLASS.to_owned(),
                 decided_by: ClassOrigin::ClusterDefault,
@@ -122,7 +127,10 @@ mod tests {
     }
 
     fn class(class: &str, decided_by: ClassOrigin) -> ResolvedIngress {
-        ResolvedIngress::Class { class: class.to_owned(), decided_by }
+        ResolvedIngress::Class {
+            class: class.to_owned(),
+            decided_by,
+        }
     }
 
     const CLUSTER: ClassOrigin = ClassOrigin::Level(LevelName::Cluster);
@@ -131,28 +139,91 @@ mod tests {
 
     // R2: three levels × absent/null/""/value. Expected values come from SPEC §1's table.
     #[rstest]
-    #[case::all_absent(C::Absent, C::Absent, C::Absent, class("traefik", ClassOrigin::ClusterDefault))]
+    #[case::all_absent(
+        C::Absent,
+        C::Absent,
+        C::Absent,
+        class("traefik", ClassOrigin::ClusterDefault)
+    )]
     #[case::cluster_null(C::Null, C::Absent, C::Absent, ResolvedIngress::NoClass { decided_by: LevelName::Cluster })]
     #[case::cluster_empty(C::Empty, C::Absent, C::Absent, ResolvedIngress::NoClass { decided_by: LevelName::Cluster })]
     #[case::cluster_value(C::Named("nginx"), C::Absent, C::Absent, class("nginx", CLUSTER))]
-    #[case::env_null_inherits_cluster_default(C::Absent, C::Null, C::Absent, class("traefik", ClassOrigin::ClusterDefault))]
-    #[case::env_null_inherits_cluster_value(C::Named("nginx"), C::Null, C::Absent, class("nginx", CLUSTER))]
+    #[case::env_null_inherits_cluster_default(
+        C::Absent,
+        C::Null,
+        C::Absent,
+        class("traefik", ClassOrigin::ClusterDefault)
+    )]
+    #[case::env_null_inherits_cluster_value(
+        C::Named("nginx"),
+        C::Null,
+        C::Absent,
+        class("nginx", CLUSTER)
+    )]
     #[case::env_null_inherits_cluster_null(C::Null, C::Null, C::Absent, ResolvedIngress::NoClass { decided_by: LevelName::Cluster })]
     #[case::env_empty_overrides_cluster(C::Named("nginx"), C::Empty, C::Absent, ResolvedIngress::NoClass { decided_by: LevelName::Environment })]
-    #[case::env_value_overrides_cluster(C::Named("nginx"), C::Named("haproxy"), C::Absent, class("haproxy", ENV))]
-    #[case::env_value_overrides_cluster_null(C::Null, C::Named("haproxy"), C::Absent, class("haproxy", ENV))]
-    #[case::depl_absent_inherits_env(C::Null, C::Named("haproxy"), C::Absent, class("haproxy", ENV))]
-    #[case::depl_null_inherits_env(C::Named("nginx"), C::Named("haproxy"), C::Null, class("haproxy", ENV))]
+    #[case::env_value_overrides_cluster(
+        C::Named("nginx"),
+        C::Named("haproxy"),
+        C::Absent,
+        class("haproxy", ENV)
+    )]
+    #[case::env_value_overrides_cluster_null(
+        C::Null,
+        C::Named("haproxy"),
+        C::Absent,
+        class("haproxy", ENV)
+    )]
+    #[case::depl_absent_inherits_env(
+        C::Null,
+        C::Named("haproxy"),
+        C::Absent,
+        class("haproxy", ENV)
+    )]
+    #[case::depl_null_inherits_env(
+        C::Named("nginx"),
+        C::Named("haproxy"),
+        C::Null,
+        class("haproxy", ENV)
+    )]
     #[case::depl_null_inherits_env_empty(C::Named("nginx"), C::Empty, C::Null, ResolvedIngress::NoClass { decided_by: LevelName::Environment })]
     #[case::depl_empty_overrides_all(C::Named("nginx"), C::Named("haproxy"), C::Empty, ResolvedIngress::NoClass { decided_by: LevelName::Deployment })]
-    #[case::depl_value_overrides_all(C::Named("nginx"), C::Named("haproxy"), C::Named("contour"), class("contour", DEPL))]
-    #[case::depl_value_overrides_cluster_null(C::Null, C::Absent, C::Named("contour"), class("contour", DEPL))]
-    #[case::depl_value_over_env_empty(C::Absent, C::Empty, C::Named("contour"), class("contour", DEPL))]
+    #[case::depl_value_overrides_all(
+        C::Named("nginx"),
+        C::Named("haproxy"),
+        C::Named("contour"),
+        class("contour", DEPL)
+    )]
+    #[case::depl_value_overrides_cluster_null(
+        C::Null,
+        C::Absent,
+        C::Named("contour"),
+        class("contour", DEPL)
+    )]
+    #[case::depl_value_over_env_empty(
+        C::Absent,
+        C::Empty,
+        C::Named("contour"),
+        class("contour", DEPL)
+    )]
     #[case::depl_null_env_absent_cluster_null(C::Null, C::Absent, C::Null, ResolvedIngress::NoClass { decided_by: LevelName::Cluster })]
     #[case::yaml_bool_words_are_classes(C::Named("on"), C::Absent, C::Absent, class("on", CLUSTER))]
-    fn r2_class_resolution(#[case] cluster: C, #[case] environment: C, #[case] deployment: C, #[case] expected: ResolvedIngress) {
-        let (c, e, d) = (level(cluster, false), level(environment, false), level(deployment, false));
-        let got = resolve(&Levels { cluster: &c, environment: Some(&e), deployment: Some(&d) });
+    fn r2_class_resolution(
+        #[case] cluster: C,
+        #[case] environment: C,
+        #[case] deployment: C,
+        #[case] expected: ResolvedIngress,
+    ) {
+        let (c, e, d) = (
+            level(cluster, false),
+            level(environment, false),
+            level(deployment, false),
+        );
+        let got = resolve(&Levels {
+            cluster: &c,
+            environment: Some(&e),
+            deployment: Some(&d),
+        });
         assert_eq!(got, expected);
     }
 
@@ -165,13 +236,22 @@ mod tests {
     #[case::env_over_cluster(true, true, false, Some(LevelName::Environment))]
     #[case::deployment_over_all(true, true, true, Some(LevelName::Deployment))]
     #[case::deployment_over_cluster(true, false, true, Some(LevelName::Deployment))]
-    fn r1_dedicated_resolution(#[case] cluster: bool, #[case] environment: bool, #[case] deployment: bool, #[case] decided_by: Option<LevelName>) {
+    fn r1_dedicated_resolution(
+        #[case] cluster: bool,
+        #[case] environment: bool,
+        #[case] deployment: bool,
+        #[case] decided_by: Option<LevelName>,
+    ) {
         let (c, e, d) = (
             level(C::Named("nginx"), cluster),
             level(C::Empty, environment),
             level(C::Named("contour"), deployment),
         );
-        let got = resolve(&Levels { cluster: &c, environment: Some(&e), deployment: Some(&d) });
+        let got = resolve(&Levels {
+            cluster: &c,
+            environment: Some(&e),
+            deployment: Some(&d),
+        });
         match decided_by {
             Some(decided_by) => assert_eq!(got, ResolvedIngress::Dedicated { decided_by }),
             None => assert_eq!(got, class("contour", DEPL)),
@@ -181,26 +261,61 @@ mod tests {
     #[test]
     fn r1_environment_null_cannot_turn_off_the_clusters_dedicated_ingress() {
         let cluster = level(C::Absent, true);
-        let env = Level { dedicated_ingress: Setting::Null, ..Level::default() };
-        let deployment = Level { dedicated_ingress: Setting::Null, ..Level::default() };
-        let got = resolve(&Levels { cluster: &cluster, environment: Some(&env), deployment: Some(&deployment) });
-        assert_eq!(got, ResolvedIngress::Dedicated { decided_by: LevelName::Cluster });
+        let env = Level {
+            dedicated_ingress: Setting::Null,
+            ..Level::default()
+        };
+        let deployment = Level {
+            dedicated_ingress: Setting::Null,
+            ..Level::default()
+        };
+        let got = resolve(&Levels {
+            cluster: &cluster,
+            environment: Some(&env),
+            deployment: Some(&deployment),
+        });
+        assert_eq!(
+            got,
+            ResolvedIngress::Dedicated {
+                decided_by: LevelName::Cluster
+            }
+        );
     }
 
     #[test]
     fn w1_unknown_levels_count_as_not_set() {
         let cluster = level(C::Named("nginx"), false);
-        let got = resolve(&Levels { cluster: &cluster, environment: None, deployment: None });
+        let got = resolve(&Levels {
+            cluster: &cluster,
+            environment: None,
+            deployment: None,
+        });
         assert_eq!(got, class("nginx", CLUSTER));
         let empty_cluster = Level::default();
-        let got = resolve(&Levels { cluster: &empty_cluster, environment: None, deployment: None });
+        let got = resolve(&Levels {
+            cluster: &empty_cluster,
+            environment: None,
+            deployment: None,
+        });
         assert_eq!(got, class("traefik", ClassOrigin::ClusterDefault));
     }
 
     #[test]
     fn enforced_class_names_the_controller() {
-        assert_eq!(ResolvedIngress::Dedicated { decided_by: LevelName::Cluster }.enforced_class(), Some("traefik"));
+        assert_eq!(
+            ResolvedIngress::Dedicated {
+                decided_by: LevelName::Cluster
+            }
+            .enforced_class(),
+            Some("traefik")
+        );
         assert_eq!(class("nginx", CLUSTER).enforced_class(), Some("nginx"));
-        assert_eq!(ResolvedIngress::NoClass { decided_by: LevelName::Cluster }.enforced_class(), None);
+        assert_eq!(
+            ResolvedIngress::NoClass {
+                decided_by: LevelName::Cluster
+            }
+            .enforced_class(),
+            None
+        );
     }
 }

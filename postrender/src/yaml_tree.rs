@@ -1,0 +1,436 @@
+//! A YAML node tree that remembers where every node is, in bytes.
+//!
+//! Built from granit-parser's events, whose spans are exact UTF-8 byte offsets. It is
+//! only built for documents that hold Ingresses; the editor reads it to find the class
+//! fields and splices bytes at the positions it records, so nothing else in the document
+//! moves.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use granit_parser::{Event, Options, Parser, ScalarStyle, Span, StructureStyle};
+
+/// A parse failure, with the position in the parsed text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line} column {column}: {message}")]
+pub struct SyntaxError {
+    /// 1-based line in the parsed text.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    pub message: String,
+}
+
+impl SyntaxError {
+    fn at(span: &Span, message: impl Into<String>) -> Self {
+        SyntaxError {
+            line: span.start.line(),
+            column: span.start.col() + 1,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<granit_parser::ScanError> for SyntaxError {
+    fn from(e: granit_parser::ScanError) -> Self {
+        SyntaxError {
+            line: e.marker().line(),
+            column: e.marker().col() + 1,
+            message: e.info(),
+        }
+    }
+}
+
+/// One YAML node.
+#[derive(Debug, Clone)]
+pub struct Node<'a> {
+    pub value: NodeValue<'a>,
+    /// The node's own bytes. For a block collection the end is where the next token
+    /// starts (it may be on a later line); for a block scalar the start is its first
+    /// content byte, after the `|` or `>` indicator line.
+    pub span: Range<usize>,
+    /// Where the node starts including an explicit tag (`!!str x`).
+    pub start_with_tag: usize,
+    /// The node defines an anchor (`&a`) that an alias may use elsewhere.
+    pub anchored: bool,
+    /// 1-based line and 0-based column of the node's start.
+    pub line: usize,
+    pub column: usize,
+}
+
+#[derive(Debug, Clone)]
+pub enum NodeValue<'a> {
+    Scalar {
+        text: Cow<'a, str>,
+        style: ScalarStyle,
+        tagged: bool,
+    },
+    Mapping {
+        flow: bool,
+        entries: Vec<(Node<'a>, Node<'a>)>,
+    },
+    Sequence {
+        flow: bool,
+        items: Vec<Node<'a>>,
+    },
+    Alias,
+}
+
+impl<'a> Node<'a> {
+    /// The string value of a scalar, `None` for anything else.
+    pub fn as_str(&self) -> Option<&str> {
+        match &self.value {
+            NodeValue::Scalar { text, .. } => Some(text),
+            _ => None,
+        }
+    }
+
+    /// A scalar that YAML reads as null: `~`, `null`, or nothing, unquoted.
+    pub fn is_null(&self) -> bool {
+        match &self.value {
+            NodeValue::Scalar {
+                text,
+                style: ScalarStyle::Plain,
+                ..
+            } => {
+                matches!(text.as_ref(), "" | "~" | "null" | "Null" | "NULL")
+            }
+            _ => false,
+        }
+    }
+
+    /// The entries of a mapping.
+    pub fn entries(&self) -> Option<&[(Node<'a>, Node<'a>)]> {
+        match &self.value {
+            NodeValue::Mapping { entries, .. } => Some(entries),
+            _ => None,
+        }
+    }
+
+    /// The value under `key` in a mapping, comparing scalar keys by their string value.
+    pub fn get(&self, key: &str) -> Option<&Node<'a>> {
+        self.entry(key).map(|(_, v)| v)
+    }
+
+    /// The key and value of `key` in a mapping.
+    pub fn entry(&self, key: &str) -> Option<&(Node<'a>, Node<'a>)> {
+        self.entries()?
+            .iter()
+            .find(|(k, _)| k.as_str() == Some(key))
+    }
+
+    pub fn is_flow(&self) -> bool {
+        matches!(
+            self.value,
+            NodeValue::Mapping { flow: true, .. } | NodeValue::Sequence { flow: true, .. }
+        )
+    }
+
+    pub fn is_block_scalar(&self) -> bool {
+        matches!(
+            self.value,
+            NodeValue::Scalar {
+                style: ScalarStyle::Literal | ScalarStyle::Folded,
+                ..
+            }
+        )
+    }
+}
+
+/// Parser options: comments are not needed (they are kept as bytes, never re-emitted).
+fn options() -> Options {
+    let mut options = Options::default();
+    options.set_emit_comments(false);
+    options
+}
+
+/// Parses the first document of `text` into a tree. `Ok(None)` for a document with no
+/// node (only comments). Content after the first document is an error: the stream
+/// splitter hands over one document at a time.
+pub fn parse_document(text: &str) -> Result<Option<Node<'_>>, SyntaxError> {
+    let mut parser = Parser::new_from_str_with_options(text, options());
+    let mut builder = Builder::default();
+    let mut root = None;
+    let mut documents = 0;
+    while let Some(event) = parser.next_event() {
+        let (event, span) = event?;
+        match event {
+            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd => {}
+            Event::DocumentStart(..) => {
+                documents += 1;
+                if documents > 1 {
+                    return Err(SyntaxError::at(
+                        &span,
+                        "a second document where one was expected",
+                    ));
+                }
+            }
+            other => {
+                if let Some(done) = builder.push(other, &span, text)? {
+                    root = Some(done);
+                }
+            }
+        }
+    }
+    Ok(root.filter(|node: &Node<'_>| !(node.is_null() && node.span.is_empty())))
+}
+
+/// Collections under construction, innermost last.
+#[derive(Default)]
+struct Builder<'a> {
+    open: Vec<Open<'a>>,
+}
+
+struct Open<'a> {
+    node: Node<'a>,
+    pending_key: Option<Node<'a>>,
+}
+
+impl<'a> Builder<'a> {
+    /// Feeds one event; returns the root node when it is complete.
+    fn push(
+        &mut self,
+        event: Event<'a>,
+        span: &Span,
+        text: &str,
+    ) -> Result<Option<Node<'a>>, SyntaxError> {
+        let range = span
+            .byte_range()
+            .ok_or_else(|| SyntaxError::at(span, "no byte offsets"))?;
+        let start_with_tag = span
+            .tag_start()
+            .and_then(|m| m.byte_offset())
+            .map_or(range.start, |t| t.min(range.start));
+        let make = |value, anchored| Node {
+            value,
+            span: range.clone(),
+            start_with_tag,
+            anchored,
+            line: span.start.line(),
+            column: span.start.col(),
+        };
+        let complete = match event {
+            Event::Scalar(text_value, style, anchor, tag) => {
+                let mut node = make(
+                    NodeValue::Scalar {
+                        text: text_value,
+                        style,
+                        tagged: tag.is_some(),
+                    },
+                    anchor != 0,
+                );
+                // A block scalar's span runs into the next line's indentation: end it at
+                // the end of its own last line, as for block collections.
+                if node.is_block_scalar() {
+                    let trimmed = text[node.span.clone()].trim_end_matches([' ', '\t']).len();
+                    node.span.end = node.span.start + trimmed;
+                }
+                Some(node)
+            }
+            Event::Alias(_) | Event::UnresolvedAlias(_) => Some(make(NodeValue::Alias, false)),
+            Event::MappingStart(style, anchor, _) => {
+                let flow = style == StructureStyle::Flow;
+                self.open.push(Open {
+                    node: make(
+                        NodeValue::Mapping {
+                            flow,
+                            entries: Vec::new(),
+                        },
+                        anchor != 0,
+                    ),
+                    pending_key: None,
+                });
+                None
+            }
+            Event::SequenceStart(style, anchor, _) => {
+                let flow = style == StructureStyle::Flow;
+                self.open.push(Open {
+                    node: make(
+                        NodeValue::Sequence {
+                            flow,
+                            items: Vec::new(),
+                        },
+                        anchor != 0,
+                    ),
+                    pending_key: None,
+                });
+                None
+            }
+            Event::MappingEnd | Event::SequenceEnd => {
+                let mut done = self
+                    .open
+                    .pop()
+                    .ok_or_else(|| SyntaxError::at(span, "unbalanced collection end"))?
+                    .node;
+                done.span.end = range.end.max(done.span.start);
+                // A block collection's end event sits where the next token starts; keep
+                // the span on the collection's own lines by trimming trailing white space
+                // back to the end of its last line.
+                if !done.is_flow() {
+                    let own = &text[done.span.clone()];
+                    let trimmed = own.trim_end_matches([' ', '\t']).len();
+                    done.span.end = done.span.start + trimmed;
+                }
+                Some(done)
+            }
+            _ => None,
+        };
+        let Some(node) = complete else {
+            return Ok(None);
+        };
+        let Some(parent) = self.open.last_mut() else {
+            return Ok(Some(node));
+        };
+        match &mut parent.node.value {
+            NodeValue::Mapping { entries, .. } => match parent.pending_key.take() {
+                None => parent.pending_key = Some(node),
+                Some(key) => entries.push((key, node)),
+            },
+            NodeValue::Sequence { items, .. } => items.push(node),
+            NodeValue::Scalar { .. } | NodeValue::Alias => {
+                return Err(SyntaxError::at(span, "a node inside a scalar"));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Reads the top-level `apiVersion` and `kind` of a document, parsing no further than
+/// needed: most documents name their kind in the first two lines, and only Ingresses and
+/// Lists are parsed whole.
+pub fn top_level_type(text: &str) -> Result<TopLevelType, SyntaxError> {
+    let mut parser = Parser::new_from_str_with_options(text, options());
+    let mut depth = 0usize;
+    // At depth 1 of the root mapping, keys and values alternate.
+    let mut expecting_key = true;
+    let mut current_key: Option<Cow<'_, str>> = None;
+    let mut found = TopLevelType::default();
+    while let Some(event) = parser.next_event() {
+        let (event, _span) = event?;
+        match event {
+            Event::MappingStart(..) | Event::SequenceStart(..) => {
+                if depth == 0 && matches!(event, Event::SequenceStart(..)) {
+                    return Ok(found);
+                }
+                depth += 1;
+            }
+            Event::MappingEnd | Event::SequenceEnd => {
+                depth = depth.saturating_sub(1);
+                if depth == 1 {
+                    expecting_key = !expecting_key;
+                }
+                if depth == 0 {
+                    break;
+                }
+            }
+            Event::Scalar(value, ..) if depth == 1 => {
+                if expecting_key {
+                    current_key = Some(value);
+                } else {
+                    match current_key.as_deref() {
+                        Some("kind") => found.kind = Some(value.into_owned()),
+                        Some("apiVersion") => found.api_version = Some(value.into_owned()),
+                        _ => {}
+                    }
+                    current_key = None;
+                }
+                expecting_key = !expecting_key;
+            }
+            Event::Alias(_) | Event::UnresolvedAlias(_) if depth == 1 => {
+                expecting_key = !expecting_key;
+            }
+            Event::Scalar(..) if depth == 0 => return Ok(found),
+            Event::DocumentEnd => break,
+            _ => {}
+        }
+        // Only Ingresses and lists need the apiVersion too; anything else is decided by kind.
+        if let Some(kind) = &found.kind {
+            let needs_version = matches!(kind.as_str(), "Ingress" | "List" | "IngressList");
+            if !needs_version || found.api_version.is_some() {
+                return Ok(found);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The top-level `apiVersion` and `kind` of a document, where it has them.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TopLevelType {
+    pub api_version: Option<String>,
+    pub kind: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ty(text: &str) -> (Option<String>, Option<String>) {
+        let t = top_level_type(text).unwrap();
+        (t.api_version, t.kind)
+    }
+
+    fn s(v: &str) -> Option<String> {
+        Some(v.to_owned())
+    }
+
+    #[test]
+    fn kind_anywhere_at_the_top_level() {
+        assert_eq!(
+            ty("apiVersion: v1\nkind: ConfigMap\n"),
+            (s("v1"), s("ConfigMap"))
+        );
+        assert_eq!(
+            ty("kind: Ingress\nmetadata: {name: x}\napiVersion: networking.k8s.io/v1\n"),
+            (s("networking.k8s.io/v1"), s("Ingress"))
+        );
+        assert_eq!(
+            ty("metadata:\n  kind: Ingress\napiVersion: v1\nkind: \"Ingress\"\n"),
+            (s("v1"), s("Ingress"))
+        );
+        assert_eq!(
+            ty("{\"apiVersion\": \"networking.k8s.io/v1\", \"kind\": \"Ingress\"}"),
+            (s("networking.k8s.io/v1"), s("Ingress"))
+        );
+    }
+
+    #[test]
+    fn kind_nested_or_in_strings_does_not_count() {
+        assert_eq!(
+            ty("apiVersion: v1\nkind: ConfigMap\ndata:\n  x: |\n    kind: Ingress\n"),
+            (s("v1"), s("ConfigMap"))
+        );
+        assert_eq!(ty("spec:\n  kind: Ingress\n"), (None, None));
+        assert_eq!(ty("- kind: Ingress\n"), (None, None));
+        assert_eq!(ty("kind\n"), (None, None));
+        assert_eq!(ty("# only a comment\n"), (None, None));
+        assert_eq!(
+            ty("spec: [kind, Ingress]\nother: {kind: Ingress}\n"),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn tree_spans_are_bytes() {
+        let text = "metadata:\n  name: \"é\"\nspec:\n  ingressClassName: nginx # c\n";
+        let root = parse_document(text).unwrap().unwrap();
+        let name = root.get("metadata").unwrap().get("name").unwrap();
+        assert_eq!(&text[name.span.clone()], "\"é\"");
+        let class = root.get("spec").unwrap().get("ingressClassName").unwrap();
+        assert_eq!(&text[class.span.clone()], "nginx");
+        let spec = root.get("spec").unwrap();
+        assert_eq!(&text[spec.span.clone()], "ingressClassName: nginx # c\n");
+    }
+
+    #[test]
+    fn empty_document_has_no_root() {
+        assert!(parse_document("---\n# nothing\n").unwrap().is_none());
+        assert!(parse_document("").unwrap().is_none());
+    }
+
+    #[test]
+    fn syntax_errors_have_a_position() {
+        let err = parse_document("a: [1, 2\nb: 3\n").unwrap_err();
+        assert!(err.line >= 1, "{err}");
+    }
+}
