@@ -2,5 +2,6 @@
 //! chart the class Styrmin's rules decide (SPEC R1–R9).
 
 pub mod ingress_edit;
+pub mod render;
 pub mod stream;
 pub mod yaml_tree;

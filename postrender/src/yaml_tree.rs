@@ -22,6 +22,13 @@ pub struct SyntaxError {
 }
 
 impl SyntaxError {
+    /// The same error with its line counted from the start of the stream, for a document
+    /// that starts on line `first_line`.
+    pub fn shifted(mut self, first_line: usize) -> Self {
+        self.line += first_line.saturating_sub(1);
+        self
+    }
+
     fn at(span: &Span, message: impl Into<String>) -> Self {
         SyntaxError {
             line: span.start.line(),

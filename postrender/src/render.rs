@@ -1,0 +1,461 @@
+//! The post-renderer's pipeline: split the stream, find the Ingresses, apply the rules,
+//! splice the edits, and prove each edited document reads back as intended.
+
+use std::fmt;
+use std::io::{self, Write};
+
+use ingress_rules::{
+    ClassFields, Enforcement, KubernetesVersion, NoClassWarning, ResolvedIngress, RuleError, enforce,
+    is_ingress, is_ingress_container_list,
+};
+
+use crate::ingress_edit::{self, EditError};
+use crate::stream::{self, Document};
+use crate::yaml_tree::{self, Node, NodeValue, SyntaxError};
+
+/// How a document is named in messages: its position, and the template it came from
+/// (Helm 3's `# Source:` comment or Helm 4's filename annotation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentName {
+    pub index: usize,
+    pub source: Option<String>,
+    /// The line of the stream the document starts on (1-based).
+    pub first_line: usize,
+}
+
+impl fmt::Display for DocumentName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "document {}", self.index)?;
+        match &self.source {
+            Some(source) => write!(f, " ({source})"),
+            None => write!(f, " (line {})", self.first_line),
+        }
+    }
+}
+
+/// An Ingress, named as `kubectl` would: `namespace/name`, or `name`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngressName(pub String);
+
+impl fmt::Display for IngressName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Ingress {}", self.0)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("the input is not UTF-8 text: {document}: invalid byte at offset {offset}")]
+    NotUtf8 { document: DocumentName, offset: usize },
+    #[error("{document}: not valid YAML: {source}")]
+    Syntax {
+        document: DocumentName,
+        #[source]
+        source: SyntaxError,
+    },
+    #[error("{document}: {ingress}: {source}")]
+    Edit {
+        document: DocumentName,
+        ingress: IngressName,
+        #[source]
+        source: EditError,
+    },
+    #[error("{document}: {ingress}: {source}")]
+    Rule {
+        document: DocumentName,
+        ingress: IngressName,
+        #[source]
+        source: RuleError,
+    },
+    /// The self-check after an edit failed: a bug, reported instead of writing a wrong object.
+    #[error("{document}: {ingress}: internal check failed, nothing was written: {what}. Please report this with the document.")]
+    Verify { document: DocumentName, ingress: IngressName, what: String },
+    #[error("{document}: R5 (--strict): {ingress}: {message}", message = NoClassWarning::MESSAGE)]
+    StrictNoClass { document: DocumentName, ingress: IngressName },
+}
+
+/// What happened to one Ingress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngressOutcome {
+    pub document: DocumentName,
+    pub ingress: IngressName,
+    pub before: ClassFields,
+    pub after: ClassFields,
+    /// Whether any byte of the Ingress changed (a plain `on` re-quoted counts).
+    pub edited: bool,
+    pub warning: Option<NoClassWarning>,
+}
+
+/// A document whose bytes change.
+#[derive(Debug, Clone)]
+pub struct ChangedDocument {
+    pub document: Document,
+    pub name: DocumentName,
+    pub text: String,
+}
+
+/// The result of rendering a stream: the documents that change, and every Ingress seen.
+#[derive(Debug, Default)]
+pub struct Rendered {
+    pub changed: Vec<ChangedDocument>,
+    pub ingresses: Vec<IngressOutcome>,
+    pub documents: usize,
+}
+
+impl Rendered {
+    pub fn warnings(&self) -> impl Iterator<Item = &IngressOutcome> {
+        self.ingresses.iter().filter(|i| i.warning.is_some())
+    }
+}
+
+/// What the rules need to know besides the stream.
+#[derive(Debug, Clone)]
+pub struct RenderRules {
+    pub resolved: ResolvedIngress,
+    pub kubernetes: Option<KubernetesVersion>,
+    /// R5's warning becomes an error.
+    pub strict: bool,
+}
+
+/// Renders `input`. On error nothing is returned to write: no half-written output.
+pub fn render(input: &[u8], rules: &RenderRules) -> Result<Rendered, RenderError> {
+    let stream = match std::str::from_utf8(input) {
+        Ok(text) => text,
+        Err(e) => {
+            let offset = e.valid_up_to();
+            let valid = std::str::from_utf8(&input[..offset]).unwrap_or_default();
+            let document = stream::split(valid).last().map(|d| name_of(valid, d)).unwrap_or(DocumentName {
+                index: 1,
+                source: None,
+                first_line: 1,
+            });
+            return Err(RenderError::NotUtf8 { document, offset });
+        }
+    };
+    let documents = stream::split(stream);
+    let mut rendered = Rendered { documents: documents.len(), ..Rendered::default() };
+    for document in documents {
+        let text = &stream[document.range.clone()];
+        let ty = yaml_tree::top_level_type(text).map_err(|source| RenderError::Syntax {
+            document: name_of(stream, &document),
+            source: source.shifted(line_of(stream, document.range.start)),
+        })?;
+        let (Some(api_version), Some(kind)) = (&ty.api_version, &ty.kind) else { continue };
+        if !is_ingress(api_version, kind) && !is_ingress_container_list(api_version, kind) {
+            continue;
+        }
+        let name = name_of(stream, &document);
+        if let Some(new_text) = render_document(text, &name, rules, &mut rendered.ingresses)? {
+            rendered.changed.push(ChangedDocument { document, name, text: new_text });
+        }
+    }
+    if rules.strict
+        && let Some(outcome) = rendered.warnings().next()
+    {
+        return Err(RenderError::StrictNoClass { document: outcome.document.clone(), ingress: outcome.ingress.clone() });
+    }
+    Ok(rendered)
+}
+
+/// Applies the rules to every Ingress of one document; the new text when bytes change.
+fn render_document(
+    text: &str,
+    name: &DocumentName,
+    rules: &RenderRules,
+    outcomes: &mut Vec<IngressOutcome>,
+) -> Result<Option<String>, RenderError> {
+    let syntax = |source: SyntaxError| RenderError::Syntax { document: name.clone(), source: source.shifted(name.first_line) };
+    let Some(root) = yaml_tree::parse_document(text).map_err(syntax)? else { return Ok(None) };
+    let mut edits = Vec::new();
+    let mut desired = Vec::new();
+    for ingress in ingress_nodes(&root) {
+        let ingress_name = ingress_name(ingress);
+        let edit_error = |source| RenderError::Edit { document: name.clone(), ingress: ingress_name.clone(), source };
+        let before = ingress_edit::read_class_fields(ingress).map_err(edit_error)?;
+        let Enforcement { fields, warning, .. } = enforce(&rules.resolved, &before, rules.kubernetes)
+            .map_err(|source| RenderError::Rule { document: name.clone(), ingress: ingress_name.clone(), source })?;
+        let planned = ingress_edit::plan(text, ingress, &fields).map_err(edit_error)?;
+        outcomes.push(IngressOutcome {
+            document: name.clone(),
+            ingress: ingress_name,
+            before,
+            after: fields.clone(),
+            edited: !planned.is_empty(),
+            warning,
+        });
+        edits.extend(planned);
+        desired.push(fields);
+    }
+    if edits.is_empty() {
+        return Ok(None);
+    }
+    let new_text = ingress_edit::apply(text, edits);
+    verify(&root, &new_text, &desired).map_err(|what| RenderError::Verify {
+        document: name.clone(),
+        ingress: outcomes.last().map_or(IngressName(String::new()), |o| o.ingress.clone()),
+        what,
+    })?;
+    Ok(Some(new_text))
+}
+
+/// The self-check that keeps a wrong splice from ever reaching the cluster: the edited
+/// document parses, every Ingress in it reads back as the rules said, a second pass
+/// would change nothing (R8), and with the two class fields set aside the document is
+/// the same tree as before, every scalar with the same value and quoting (R7).
+fn verify(before: &Node<'_>, after_text: &str, desired: &[ClassFields]) -> Result<(), String> {
+    let after = yaml_tree::parse_document(after_text)
+        .map_err(|e| format!("the edited document does not parse ({e})"))?
+        .ok_or("the edited document is empty")?;
+    let ingresses: Vec<_> = ingress_nodes(&after).collect();
+    if ingresses.len() != desired.len() {
+        return Err(format!("{} Ingresses before the edit, {} after", desired.len(), ingresses.len()));
+    }
+    for (ingress, want) in ingresses.into_iter().zip(desired) {
+        let got = ingress_edit::read_class_fields(ingress).map_err(|e| e.to_string())?;
+        if &got != want {
+            return Err(format!("class fields read back as {got:?}, expected {want:?}"));
+        }
+        let again = ingress_edit::plan(after_text, ingress, want).map_err(|e| e.to_string())?;
+        if !again.is_empty() {
+            return Err("a second pass would edit again (not idempotent)".to_owned());
+        }
+    }
+    if canonical(before, true) != canonical(&after, true) {
+        return Err("something besides the class fields changed".to_owned());
+    }
+    Ok(())
+}
+
+/// The Ingress mappings of a document: the document itself, or the Ingress items of a List.
+fn ingress_nodes<'n, 'a>(root: &'n Node<'a>) -> impl Iterator<Item = &'n Node<'a>> {
+    let own = type_of(root).filter(|(v, k)| is_ingress(v, k)).map(|_| root);
+    let items = type_of(root)
+        .filter(|(v, k)| is_ingress_container_list(v, k))
+        .and_then(|_| match &root.get("items")?.value {
+            NodeValue::Sequence { items, .. } => Some(items.iter()),
+            _ => None,
+        })
+        .into_iter()
+        .flatten()
+        .filter(|item| type_of(item).is_some_and(|(v, k)| is_ingress(v, k)));
+    own.into_iter().chain(items)
+}
+
+fn type_of<'n>(node: &'n Node<'_>) -> Option<(&'n str, &'n str)> {
+    Some((node.get("apiVersion")?.as_str()?, node.get("kind")?.as_str()?))
+}
+
+fn ingress_name(ingress: &Node<'_>) -> IngressName {
+    let metadata = ingress.get("metadata");
+    let field = |key| metadata.and_then(|m| m.get(key)).and_then(Node::as_str);
+    IngressName(match (field("namespace"), field("name")) {
+        (Some(ns), Some(name)) => format!("{ns}/{name}"),
+        (None, Some(name)) => name.to_owned(),
+        (_, None) => "(no metadata.name)".to_owned(),
+    })
+}
+
+/// A comparable form of a node: scalars by value and whether they are plain (which
+/// decides their type for Go's YAML readers); with `strip`, Ingresses lose their class
+/// fields and the containers those leave empty.
+#[derive(Debug, PartialEq)]
+enum Canonical {
+    Scalar { text: String, plain: bool, tagged: bool },
+    Mapping(Vec<(Canonical, Canonical)>),
+    Sequence(Vec<Canonical>),
+    Null,
+    Alias,
+}
+
+fn canonical(node: &Node<'_>, strip: bool) -> Canonical {
+    let mut out = match &node.value {
+        _ if node.is_null() => Canonical::Null,
+        NodeValue::Scalar { text, style, tagged } => Canonical::Scalar {
+            text: text.to_string(),
+            plain: matches!(style, granit_parser::ScalarStyle::Plain),
+            tagged: *tagged,
+        },
+        NodeValue::Mapping { entries, .. } => Canonical::Mapping(
+            entries.iter().map(|(k, v)| (canonical(k, false), canonical(v, strip && k.as_str() == Some("items")))).collect(),
+        ),
+        NodeValue::Sequence { items, .. } => Canonical::Sequence(items.iter().map(|i| canonical(i, strip)).collect()),
+        NodeValue::Alias => Canonical::Alias,
+    };
+    if strip && type_of(node).is_some_and(|(v, k)| is_ingress(v, k)) {
+        strip_class_fields(&mut out);
+    }
+    out
+}
+
+fn strip_class_fields(ingress: &mut Canonical) {
+    remove_path(ingress, &ingress_edit::CLASS_NAME_PATH);
+    remove_path(ingress, &ingress_edit::CLASS_ANNOTATION_PATH);
+}
+
+/// Removes `path`, then every container on it that is left empty or null.
+fn remove_path(node: &mut Canonical, path: &[&str]) {
+    let Canonical::Mapping(entries) = node else { return };
+    let Some((key, rest)) = path.split_first() else { return };
+    let is_key = |k: &Canonical| matches!(k, Canonical::Scalar { text, .. } if text == key);
+    if let Some(position) = entries.iter().position(|(k, _)| is_key(k)) {
+        if !rest.is_empty() {
+            remove_path(&mut entries[position].1, rest);
+        }
+        let emptied = match &entries[position].1 {
+            Canonical::Mapping(e) => e.is_empty(),
+            Canonical::Null => true,
+            _ => false,
+        };
+        if rest.is_empty() || emptied {
+            entries.remove(position);
+        }
+    }
+}
+
+/// Writes the stream with the changed documents spliced in.
+pub fn write(input: &[u8], rendered: &Rendered, out: &mut impl Write) -> io::Result<()> {
+    let mut at = 0;
+    for changed in &rendered.changed {
+        out.write_all(&input[at..changed.document.range.start])?;
+        out.write_all(changed.text.as_bytes())?;
+        at = changed.document.range.end;
+    }
+    out.write_all(&input[at..])?;
+    out.flush()
+}
+
+fn name_of(stream: &str, document: &Document) -> DocumentName {
+    let text = &stream[document.range.clone()];
+    DocumentName {
+        index: document.index,
+        source: stream::source_comment(text).or_else(|| stream::helm4_filename(text)).map(str::to_owned),
+        first_line: line_of(stream, document.range.start),
+    }
+}
+
+/// The 1-based line of the stream that `offset` is on.
+fn line_of(stream: &str, offset: usize) -> usize {
+    stream.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use ingress_rules::{ClassOrigin, LevelName};
+
+    use super::*;
+
+    fn rules(resolved: ResolvedIngress) -> RenderRules {
+        RenderRules { resolved, kubernetes: None, strict: false }
+    }
+
+    fn class(c: &str) -> RenderRules {
+        rules(ResolvedIngress::Class { class: c.to_owned(), decided_by: ClassOrigin::Level(LevelName::Cluster) })
+    }
+
+    fn dedicated() -> RenderRules {
+        rules(ResolvedIngress::Dedicated { decided_by: LevelName::Cluster })
+    }
+
+    fn no_class() -> RenderRules {
+        rules(ResolvedIngress::NoClass { decided_by: LevelName::Cluster })
+    }
+
+    fn run(input: &str, rules: &RenderRules) -> String {
+        let rendered = render(input.as_bytes(), rules).unwrap();
+        let mut out = Vec::new();
+        write(input.as_bytes(), &rendered, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    const STREAM: &str = "---\n# Source: c/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\ndata:\n  x: |\n    kind: Ingress\n    ingressClassName: nope\n---\n# Source: c/templates/ing.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  ingressClassName: nginx\n  rules: []\n---\n# Source: c/templates/route.yaml\napiVersion: traefik.io/v1alpha1\nkind: IngressRoute\nmetadata:\n  annotations:\n    kubernetes.io/ingress.class: traefik-internal\n";
+
+    #[test]
+    fn r3_r7_only_the_ingress_changes() {
+        let out = run(STREAM, &dedicated());
+        let expected = STREAM.replace(
+            "metadata:\n  name: web\nspec:\n  ingressClassName: nginx\n  rules: []\n",
+            "metadata:\n  annotations:\n    kubernetes.io/ingress.class: \"traefik\"\n  name: web\nspec:\n  rules: []\n",
+        );
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn r8_output_is_a_fixed_point() {
+        for rules in [dedicated(), class("nginx"), class("on"), no_class()] {
+            let once = run(STREAM, &rules);
+            let rendered = render(once.as_bytes(), &rules).unwrap();
+            assert!(rendered.changed.is_empty(), "{once}");
+        }
+    }
+
+    #[test]
+    fn r6_ingress_inside_a_list() {
+        let input = "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: extensions/v1beta1\n    kind: Ingress\n    metadata:\n      name: a\n    spec:\n      backend: {serviceName: a, servicePort: 80}\n  - apiVersion: v1\n    kind: ConfigMap\n    metadata:\n      name: a\n";
+        let out = run(input, &class("nginx"));
+        assert!(out.contains("    metadata:\n      annotations:\n        kubernetes.io/ingress.class: \"nginx\"\n      name: a\n    spec:\n      ingressClassName: \"nginx\"\n"), "{out}");
+        assert!(out.ends_with("  - apiVersion: v1\n    kind: ConfigMap\n    metadata:\n      name: a\n"));
+    }
+
+    #[test]
+    fn r7_other_groups_named_ingress_are_untouched() {
+        let input = "apiVersion: voyager.appscode.com/v1beta1\nkind: Ingress\nspec:\n  ingressClassName: x\n";
+        assert_eq!(run(input, &dedicated()), input);
+    }
+
+    #[test]
+    fn r5_leaves_the_chart_alone_and_warns_only_without_class() {
+        let rendered = render(STREAM.as_bytes(), &no_class()).unwrap();
+        assert!(rendered.changed.is_empty());
+        assert_eq!(rendered.warnings().count(), 0);
+        let classless = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: bare\nspec:\n  rules: []\n";
+        let rendered = render(classless.as_bytes(), &no_class()).unwrap();
+        let warned: Vec<_> = rendered.warnings().map(|o| o.ingress.0.clone()).collect();
+        assert_eq!(warned, vec!["bare".to_owned()]);
+        let strict = RenderRules { strict: true, ..no_class() };
+        let err = render(classless.as_bytes(), &strict).unwrap_err().to_string();
+        assert!(err.contains("document 1") && err.contains("bare") && err.contains("default IngressClass"), "{err}");
+    }
+
+    #[test]
+    fn errors_name_the_document_and_its_source() {
+        let input = "---\n# Source: c/templates/ok.yaml\nkind: ConfigMap\n---\n# Source: c/templates/bad.yaml\napiVersion: [unclosed\n";
+        let err = render(input.as_bytes(), &dedicated()).unwrap_err().to_string();
+        assert!(err.contains("document 2 (c/templates/bad.yaml)"), "{err}");
+        assert!(err.contains("line 6"), "{err}");
+    }
+
+    #[test]
+    fn errors_name_the_helm4_filename() {
+        let input = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: x\n  annotations:\n    postrenderer.helm.sh/postrender-filename: c/templates/ing.yaml\nspec:\n  ingressClassName: {bad: 1}\n";
+        let err = render(input.as_bytes(), &dedicated()).unwrap_err().to_string();
+        assert!(err.contains("document 1 (c/templates/ing.yaml): Ingress x: spec.ingressClassName must be a string"), "{err}");
+    }
+
+    #[test]
+    fn invalid_utf8_is_an_error() {
+        let mut input = b"---\nkind: A\n---\nkind: B\n".to_vec();
+        input.push(0xff);
+        let err = render(&input, &dedicated()).unwrap_err().to_string();
+        assert!(err.contains("UTF-8") && err.contains("document 2"), "{err}");
+    }
+
+    #[test]
+    fn r9_old_kubernetes_is_an_error() {
+        let rules = RenderRules { kubernetes: Some("1.26".parse().unwrap()), ..class("nginx") };
+        let input = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: a}\nspec: {rules: []}\n";
+        let err = render(input.as_bytes(), &rules).unwrap_err().to_string();
+        assert!(err.contains("Kubernetes 1.26"), "{err}");
+    }
+
+    #[test]
+    fn verify_catches_changes_outside_the_class_fields() {
+        let text = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: a\n  labels: {x: \"off\"}\nspec: {rules: []}\n";
+        let root = yaml_tree::parse_document(text).unwrap().unwrap();
+        let want = [ClassFields::default()];
+        assert!(verify(&root, text, &want).is_ok());
+        let changed = text.replace("\"off\"", "off");
+        assert_eq!(verify(&root, &changed, &want).unwrap_err(), "something besides the class fields changed");
+        let with_class = text.replace("spec: {", "spec: {ingressClassName: a, ");
+        assert!(verify(&root, &with_class, &want).unwrap_err().contains("read back"));
+    }
+}
