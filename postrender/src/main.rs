@@ -1,1 +1,7 @@
-fn main() {}
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    postrender::cli::Cli::parse().run()
+}

@@ -5,8 +5,8 @@ use std::fmt;
 use std::io::{self, Write};
 
 use ingress_rules::{
-    ClassFields, Enforcement, KubernetesVersion, NoClassWarning, ResolvedIngress, RuleError, enforce,
-    is_ingress, is_ingress_container_list,
+    ClassFields, Enforcement, KubernetesVersion, NoClassWarning, ResolvedIngress, RuleError,
+    enforce, is_ingress, is_ingress_container_list,
 };
 
 use crate::ingress_edit::{self, EditError};
@@ -46,7 +46,10 @@ impl fmt::Display for IngressName {
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
     #[error("the input is not UTF-8 text: {document}: invalid byte at offset {offset}")]
-    NotUtf8 { document: DocumentName, offset: usize },
+    NotUtf8 {
+        document: DocumentName,
+        offset: usize,
+    },
     #[error("{document}: not valid YAML: {source}")]
     Syntax {
         document: DocumentName,
@@ -68,10 +71,19 @@ pub enum RenderError {
         source: RuleError,
     },
     /// The self-check after an edit failed: a bug, reported instead of writing a wrong object.
-    #[error("{document}: {ingress}: internal check failed, nothing was written: {what}. Please report this with the document.")]
-    Verify { document: DocumentName, ingress: IngressName, what: String },
+    #[error(
+        "{document}: {ingress}: internal check failed, nothing was written: {what}. Please report this with the document."
+    )]
+    Verify {
+        document: DocumentName,
+        ingress: IngressName,
+        what: String,
+    },
     #[error("{document}: R5 (--strict): {ingress}: {message}", message = NoClassWarning::MESSAGE)]
-    StrictNoClass { document: DocumentName, ingress: IngressName },
+    StrictNoClass {
+        document: DocumentName,
+        ingress: IngressName,
+    },
 }
 
 /// What happened to one Ingress.
@@ -124,35 +136,50 @@ pub fn render(input: &[u8], rules: &RenderRules) -> Result<Rendered, RenderError
         Err(e) => {
             let offset = e.valid_up_to();
             let valid = std::str::from_utf8(&input[..offset]).unwrap_or_default();
-            let document = stream::split(valid).last().map(|d| name_of(valid, d)).unwrap_or(DocumentName {
-                index: 1,
-                source: None,
-                first_line: 1,
-            });
+            let document = stream::split(valid)
+                .last()
+                .map(|d| name_of(valid, d))
+                .unwrap_or(DocumentName {
+                    index: 1,
+                    source: None,
+                    first_line: 1,
+                });
             return Err(RenderError::NotUtf8 { document, offset });
         }
     };
     let documents = stream::split(stream);
-    let mut rendered = Rendered { documents: documents.len(), ..Rendered::default() };
+    let mut rendered = Rendered {
+        documents: documents.len(),
+        ..Rendered::default()
+    };
     for document in documents {
         let text = &stream[document.range.clone()];
         let ty = yaml_tree::top_level_type(text).map_err(|source| RenderError::Syntax {
             document: name_of(stream, &document),
             source: source.shifted(line_of(stream, document.range.start)),
         })?;
-        let (Some(api_version), Some(kind)) = (&ty.api_version, &ty.kind) else { continue };
+        let (Some(api_version), Some(kind)) = (&ty.api_version, &ty.kind) else {
+            continue;
+        };
         if !is_ingress(api_version, kind) && !is_ingress_container_list(api_version, kind) {
             continue;
         }
         let name = name_of(stream, &document);
         if let Some(new_text) = render_document(text, &name, rules, &mut rendered.ingresses)? {
-            rendered.changed.push(ChangedDocument { document, name, text: new_text });
+            rendered.changed.push(ChangedDocument {
+                document,
+                name,
+                text: new_text,
+            });
         }
     }
     if rules.strict
         && let Some(outcome) = rendered.warnings().next()
     {
-        return Err(RenderError::StrictNoClass { document: outcome.document.clone(), ingress: outcome.ingress.clone() });
+        return Err(RenderError::StrictNoClass {
+            document: outcome.document.clone(),
+            ingress: outcome.ingress.clone(),
+        });
     }
     Ok(rendered)
 }
@@ -164,16 +191,32 @@ fn render_document(
     rules: &RenderRules,
     outcomes: &mut Vec<IngressOutcome>,
 ) -> Result<Option<String>, RenderError> {
-    let syntax = |source: SyntaxError| RenderError::Syntax { document: name.clone(), source: source.shifted(name.first_line) };
-    let Some(root) = yaml_tree::parse_document(text).map_err(syntax)? else { return Ok(None) };
+    let syntax = |source: SyntaxError| RenderError::Syntax {
+        document: name.clone(),
+        source: source.shifted(name.first_line),
+    };
+    let Some(root) = yaml_tree::parse_document(text).map_err(syntax)? else {
+        return Ok(None);
+    };
     let mut edits = Vec::new();
     let mut desired = Vec::new();
     for ingress in ingress_nodes(&root) {
         let ingress_name = ingress_name(ingress);
-        let edit_error = |source| RenderError::Edit { document: name.clone(), ingress: ingress_name.clone(), source };
+        let edit_error = |source| RenderError::Edit {
+            document: name.clone(),
+            ingress: ingress_name.clone(),
+            source,
+        };
         let before = ingress_edit::read_class_fields(ingress).map_err(edit_error)?;
-        let Enforcement { fields, warning, .. } = enforce(&rules.resolved, &before, rules.kubernetes)
-            .map_err(|source| RenderError::Rule { document: name.clone(), ingress: ingress_name.clone(), source })?;
+        let Enforcement {
+            fields, warning, ..
+        } = enforce(&rules.resolved, &before, rules.kubernetes).map_err(|source| {
+            RenderError::Rule {
+                document: name.clone(),
+                ingress: ingress_name.clone(),
+                source,
+            }
+        })?;
         let planned = ingress_edit::plan(text, ingress, &fields).map_err(edit_error)?;
         outcomes.push(IngressOutcome {
             document: name.clone(),
@@ -192,7 +235,9 @@ fn render_document(
     let new_text = ingress_edit::apply(text, edits);
     verify(&root, &new_text, &desired).map_err(|what| RenderError::Verify {
         document: name.clone(),
-        ingress: outcomes.last().map_or(IngressName(String::new()), |o| o.ingress.clone()),
+        ingress: outcomes
+            .last()
+            .map_or(IngressName(String::new()), |o| o.ingress.clone()),
         what,
     })?;
     Ok(Some(new_text))
@@ -208,12 +253,18 @@ fn verify(before: &Node<'_>, after_text: &str, desired: &[ClassFields]) -> Resul
         .ok_or("the edited document is empty")?;
     let ingresses: Vec<_> = ingress_nodes(&after).collect();
     if ingresses.len() != desired.len() {
-        return Err(format!("{} Ingresses before the edit, {} after", desired.len(), ingresses.len()));
+        return Err(format!(
+            "{} Ingresses before the edit, {} after",
+            desired.len(),
+            ingresses.len()
+        ));
     }
     for (ingress, want) in ingresses.into_iter().zip(desired) {
         let got = ingress_edit::read_class_fields(ingress).map_err(|e| e.to_string())?;
         if &got != want {
-            return Err(format!("class fields read back as {got:?}, expected {want:?}"));
+            return Err(format!(
+                "class fields read back as {got:?}, expected {want:?}"
+            ));
         }
         let again = ingress_edit::plan(after_text, ingress, want).map_err(|e| e.to_string())?;
         if !again.is_empty() {
@@ -228,7 +279,9 @@ fn verify(before: &Node<'_>, after_text: &str, desired: &[ClassFields]) -> Resul
 
 /// The Ingress mappings of a document: the document itself, or the Ingress items of a List.
 fn ingress_nodes<'n, 'a>(root: &'n Node<'a>) -> impl Iterator<Item = &'n Node<'a>> {
-    let own = type_of(root).filter(|(v, k)| is_ingress(v, k)).map(|_| root);
+    let own = type_of(root)
+        .filter(|(v, k)| is_ingress(v, k))
+        .map(|_| root);
     let items = type_of(root)
         .filter(|(v, k)| is_ingress_container_list(v, k))
         .and_then(|_| match &root.get("items")?.value {
@@ -242,7 +295,10 @@ fn ingress_nodes<'n, 'a>(root: &'n Node<'a>) -> impl Iterator<Item = &'n Node<'a
 }
 
 fn type_of<'n>(node: &'n Node<'_>) -> Option<(&'n str, &'n str)> {
-    Some((node.get("apiVersion")?.as_str()?, node.get("kind")?.as_str()?))
+    Some((
+        node.get("apiVersion")?.as_str()?,
+        node.get("kind")?.as_str()?,
+    ))
 }
 
 fn ingress_name(ingress: &Node<'_>) -> IngressName {
@@ -260,7 +316,11 @@ fn ingress_name(ingress: &Node<'_>) -> IngressName {
 /// fields and the containers those leave empty.
 #[derive(Debug, PartialEq)]
 enum Canonical {
-    Scalar { text: String, plain: bool, tagged: bool },
+    Scalar {
+        text: String,
+        plain: bool,
+        tagged: bool,
+    },
     Mapping(Vec<(Canonical, Canonical)>),
     Sequence(Vec<Canonical>),
     Null,
@@ -270,15 +330,29 @@ enum Canonical {
 fn canonical(node: &Node<'_>, strip: bool) -> Canonical {
     let mut out = match &node.value {
         _ if node.is_null() => Canonical::Null,
-        NodeValue::Scalar { text, style, tagged } => Canonical::Scalar {
+        NodeValue::Scalar {
+            text,
+            style,
+            tagged,
+        } => Canonical::Scalar {
             text: text.to_string(),
             plain: matches!(style, granit_parser::ScalarStyle::Plain),
             tagged: *tagged,
         },
         NodeValue::Mapping { entries, .. } => Canonical::Mapping(
-            entries.iter().map(|(k, v)| (canonical(k, false), canonical(v, strip && k.as_str() == Some("items")))).collect(),
+            entries
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        canonical(k, false),
+                        canonical(v, strip && k.as_str() == Some("items")),
+                    )
+                })
+                .collect(),
         ),
-        NodeValue::Sequence { items, .. } => Canonical::Sequence(items.iter().map(|i| canonical(i, strip)).collect()),
+        NodeValue::Sequence { items, .. } => {
+            Canonical::Sequence(items.iter().map(|i| canonical(i, strip)).collect())
+        }
         NodeValue::Alias => Canonical::Alias,
     };
     if strip && type_of(node).is_some_and(|(v, k)| is_ingress(v, k)) {
@@ -294,8 +368,12 @@ fn strip_class_fields(ingress: &mut Canonical) {
 
 /// Removes `path`, then every container on it that is left empty or null.
 fn remove_path(node: &mut Canonical, path: &[&str]) {
-    let Canonical::Mapping(entries) = node else { return };
-    let Some((key, rest)) = path.split_first() else { return };
+    let Canonical::Mapping(entries) = node else {
+        return;
+    };
+    let Some((key, rest)) = path.split_first() else {
+        return;
+    };
     let is_key = |k: &Canonical| matches!(k, Canonical::Scalar { text, .. } if text == key);
     if let Some(position) = entries.iter().position(|(k, _)| is_key(k)) {
         if !rest.is_empty() {
@@ -328,14 +406,20 @@ fn name_of(stream: &str, document: &Document) -> DocumentName {
     let text = &stream[document.range.clone()];
     DocumentName {
         index: document.index,
-        source: stream::source_comment(text).or_else(|| stream::helm4_filename(text)).map(str::to_owned),
+        source: stream::source_comment(text)
+            .or_else(|| stream::helm4_filename(text))
+            .map(str::to_owned),
         first_line: line_of(stream, document.range.start),
     }
 }
 
 /// The 1-based line of the stream that `offset` is on.
 fn line_of(stream: &str, offset: usize) -> usize {
-    stream.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count() + 1
+    stream.as_bytes()[..offset]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }
 
 #[cfg(test)]
@@ -345,19 +429,30 @@ mod tests {
     use super::*;
 
     fn rules(resolved: ResolvedIngress) -> RenderRules {
-        RenderRules { resolved, kubernetes: None, strict: false }
+        RenderRules {
+            resolved,
+            kubernetes: None,
+            strict: false,
+        }
     }
 
     fn class(c: &str) -> RenderRules {
-        rules(ResolvedIngress::Class { class: c.to_owned(), decided_by: ClassOrigin::Level(LevelName::Cluster) })
+        rules(ResolvedIngress::Class {
+            class: c.to_owned(),
+            decided_by: ClassOrigin::Level(LevelName::Cluster),
+        })
     }
 
     fn dedicated() -> RenderRules {
-        rules(ResolvedIngress::Dedicated { decided_by: LevelName::Cluster })
+        rules(ResolvedIngress::Dedicated {
+            decided_by: LevelName::Cluster,
+        })
     }
 
     fn no_class() -> RenderRules {
-        rules(ResolvedIngress::NoClass { decided_by: LevelName::Cluster })
+        rules(ResolvedIngress::NoClass {
+            decided_by: LevelName::Cluster,
+        })
     }
 
     fn run(input: &str, rules: &RenderRules) -> String {
@@ -393,7 +488,11 @@ mod tests {
         let input = "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: extensions/v1beta1\n    kind: Ingress\n    metadata:\n      name: a\n    spec:\n      backend: {serviceName: a, servicePort: 80}\n  - apiVersion: v1\n    kind: ConfigMap\n    metadata:\n      name: a\n";
         let out = run(input, &class("nginx"));
         assert!(out.contains("    metadata:\n      annotations:\n        kubernetes.io/ingress.class: \"nginx\"\n      name: a\n    spec:\n      ingressClassName: \"nginx\"\n"), "{out}");
-        assert!(out.ends_with("  - apiVersion: v1\n    kind: ConfigMap\n    metadata:\n      name: a\n"));
+        assert!(
+            out.ends_with(
+                "  - apiVersion: v1\n    kind: ConfigMap\n    metadata:\n      name: a\n"
+            )
+        );
     }
 
     #[test]
@@ -411,15 +510,27 @@ mod tests {
         let rendered = render(classless.as_bytes(), &no_class()).unwrap();
         let warned: Vec<_> = rendered.warnings().map(|o| o.ingress.0.clone()).collect();
         assert_eq!(warned, vec!["bare".to_owned()]);
-        let strict = RenderRules { strict: true, ..no_class() };
-        let err = render(classless.as_bytes(), &strict).unwrap_err().to_string();
-        assert!(err.contains("document 1") && err.contains("bare") && err.contains("default IngressClass"), "{err}");
+        let strict = RenderRules {
+            strict: true,
+            ..no_class()
+        };
+        let err = render(classless.as_bytes(), &strict)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("document 1")
+                && err.contains("bare")
+                && err.contains("default IngressClass"),
+            "{err}"
+        );
     }
 
     #[test]
     fn errors_name_the_document_and_its_source() {
         let input = "---\n# Source: c/templates/ok.yaml\nkind: ConfigMap\n---\n# Source: c/templates/bad.yaml\napiVersion: [unclosed\n";
-        let err = render(input.as_bytes(), &dedicated()).unwrap_err().to_string();
+        let err = render(input.as_bytes(), &dedicated())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("document 2 (c/templates/bad.yaml)"), "{err}");
         assert!(err.contains("line 6"), "{err}");
     }
@@ -427,7 +538,9 @@ mod tests {
     #[test]
     fn errors_name_the_helm4_filename() {
         let input = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: x\n  annotations:\n    postrenderer.helm.sh/postrender-filename: c/templates/ing.yaml\nspec:\n  ingressClassName: {bad: 1}\n";
-        let err = render(input.as_bytes(), &dedicated()).unwrap_err().to_string();
+        let err = render(input.as_bytes(), &dedicated())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("document 1 (c/templates/ing.yaml): Ingress x: spec.ingressClassName must be a string"), "{err}");
     }
 
@@ -441,7 +554,10 @@ mod tests {
 
     #[test]
     fn r9_old_kubernetes_is_an_error() {
-        let rules = RenderRules { kubernetes: Some("1.26".parse().unwrap()), ..class("nginx") };
+        let rules = RenderRules {
+            kubernetes: Some("1.26".parse().unwrap()),
+            ..class("nginx")
+        };
         let input = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: a}\nspec: {rules: []}\n";
         let err = render(input.as_bytes(), &rules).unwrap_err().to_string();
         assert!(err.contains("Kubernetes 1.26"), "{err}");
@@ -454,8 +570,15 @@ mod tests {
         let want = [ClassFields::default()];
         assert!(verify(&root, text, &want).is_ok());
         let changed = text.replace("\"off\"", "off");
-        assert_eq!(verify(&root, &changed, &want).unwrap_err(), "something besides the class fields changed");
+        assert_eq!(
+            verify(&root, &changed, &want).unwrap_err(),
+            "something besides the class fields changed"
+        );
         let with_class = text.replace("spec: {", "spec: {ingressClassName: a, ");
-        assert!(verify(&root, &with_class, &want).unwrap_err().contains("read back"));
+        assert!(
+            verify(&root, &with_class, &want)
+                .unwrap_err()
+                .contains("read back")
+        );
     }
 }

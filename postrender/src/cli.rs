@@ -1,0 +1,171 @@
+//! The command line.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use ingress_rules::{KubernetesVersion, Level, resolve};
+
+use crate::config::StyrminConfig;
+use crate::render::{self, RenderRules};
+use crate::{check, explain, report};
+
+/// Gives every Ingress of a rendered Helm chart the ingress class Styrmin's rules decide.
+///
+/// With no subcommand it reads the rendered stream on stdin and writes it to stdout,
+/// rewriting only the class of each Ingress (networking.k8s.io/v1, v1beta1,
+/// extensions/v1beta1; in the parent chart, every subchart and List items). Every other
+/// byte comes out as it went in. On any error it writes nothing to stdout and exits 1.
+///
+/// Helm 3:  helm install web ./chart --post-renderer styrmin-postrender --post-renderer-args --config=styrmin.yaml
+/// Helm 4:  helm plugin install ./postrender/helm-plugin && helm install web ./chart --post-renderer styrmin --post-renderer-args --config=styrmin.yaml
+#[derive(Debug, Parser)]
+#[command(name = "styrmin-postrender", version, verbatim_doc_comment)]
+pub struct Cli {
+    /// Config file: YAML with up to three sections, `cluster:`, `environment:` and
+    /// `deployment:`, each with `ingress_class` and `dedicated_ingress` as in the Styrmin
+    /// config. Without it: cluster defaults (class "traefik").
+    #[arg(long, env = "STYRMIN_CONFIG", global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// Shortcut for `deployment: {ingress_class: CLASS}` (overrides the file's deployment
+    /// value). "" means no class: Ingresses keep the chart's class.
+    #[arg(
+        long,
+        env = "STYRMIN_INGRESS_CLASS",
+        global = true,
+        value_name = "CLASS"
+    )]
+    ingress_class: Option<String>,
+
+    /// Shortcut for `deployment: {dedicated_ingress: {}}`: serve every Ingress by the
+    /// environment's dedicated controller.
+    #[arg(long, env = "STYRMIN_DEDICATED_INGRESS", global = true)]
+    dedicated_ingress: bool,
+
+    /// The cluster's Kubernetes version (e.g. 1.30). Below 1.27 an Ingress may not set both
+    /// the class annotation and spec.ingressClassName, so a shared class is an error there.
+    #[arg(
+        long,
+        env = "STYRMIN_KUBE_VERSION",
+        global = true,
+        value_name = "VERSION"
+    )]
+    kube_version: Option<KubernetesVersion>,
+
+    /// Also write warnings, changes and errors to FILE (Helm 4 hides a post-renderer's stderr).
+    #[arg(long, env = "STYRMIN_REPORT", global = true, value_name = "FILE")]
+    report: Option<PathBuf>,
+
+    /// Fail when an Ingress is left with no class (R5) instead of warning.
+    #[arg(long, env = "STYRMIN_STRICT", global = true)]
+    strict: bool,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print which class or dedicated ingress the config gives, and which level decided it.
+    Explain,
+    /// Read a rendered stream on stdin; print a diff of what would change. Exit 0 when
+    /// every Ingress conforms, 1 when some would change, 2 on error.
+    Check,
+}
+
+impl Cli {
+    pub fn run(self) -> ExitCode {
+        let Self {
+            config,
+            ingress_class,
+            dedicated_ingress,
+            kube_version,
+            report,
+            strict,
+            command,
+        } = self;
+        // `check` keeps exit 1 for "would change", so its errors exit 2.
+        let error_code = if matches!(command, Some(Command::Check)) {
+            2
+        } else {
+            1
+        };
+        let outcome = (|| -> anyhow::Result<ExitCode> {
+            let config = match &config {
+                Some(path) => StyrminConfig::from_file(path)?,
+                None => StyrminConfig::default(),
+            }
+            .with_deployment_overrides(ingress_class, dedicated_ingress);
+            let default_cluster = Level::default();
+            let resolved = resolve(&config.levels(&default_cluster));
+            let rules = RenderRules {
+                resolved,
+                kubernetes: kube_version,
+                strict,
+            };
+            match command {
+                None => filter(&rules, report.as_ref()),
+                Some(Command::Explain) => {
+                    print!("{}", explain::explain(&config, &rules.resolved));
+                    Ok(ExitCode::SUCCESS)
+                }
+                Some(Command::Check) => check(&rules),
+            }
+        })();
+        match outcome {
+            Ok(code) => code,
+            Err(error) => {
+                let message = format!("styrmin-postrender: error: {error:#}");
+                eprintln!("{message}");
+                if let Some(path) = &report {
+                    let _ = std::fs::write(path, format!("error: {error:#}\n"));
+                }
+                ExitCode::from(error_code)
+            }
+        }
+    }
+}
+
+fn read_stdin() -> anyhow::Result<Vec<u8>> {
+    let mut input = Vec::new();
+    std::io::stdin()
+        .lock()
+        .read_to_end(&mut input)
+        .context("reading the rendered stream from stdin")?;
+    Ok(input)
+}
+
+fn filter(rules: &RenderRules, report_path: Option<&PathBuf>) -> anyhow::Result<ExitCode> {
+    let input = read_stdin()?;
+    let rendered = render::render(&input, rules)?;
+    // Everything is decided before the first byte goes out: no half-written stream.
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+    render::write(&input, &rendered, &mut out).context("writing the stream to stdout")?;
+    out.flush().context("writing the stream to stdout")?;
+    eprint!("{}", report::warnings(&rendered));
+    if let Some(path) = report_path {
+        std::fs::write(path, report::success(&rendered))
+            .with_context(|| format!("writing the report {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(rules: &RenderRules) -> anyhow::Result<ExitCode> {
+    let input = read_stdin()?;
+    let rendered = render::render(&input, rules)?;
+    let text = String::from_utf8_lossy(&input);
+    let diff = check::diff(&text, &rendered);
+    eprint!("{}", report::warnings(&rendered));
+    if diff.is_empty() {
+        eprintln!("{}: every Ingress conforms", report::summary(&rendered));
+        Ok(ExitCode::SUCCESS)
+    } else {
+        print!("{diff}");
+        eprintln!("{}", report::summary(&rendered));
+        Ok(ExitCode::from(1))
+    }
+}

@@ -1,0 +1,220 @@
+//! The post-renderer's configuration: the three levels of one deployment (SPEC §1).
+
+use std::path::{Path, PathBuf};
+
+use ingress_rules::{DedicatedIngress, Level, LevelName, Levels, Setting};
+use serde::Deserialize;
+
+/// The config file: up to three sections, each with `ingress_class` and
+/// `dedicated_ingress`. A missing section is a level that sets nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StyrminConfig {
+    #[serde(default)]
+    pub cluster: Option<Level>,
+    #[serde(default)]
+    pub environment: Option<Level>,
+    #[serde(default)]
+    pub deployment: Option<Level>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config {origin}: {key}: {message}")]
+    Invalid {
+        origin: String,
+        key: String,
+        message: String,
+    },
+}
+
+impl StyrminConfig {
+    /// Reads and checks a config file.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_yaml(&text, &format!("file {}", path.display()))
+    }
+
+    /// Parses config YAML; `origin` names where it came from in errors. Errors name the
+    /// key (`environment.dedicated_ingress`) as well as the line.
+    pub fn from_yaml(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        // An empty file (or one with only comments) is a config that sets nothing.
+        if text
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+        {
+            return Ok(Self::default());
+        }
+        let mut key = String::new();
+        let parsed = serde_saphyr::with_deserializer_from_str(text, |de| {
+            serde_path_to_error::deserialize::<_, Option<StyrminConfig>>(de).map_err(|e| {
+                key = e.path().to_string();
+                e.into_inner()
+            })
+        });
+        match parsed {
+            Ok(config) => Ok(config.unwrap_or_default()),
+            Err(e) => Err(ConfigError::Invalid {
+                origin: origin.to_owned(),
+                key: if key.is_empty() || key == "." {
+                    "(top level)".to_owned()
+                } else {
+                    key
+                },
+                message: one_line(&e.to_string()),
+            }),
+        }
+    }
+
+    /// Applies the command line's shortcuts, which act at the deployment level (the most
+    /// specific): `--ingress-class` sets its `ingress_class`, `--dedicated-ingress` turns
+    /// its `dedicated_ingress` on.
+    pub fn with_deployment_overrides(
+        mut self,
+        ingress_class: Option<String>,
+        dedicated_ingress: bool,
+    ) -> Self {
+        if ingress_class.is_none() && !dedicated_ingress {
+            return self;
+        }
+        let deployment = self.deployment.get_or_insert_with(Level::default);
+        if let Some(class) = ingress_class {
+            deployment.ingress_class = Setting::Value(class);
+        }
+        if dedicated_ingress {
+            deployment.dedicated_ingress = Setting::Value(DedicatedIngress::default());
+        }
+        self
+    }
+
+    /// The levels as the rules take them. A missing cluster section is a cluster config
+    /// that mentions neither key: class `traefik`, no dedicated ingress.
+    pub fn levels<'a>(&'a self, default_cluster: &'a Level) -> Levels<'a> {
+        Levels {
+            cluster: self.cluster.as_ref().unwrap_or(default_cluster),
+            environment: self.environment.as_ref(),
+            deployment: self.deployment.as_ref(),
+        }
+    }
+
+    /// Each level with its name, most general first, for `explain`.
+    pub fn named_levels(&self) -> [(LevelName, Option<&Level>); 3] {
+        [
+            (LevelName::Cluster, self.cluster.as_ref()),
+            (LevelName::Environment, self.environment.as_ref()),
+            (LevelName::Deployment, self.deployment.as_ref()),
+        ]
+    }
+}
+
+/// serde-saphyr's messages may carry a source snippet over several lines; a config error
+/// is shown on one line (Helm shows only the first line of a failing post-renderer).
+fn one_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use ingress_rules::{ClassOrigin, ResolvedIngress, resolve};
+
+    use super::*;
+
+    fn resolved(yaml: &str) -> ResolvedIngress {
+        let config = StyrminConfig::from_yaml(yaml, "test").unwrap();
+        let default = Level::default();
+        resolve(&config.levels(&default))
+    }
+
+    #[test]
+    fn no_config_is_the_cluster_default() {
+        assert_eq!(
+            resolved(""),
+            ResolvedIngress::Class {
+                class: "traefik".into(),
+                decided_by: ClassOrigin::ClusterDefault
+            }
+        );
+        assert_eq!(resolved("# nothing\n"), resolved("{}"));
+        assert_eq!(resolved("cluster:\n"), resolved("{}"));
+    }
+
+    #[test]
+    fn sections_are_levels() {
+        assert_eq!(
+            resolved("cluster: {ingress_class: null}"),
+            ResolvedIngress::NoClass {
+                decided_by: LevelName::Cluster
+            }
+        );
+        assert_eq!(
+            resolved("cluster: {ingress_class: nginx}\nenvironment: {dedicated_ingress: {}}"),
+            ResolvedIngress::Dedicated {
+                decided_by: LevelName::Environment
+            }
+        );
+        assert_eq!(
+            resolved("cluster: {dedicated_ingress: null}\ndeployment:\n  ingress_class: haproxy\n"),
+            ResolvedIngress::Class {
+                class: "haproxy".into(),
+                decided_by: ClassOrigin::Level(LevelName::Deployment)
+            }
+        );
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let err = |yaml: &str| {
+            StyrminConfig::from_yaml(yaml, "file s.yaml")
+                .unwrap_err()
+                .to_string()
+        };
+        let e = err("environment:\n  dedicated_ingress: true\n");
+        assert!(
+            e.starts_with("config file s.yaml: environment.dedicated_ingress: "),
+            "{e}"
+        );
+        assert!(
+            e.contains("object of the dedicated controller's values"),
+            "{e}"
+        );
+        let e = err("deployment:\n  ingress_clas: nginx\n");
+        assert!(e.contains("ingress_clas"), "{e}");
+        let e = err("clusters: {}\n");
+        assert!(e.contains("clusters"), "{e}");
+        let e = err("cluster: [a]\n");
+        assert!(e.contains("cluster"), "{e}");
+        let e = err("cluster: {ingress_class: [a]}\n");
+        assert!(e.contains("cluster.ingress_class"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn command_line_shortcuts_act_at_the_deployment_level() {
+        let config = StyrminConfig::from_yaml("environment: {ingress_class: nginx}", "t").unwrap();
+        let config = config.with_deployment_overrides(Some("contour".into()), false);
+        let default = Level::default();
+        assert_eq!(
+            resolve(&config.levels(&default)),
+            ResolvedIngress::Class {
+                class: "contour".into(),
+                decided_by: ClassOrigin::Level(LevelName::Deployment)
+            }
+        );
+        let config = config.with_deployment_overrides(None, true);
+        assert!(resolve(&config.levels(&default)).is_dedicated());
+    }
+}

@@ -1,0 +1,62 @@
+//! `styrmin-postrender explain`: which class or dedicated ingress the config gives, and
+//! which level decided it.
+
+use std::fmt::Write as _;
+
+use ingress_rules::{ClassOrigin, Level, ResolvedIngress, Setting};
+
+use crate::config::StyrminConfig;
+
+pub fn explain(config: &StyrminConfig, resolved: &ResolvedIngress) -> String {
+    let mut out = String::new();
+    let _ = match resolved {
+        ResolvedIngress::Dedicated { decided_by } => writeln!(
+            out,
+            "dedicated ingress controller (R3): every Ingress gets the annotation kubernetes.io/ingress.class: \"traefik\" \
+             and no spec.ingressClassName\ndecided by: {decided_by}.dedicated_ingress (ingress_class at every level is ignored)"
+        ),
+        ResolvedIngress::Class { class, decided_by } => writeln!(
+            out,
+            "shared ingress class {class:?} (R4): every Ingress gets spec.ingressClassName and the annotation \
+             kubernetes.io/ingress.class both set to {class:?}\ndecided by: {}",
+            match decided_by {
+                ClassOrigin::Level(level) => format!("{level}.ingress_class"),
+                ClassOrigin::ClusterDefault =>
+                    "the cluster default (no level sets ingress_class)".to_owned(),
+            }
+        ),
+        ResolvedIngress::NoClass { decided_by } => writeln!(
+            out,
+            "no class (R5): Ingresses keep the class the chart gives them; one with no class gets a warning\n\
+             decided by: {decided_by}.ingress_class (empty)"
+        ),
+    };
+    out.push_str("levels (most specific last):\n");
+    for (name, level) in config.named_levels() {
+        let _ = writeln!(
+            out,
+            "  {:<12} {}",
+            format!("{name}:"),
+            describe_level(level)
+        );
+    }
+    out
+}
+
+fn describe_level(level: Option<&Level>) -> String {
+    let Some(level) = level else {
+        return "not given".to_owned();
+    };
+    let class = match &level.ingress_class {
+        Setting::Absent => "ingress_class absent".to_owned(),
+        Setting::Null => "ingress_class null".to_owned(),
+        Setting::Value(v) => format!("ingress_class {v:?}"),
+    };
+    let dedicated = match &level.dedicated_ingress {
+        Setting::Absent => "dedicated_ingress absent".to_owned(),
+        Setting::Null => "dedicated_ingress null".to_owned(),
+        Setting::Value(d) if d.value_keys.is_empty() => "dedicated_ingress {} (on)".to_owned(),
+        Setting::Value(d) => format!("dedicated_ingress {{{}}} (on)", d.value_keys.join(", ")),
+    };
+    format!("{class}, {dedicated}")
+}

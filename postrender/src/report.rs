@@ -1,0 +1,85 @@
+//! What the post-renderer tells its user besides the stream: R5 warnings, what it
+//! changed, and errors. Helm 3 shows a post-renderer's stderr only when it fails and
+//! Helm 4 never does, so the same lines can also go to a report file (`--report`).
+
+use std::fmt::Write as _;
+
+use ingress_rules::ClassFields;
+
+use crate::render::{IngressOutcome, Rendered};
+
+/// The report of a successful run: one line per change and per warning, then a summary.
+pub fn success(rendered: &Rendered) -> String {
+    let mut out = String::new();
+    for outcome in &rendered.ingresses {
+        if outcome.edited {
+            let _ = writeln!(
+                out,
+                "changed: {}: {}: {}",
+                outcome.document,
+                outcome.ingress,
+                describe_change(outcome)
+            );
+        }
+    }
+    out.push_str(&warnings(rendered));
+    let _ = writeln!(out, "{}", summary(rendered));
+    out
+}
+
+/// The R5 warnings alone, as printed on stderr.
+pub fn warnings(rendered: &Rendered) -> String {
+    let mut out = String::new();
+    for outcome in rendered.warnings() {
+        let _ = writeln!(
+            out,
+            "warning: {}: {}: {}",
+            outcome.document,
+            outcome.ingress,
+            ingress_rules::NoClassWarning::MESSAGE
+        );
+    }
+    out
+}
+
+pub fn summary(rendered: &Rendered) -> String {
+    let edited = rendered.ingresses.iter().filter(|o| o.edited).count();
+    let warned = rendered.warnings().count();
+    format!(
+        "styrmin-postrender: {} documents, {} Ingresses, {} changed, {} warnings",
+        rendered.documents,
+        rendered.ingresses.len(),
+        edited,
+        warned
+    )
+}
+
+/// `spec.ingressClassName "nginx" -> (removed); annotation (none) -> "traefik"`.
+pub fn describe_change(outcome: &IngressOutcome) -> String {
+    let IngressOutcome { before, after, .. } = outcome;
+    let field = |name: &str, b: &Option<String>, a: &Option<String>| {
+        format!("{name} {} -> {}", show(b, false), show(a, true))
+    };
+    let ClassFields {
+        ingress_class_name: bc,
+        class_annotation: ba,
+    } = before;
+    let ClassFields {
+        ingress_class_name: ac,
+        class_annotation: aa,
+    } = after;
+    let mut parts = Vec::new();
+    if bc != ac || (ac.is_some()) {
+        parts.push(field("spec.ingressClassName", bc, ac));
+    }
+    parts.push(field("annotation kubernetes.io/ingress.class", ba, aa));
+    parts.join("; ")
+}
+
+fn show(value: &Option<String>, after: bool) -> String {
+    match value {
+        Some(v) => format!("{v:?}"),
+        None if after => "(removed)".to_owned(),
+        None => "(none)".to_owned(),
+    }
+}
