@@ -1,0 +1,235 @@
+//! The binary as Helm and users run it: exit codes, stdout, stderr, report file, env vars.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+const INGRESS: &str = "---\n# Source: web/templates/ingress.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  ingressClassName: nginx\n  rules: []\n";
+const BARE: &str = "---\n# Source: web/templates/bare.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: bare\nspec:\n  rules: []\n";
+
+fn run(args: &[&str], envs: &[(&str, &str)], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_styrmin-postrender"))
+        .args(args)
+        .env_remove("STYRMIN_CONFIG")
+        .envs(envs.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("wait")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn config_file(yaml: &str) -> tempfile::NamedTempFile {
+    let mut file = tempfile::NamedTempFile::new().expect("temp");
+    file.write_all(yaml.as_bytes()).expect("write");
+    file
+}
+
+#[test]
+fn no_config_gives_the_cluster_default_traefik() {
+    let out = run(&[], &[], INGRESS);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("ingressClassName: \"traefik\""), "{stdout}");
+    assert!(
+        stdout.contains("kubernetes.io/ingress.class: \"traefik\""),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn config_file_by_flag_and_by_environment_variable() {
+    let config = config_file("environment:\n  ingress_class: haproxy\n");
+    let path = config.path().to_str().expect("path");
+    for out in [
+        run(&["--config", path], &[], INGRESS),
+        run(&[], &[("STYRMIN_CONFIG", path)], INGRESS),
+    ] {
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("ingressClassName: \"haproxy\""));
+    }
+}
+
+#[test]
+fn shortcut_flags() {
+    let out = run(&["--dedicated-ingress"], &[], INGRESS);
+    let stdout = text(&out.stdout);
+    assert!(!stdout.contains("ingressClassName"), "{stdout}");
+    assert!(stdout.contains("kubernetes.io/ingress.class: \"traefik\""));
+    let out = run(&["--ingress-class", "contour"], &[], INGRESS);
+    assert!(text(&out.stdout).contains("ingressClassName: \"contour\""));
+    let out = run(&[], &[("STYRMIN_INGRESS_CLASS", "")], BARE);
+    assert_eq!(
+        text(&out.stdout),
+        BARE,
+        "empty class leaves the chart alone (R5)"
+    );
+    assert!(text(&out.stderr).contains(
+        "warning: document 1 (web/templates/bare.yaml): Ingress bare: Ingress has no class"
+    ));
+}
+
+#[test]
+fn bad_config_names_the_key_and_writes_nothing() {
+    let config = config_file("environment:\n  dedicated_ingress: true\n");
+    let out = run(
+        &["--config", config.path().to_str().expect("path")],
+        &[],
+        INGRESS,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("environment.dedicated_ingress"), "{stderr}");
+
+    let out = run(&["--config", "/nonexistent/styrmin.yaml"], &[], INGRESS);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("/nonexistent/styrmin.yaml"));
+}
+
+#[test]
+fn bad_yaml_names_the_document_and_writes_nothing() {
+    let input = format!(
+        "{INGRESS}---\n# Source: web/templates/broken.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: [\n"
+    );
+    let out = run(&[], &[], &input);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        out.stdout.is_empty(),
+        "half-written output: {}",
+        text(&out.stdout)
+    );
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("document 2 (web/templates/broken.yaml)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn report_file_for_helm4_users() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let report = dir.path().join("report.txt");
+    let report_arg = format!("--report={}", report.display());
+    let out = run(
+        &[&report_arg, "--ingress-class="],
+        &[],
+        &format!("{INGRESS}{BARE}"),
+    );
+    assert!(out.status.success());
+    let written = std::fs::read_to_string(&report).expect("report");
+    assert!(
+        written.contains("warning: document 2 (web/templates/bare.yaml): Ingress bare"),
+        "{written}"
+    );
+    assert!(
+        written.contains("2 Ingresses, 0 changed, 1 warnings"),
+        "{written}"
+    );
+
+    let out = run(&[&report_arg, "--ingress-class=", "--strict"], &[], BARE);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let written = std::fs::read_to_string(&report).expect("report");
+    assert!(
+        written.starts_with(
+            "error: document 1 (web/templates/bare.yaml): R5 (--strict): Ingress bare"
+        ),
+        "{written}"
+    );
+
+    let out = run(&[&report_arg], &[], INGRESS);
+    assert!(out.status.success());
+    let written = std::fs::read_to_string(&report).expect("report");
+    assert!(written.contains("changed: document 1 (web/templates/ingress.yaml): Ingress web: spec.ingressClassName \"nginx\" -> \"traefik\""), "{written}");
+}
+
+#[test]
+fn check_exit_codes_and_diff() {
+    let out = run(&["check", "--ingress-class", "nginx"], &[], INGRESS);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let diff = text(&out.stdout);
+    assert!(
+        diff.contains("+  annotations:\n+    kubernetes.io/ingress.class: \"nginx\"\n"),
+        "{diff}"
+    );
+    // An unambiguous plain `nginx` already is the class: that line stays.
+    assert!(diff.contains("\n   ingressClassName: nginx\n"), "{diff}");
+
+    let conforming = run(&["--ingress-class", "nginx"], &[], INGRESS);
+    let out = run(
+        &["check", "--ingress-class", "nginx"],
+        &[],
+        &text(&conforming.stdout),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert!(out.stdout.is_empty());
+
+    let out = run(&["check"], &[], "a: [\n");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn explain_names_the_deciding_level() {
+    let config =
+        config_file("cluster: {ingress_class: nginx}\nenvironment: {dedicated_ingress: {}}\n");
+    let out = run(
+        &["explain", "--config", config.path().to_str().expect("path")],
+        &[],
+        "",
+    );
+    assert!(out.status.success());
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("dedicated ingress controller (R3)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("decided by: environment.dedicated_ingress"),
+        "{stdout}"
+    );
+    let out = run(&["explain"], &[], "");
+    assert!(text(&out.stdout).contains("decided by: the cluster default"));
+}
+
+#[test]
+fn kube_version_below_1_27_refuses_a_shared_class() {
+    let out = run(
+        &["--kube-version", "v1.26.5", "--ingress-class", "nginx"],
+        &[],
+        INGRESS,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert!(
+        text(&out.stderr).contains("Kubernetes 1.26 rejects"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(
+        &["--kube-version", "1.26", "--dedicated-ingress"],
+        &[],
+        INGRESS,
+    );
+    assert!(
+        out.status.success(),
+        "R3 sets the annotation only: fine on 1.26"
+    );
+}
+
+#[test]
+fn empty_input_is_empty_output() {
+    let out = run(&[], &[], "");
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty());
+}
