@@ -1,0 +1,195 @@
+//! The command line, and the wiring it starts.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use crate::metrics::Metrics;
+use crate::policy_file::{PolicyFileSource, error_chain};
+use crate::telemetry::LogFormat;
+use crate::tls::CertWatcher;
+use crate::view::{ViewSource, ViewStore};
+use crate::{AppState, metrics_router, router, server};
+
+/// Styrmin's admission webhook: enforces the ingress rules on Ingresses in Styrmin namespaces
+/// and blocks deploys while an environment's dedicated ingress controller is being removed.
+#[derive(Debug, Parser)]
+#[command(name = "styrmin-webhook", version)]
+pub struct Args {
+    /// HTTPS address to serve the webhook on.
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_LISTEN",
+        default_value = "0.0.0.0:8443",
+        value_name = "ADDR:PORT"
+    )]
+    pub listen: SocketAddr,
+
+    /// PEM certificate chain of the serving certificate (re-read when it changes).
+    #[arg(long, env = "STYRMIN_WEBHOOK_TLS_CERT", value_name = "FILE")]
+    pub tls_cert: PathBuf,
+
+    /// PEM private key of the serving certificate (re-read when it changes).
+    #[arg(long, env = "STYRMIN_WEBHOOK_TLS_KEY", value_name = "FILE")]
+    pub tls_key: PathBuf,
+
+    /// YAML file with the cluster, environments and deployments (re-read when it changes).
+    #[arg(long, env = "STYRMIN_WEBHOOK_POLICY_FILE", value_name = "FILE")]
+    pub policy_file: PathBuf,
+
+    /// Plain-HTTP address for /metrics, /healthz and /readyz (the only plaintext listener).
+    #[arg(long, env = "STYRMIN_WEBHOOK_METRICS_LISTEN", value_name = "ADDR:PORT")]
+    pub metrics_listen: Option<SocketAddr>,
+
+    /// Log line format.
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_LOG_FORMAT",
+        value_enum,
+        default_value = "plain"
+    )]
+    pub log_format: LogFormat,
+
+    /// Log filter, in `tracing` EnvFilter syntax.
+    #[arg(long, env = "STYRMIN_WEBHOOK_LOG_FILTER", default_value = "info")]
+    pub log_filter: String,
+
+    /// How often the policy file and the certificate files are checked for changes.
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_RELOAD_INTERVAL_MS",
+        default_value_t = 1000,
+        value_name = "MS"
+    )]
+    pub reload_interval_ms: u64,
+
+    /// On SIGTERM, how long open connections may take to finish before idle ones are closed.
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_DRAIN_TIMEOUT_SECS",
+        default_value_t = 20,
+        value_name = "SECONDS"
+    )]
+    pub drain_timeout_secs: u64,
+}
+
+impl Args {
+    /// Sets up logging and serves until SIGTERM.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let Self {
+            listen,
+            tls_cert,
+            tls_key,
+            policy_file,
+            metrics_listen,
+            log_format,
+            log_filter,
+            reload_interval_ms,
+            drain_timeout_secs,
+        } = self;
+        crate::telemetry::init(log_format, &log_filter)?;
+        let interval = Duration::from_millis(reload_interval_ms.max(10));
+        let source = PolicyFileSource::open(policy_file, interval)
+            .map_err(|e| anyhow::anyhow!(error_chain(&e)))?;
+        let config = ServeConfig {
+            listen,
+            metrics_listen,
+            tls_cert,
+            tls_key,
+            reload_interval: interval,
+            drain_timeout: Duration::from_secs(drain_timeout_secs),
+        };
+        serve(config, source).await
+    }
+}
+
+/// What [`serve`] needs besides the view source.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub listen: SocketAddr,
+    pub metrics_listen: Option<SocketAddr>,
+    pub tls_cert: PathBuf,
+    pub tls_key: PathBuf,
+    pub reload_interval: Duration,
+    pub drain_timeout: Duration,
+}
+
+/// Runs the webhook with any view source until SIGTERM, then drains.
+pub async fn serve(config: ServeConfig, source: impl ViewSource) -> anyhow::Result<()> {
+    let ServeConfig {
+        listen,
+        metrics_listen,
+        tls_cert,
+        tls_key,
+        reload_interval,
+        drain_timeout,
+    } = config;
+    let metrics = std::sync::Arc::new(Metrics::new());
+    let state = AppState::new(std::sync::Arc::new(ViewStore::default()), metrics.clone());
+
+    let certs = CertWatcher::open(tls_cert, tls_key, metrics)
+        .map_err(|e| anyhow::anyhow!(error_chain(&e)))?;
+    let tls = certs.server_config()?;
+    tokio::spawn(certs.run(reload_interval));
+
+    let sink = state.view_sink();
+    let source_name = source.name();
+    tokio::spawn(async move {
+        if let Err(error) = source.run(sink).await {
+            tracing::error!(
+                source = source_name,
+                error = format!("{error:#}"),
+                "view source stopped"
+            );
+        }
+    });
+
+    let listener = TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    tracing::info!(address = %listener.local_addr()?, listener = "https", "listening");
+
+    let (metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
+    let metrics_task = match metrics_listen {
+        Some(address) => {
+            let metrics_listener = TcpListener::bind(address)
+                .await
+                .with_context(|| format!("cannot listen on {address}"))?;
+            tracing::info!(address = %metrics_listener.local_addr()?, listener = "metrics", "listening");
+            let app = metrics_router(state.clone());
+            Some(tokio::spawn(async move {
+                let stopped = async {
+                    let _ = metrics_stopped.await;
+                };
+                if let Err(error) = axum::serve(metrics_listener, app)
+                    .with_graceful_shutdown(stopped)
+                    .await
+                {
+                    tracing::error!(%error, "metrics listener failed");
+                }
+            }))
+        }
+        None => None,
+    };
+
+    server::serve_tls(
+        listener,
+        TlsAcceptor::from(tls),
+        router(state.clone()),
+        state,
+        server::shutdown_signal(),
+        drain_timeout,
+    )
+    .await;
+    let _ = metrics_stop.send(());
+    if let Some(task) = metrics_task {
+        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+    }
+    tracing::info!("stopped");
+    Ok(())
+}

@@ -1,0 +1,248 @@
+//! The decisions (SPEC W1, W2, W4, R9), as pure functions of the view and one request.
+
+use std::borrow::Cow;
+
+use ingress_rules::{NoClassWarning, ResolvedIngress, enforce, is_ingress, resolve};
+use serde_json::Value;
+
+use crate::admission::{AdmissionRequest, AdmissionResponse, Operation, Status};
+use crate::patch::{build_patch, class_fields};
+use crate::view::{Phase, Role, View, namespace_owner};
+
+/// The API group and kind of Styrmin's deployment objects (W2).
+pub const STYRMIN_DEPLOYMENT_API_VERSION: &str = "styrmin.io/v1alpha1";
+/// FluxCD's HelmRelease group (W2); every served version counts.
+pub const HELM_RELEASE_GROUP: &str = "helm.toolkit.fluxcd.io";
+
+/// What a request is about, for the decision and the metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReviewKind {
+    Ingress,
+    StyrminDeployment,
+    HelmRelease,
+    Other,
+}
+
+impl ReviewKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewKind::Ingress => "Ingress",
+            ReviewKind::StyrminDeployment => "StyrminDeployment",
+            ReviewKind::HelmRelease => "HelmRelease",
+            ReviewKind::Other => "other",
+        }
+    }
+
+    /// Classifies a request by its object's `apiVersion` and `kind` (R6), or the request's
+    /// `kind` where the object has none (a DELETE carries only the old object).
+    pub fn of(request: &AdmissionRequest) -> ReviewKind {
+        let (api_version, kind) = request.object_type();
+        let requested_ingress = request
+            .request_kind
+            .as_ref()
+            .is_some_and(|rk| is_ingress(&rk.api_version(), &rk.kind));
+        if is_ingress(&api_version, &kind) || (requested_ingress && kind == "Ingress") {
+            ReviewKind::Ingress
+        } else if kind == "StyrminDeployment" && api_version == STYRMIN_DEPLOYMENT_API_VERSION {
+            ReviewKind::StyrminDeployment
+        } else if kind == "HelmRelease" && api_version.split('/').next() == Some(HELM_RELEASE_GROUP)
+        {
+            ReviewKind::HelmRelease
+        } else {
+            ReviewKind::Other
+        }
+    }
+}
+
+/// How a request was answered, for the metrics and the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Allowed with a patch.
+    Patched,
+    /// Allowed, the rules applied and nothing had to change.
+    Conforming,
+    /// Allowed without looking further: not the webhook's business.
+    Allowed,
+    Denied,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Patched => "patched",
+            Outcome::Conforming => "conforming",
+            Outcome::Allowed => "allowed",
+            Outcome::Denied => "denied",
+        }
+    }
+}
+
+/// The answer to one request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub outcome: Outcome,
+    /// JSON patch operations; empty when nothing changes (R8).
+    pub patch: Vec<Value>,
+    /// Admission warnings (W4).
+    pub warnings: Vec<String>,
+    /// Set when denied.
+    pub status: Option<Status>,
+    /// Why, in a few words, for the log.
+    pub reason: Cow<'static, str>,
+}
+
+impl Decision {
+    fn allowed(reason: impl Into<Cow<'static, str>>) -> Self {
+        Decision {
+            outcome: Outcome::Allowed,
+            patch: Vec::new(),
+            warnings: Vec::new(),
+            status: None,
+            reason: reason.into(),
+        }
+    }
+
+    fn denied(code: u16, reason: &'static str, message: String) -> Self {
+        Decision {
+            outcome: Outcome::Denied,
+            patch: Vec::new(),
+            warnings: Vec::new(),
+            status: Some(Status::failure(code, reason, message)),
+            reason: Cow::Borrowed(reason),
+        }
+    }
+
+    /// The admission response for the request with this `uid`.
+    pub fn into_response(self, uid: &str) -> AdmissionResponse {
+        let mut response = match self.status {
+            Some(status) => AdmissionResponse::deny(uid, status),
+            None if self.patch.is_empty() => AdmissionResponse::allow(uid),
+            None => AdmissionResponse::allow(uid).with_patch(&self.patch),
+        };
+        response.warnings = self.warnings;
+        response
+    }
+}
+
+/// Decides one request.
+pub fn decide(view: &View, request: &AdmissionRequest) -> Decision {
+    let kind = ReviewKind::of(request);
+    if kind == ReviewKind::Other {
+        return Decision::allowed("not an Ingress or a deployment object");
+    }
+    if !matches!(request.operation, Operation::Create | Operation::Update) {
+        return Decision::allowed("operation is not CREATE or UPDATE");
+    }
+    if request
+        .sub_resource
+        .as_deref()
+        .is_some_and(|s| !s.is_empty())
+    {
+        return Decision::allowed("subresource");
+    }
+    let Some(owner) = request.namespace().and_then(namespace_owner) else {
+        return Decision::allowed("namespace not managed by Styrmin");
+    };
+    let Some(object) = request.object.as_ref() else {
+        return Decision::allowed("no object");
+    };
+    match kind {
+        ReviewKind::Ingress => decide_ingress(view, owner, object),
+        ReviewKind::StyrminDeployment | ReviewKind::HelmRelease => {
+            decide_deploy(view, request, kind, owner, object)
+        }
+        ReviewKind::Other => Decision::allowed("not an Ingress or a deployment object"),
+    }
+}
+
+/// W1, W4, R9: the rules for an Ingress of the deployment `owner`.
+fn decide_ingress(view: &View, owner: &str, object: &Value) -> Decision {
+    let resolved = resolve(&view.levels_for_deployment(owner));
+    let current = class_fields(object);
+    let enforcement = match enforce(&resolved, &current, view.kubernetes_version()) {
+        Ok(enforcement) => enforcement,
+        // R9: say so rather than produce an object the API server rejects.
+        Err(error) => return Decision::denied(422, "Invalid", error.to_string()),
+    };
+    let patch = build_patch(object, &enforcement.changes);
+    let warnings = enforcement
+        .warning
+        .map(|_| NoClassWarning::MESSAGE.to_owned())
+        .into_iter()
+        .collect();
+    let (outcome, reason) = match (&resolved, patch.is_empty()) {
+        (_, true) => (Outcome::Conforming, "already conforms"),
+        (ResolvedIngress::Dedicated { .. }, false) => (Outcome::Patched, "dedicated ingress (R3)"),
+        (ResolvedIngress::Class { .. }, false) => (Outcome::Patched, "ingress class (R4)"),
+        (ResolvedIngress::NoClass { .. }, false) => (Outcome::Patched, "no class (R5)"),
+    };
+    Decision {
+        outcome,
+        patch,
+        warnings,
+        status: None,
+        reason: Cow::Borrowed(reason),
+    }
+}
+
+/// W2: the deploy block while an environment's dedicated controller is being removed.
+fn decide_deploy(
+    view: &View,
+    request: &AdmissionRequest,
+    kind: ReviewKind,
+    owner: &str,
+    object: &Value,
+) -> Decision {
+    if request.operation == Operation::Update {
+        // Status, finalizers and other metadata only: never denied. A missing old object
+        // cannot show that, so it counts as a change.
+        let old_spec = request.old_object.as_ref().map(|o| o.get("spec"));
+        if old_spec == Some(object.get("spec")) {
+            return Decision::allowed("spec unchanged");
+        }
+    }
+    let owner_deployment = view.deployment(owner);
+    // The controller's own objects: in its namespace, or a deployment object of that role.
+    if owner_deployment.is_some_and(|d| d.role == Role::IngressController) {
+        return Decision::allowed("object of an ingress controller");
+    }
+    let spec = object.get("spec");
+    let environment = match kind {
+        ReviewKind::StyrminDeployment => {
+            if spec.and_then(|s| s.get("role")).and_then(Value::as_str)
+                == Some("ingress-controller")
+            {
+                return Decision::allowed("object of an ingress controller");
+            }
+            spec.and_then(|s| s.get("environmentId"))
+                .and_then(Value::as_str)
+                .or_else(|| owner_deployment.and_then(|d| d.environment.as_deref()))
+        }
+        _ => owner_deployment.and_then(|d| d.environment.as_deref()),
+    };
+    let Some(environment) = environment else {
+        return Decision::allowed("environment unknown");
+    };
+    if !resolve(&view.levels_for_environment(environment)).is_dedicated() {
+        return Decision::allowed("environment has no dedicated ingress");
+    }
+    let Some((controller, _)) = view
+        .controllers_of(environment)
+        .find(|(_, d)| d.phase == Phase::Deleting)
+    else {
+        return Decision::allowed("no dedicated ingress controller is being removed");
+    };
+    Decision::denied(
+        403,
+        "Forbidden",
+        format!(
+            "environment {environment:?}: its dedicated ingress controller {controller:?} is being removed \
+             (phase {phase}), so applications in this environment cannot be deployed, updated or upgraded \
+             until the removal completes; try again after the removal completes",
+            phase = Phase::Deleting
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,529 @@
+//! The decision table: W1 (with R3-R5, R8, R9), W2 and its never-deny cases, W4.
+
+use std::path::Path;
+
+use ingress_rules::CLASS_ANNOTATION;
+use rstest::rstest;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::policy_file::parse_policy;
+
+const POLICY: &str = "
+cluster: {ingress_class: contour}
+environments:
+  prod: {ingress_class: nginx, dedicated_ingress: {}}
+  stage: {ingress_class: haproxy}
+  blank: {ingress_class: ''}
+  winding: {dedicated_ingress: {}}
+deployments:
+  web1: {environment: prod}
+  web2: {environment: stage}
+  web3: {environment: stage, ingress_class: kong}
+  web4: {environment: blank}
+  web5: {environment: winding}
+  ctl9: {environment: prod, role: ingress-controller, phase: DELETING}
+  ctl8: {environment: stage, role: ingress-controller, phase: DELETING}
+  ctl7: {environment: winding, role: ingress-controller, phase: RUNNING}
+";
+
+fn view() -> View {
+    parse_policy(Path::new("policy.yaml"), POLICY).unwrap()
+}
+
+fn request(
+    operation: &str,
+    namespace: &str,
+    object: Value,
+    old_object: Option<Value>,
+) -> AdmissionRequest {
+    let review = json!({
+        "uid": "u-1",
+        "kind": {"group": "", "version": "", "kind": ""},
+        "namespace": namespace,
+        "operation": operation,
+        "object": object,
+        "oldObject": old_object,
+    });
+    serde_json::from_value(review).unwrap()
+}
+
+fn ingress(api_version: &str, class_name: Option<&str>, annotation: Option<&str>) -> Value {
+    let mut object = json!({
+        "apiVersion": api_version, "kind": "Ingress",
+        "metadata": {"name": "web"},
+        "spec": {"rules": [{"host": "a.example.com"}]},
+    });
+    if let Some(class) = class_name {
+        object["spec"]["ingressClassName"] = json!(class);
+    }
+    if let Some(class) = annotation {
+        object["metadata"]["annotations"] = json!({CLASS_ANNOTATION: class, "other": "kept"});
+    }
+    object
+}
+
+fn apply(object: &Value, decision: &Decision) -> Value {
+    let patch: json_patch::Patch =
+        serde_json::from_value(Value::Array(decision.patch.clone())).unwrap();
+    let mut out = object.clone();
+    json_patch::patch(&mut out, &patch).unwrap();
+    out
+}
+
+fn classes(object: &Value) -> (Option<&str>, Option<&str>) {
+    (
+        object
+            .pointer("/spec/ingressClassName")
+            .and_then(Value::as_str),
+        object
+            .pointer("/metadata/annotations/kubernetes.io~1ingress.class")
+            .and_then(Value::as_str),
+    )
+}
+
+// W1: Ingress CREATE in each kind of namespace.
+#[rstest]
+#[case::r3_dedicated_env("styrmin-web1", None, None, (None, Some("traefik")))]
+#[case::r3_removes_class_name("styrmin-web1", Some("nginx"), Some("nginx"), (None, Some("traefik")))]
+#[case::r4_env_class("styrmin-web2", None, None, (Some("haproxy"), Some("haproxy")))]
+#[case::r4_deployment_class("styrmin-web3", Some("haproxy"), None, (Some("kong"), Some("kong")))]
+#[case::r4_unknown_deployment_gets_cluster("styrmin-nobody", None, Some("x"), (Some("contour"), Some("contour")))]
+#[case::r5_keeps_chart_class("styrmin-web4", Some("chart"), None, (Some("chart"), None))]
+#[case::r3_controller_namespace_too("styrmin-ctl9", None, None, (None, Some("traefik")))]
+fn w1_ingress_gets_the_rules(
+    #[case] namespace: &str,
+    #[case] class_name: Option<&str>,
+    #[case] annotation: Option<&str>,
+    #[case] expected: (Option<&str>, Option<&str>),
+) {
+    let v = view();
+    for api_version in [
+        "networking.k8s.io/v1",
+        "networking.k8s.io/v1beta1",
+        "extensions/v1beta1",
+    ] {
+        for operation in ["CREATE", "UPDATE"] {
+            let object = ingress(api_version, class_name, annotation);
+            let old = (operation == "UPDATE").then(|| object.clone());
+            let decision = decide(&v, &request(operation, namespace, object.clone(), old));
+            assert!(decision.status.is_none(), "{decision:?}");
+            let patched = apply(&object, &decision);
+            assert_eq!(classes(&patched), expected, "{api_version} {operation}");
+            if annotation.is_some() {
+                assert_eq!(patched["metadata"]["annotations"]["other"], "kept", "R7");
+            }
+            assert_eq!(patched["spec"]["rules"], object["spec"]["rules"], "R7");
+            // R8: the patched object gets no patch.
+            let again = decide(
+                &v,
+                &request(operation, namespace, patched.clone(), Some(patched)),
+            );
+            assert_eq!(again.outcome, Outcome::Conforming);
+            assert!(again.patch.is_empty());
+        }
+    }
+}
+
+#[test]
+fn r8_conforming_ingress_gets_no_patch() {
+    let d = decide(
+        &view(),
+        &request(
+            "CREATE",
+            "styrmin-web2",
+            ingress("networking.k8s.io/v1", Some("haproxy"), Some("haproxy")),
+            None,
+        ),
+    );
+    assert_eq!(d.outcome, Outcome::Conforming);
+    let response = d.into_response("u-1");
+    assert!(response.patch.is_none() && response.patch_type.is_none());
+}
+
+#[test]
+fn w4_r5_no_class_is_a_warning() {
+    let d = decide(
+        &view(),
+        &request(
+            "CREATE",
+            "styrmin-web4",
+            ingress("networking.k8s.io/v1", None, None),
+            None,
+        ),
+    );
+    assert!(d.patch.is_empty());
+    assert_eq!(d.warnings, vec![NoClassWarning::MESSAGE.to_owned()]);
+    assert!(d.into_response("u").allowed);
+}
+
+#[test]
+fn r9_old_kubernetes_denies_with_the_rule_message() {
+    let v = parse_policy(
+        Path::new("p"),
+        "kubernetes_version: '1.26'\ncluster: {ingress_class: nginx}",
+    )
+    .unwrap();
+    let d = decide(
+        &v,
+        &request(
+            "CREATE",
+            "styrmin-a",
+            ingress("networking.k8s.io/v1", None, None),
+            None,
+        ),
+    );
+    assert_eq!(d.outcome, Outcome::Denied);
+    let status = d.status.unwrap();
+    assert!(status.message.contains("1.27"), "{}", status.message);
+    // R3 sets one field only: fine on 1.26.
+    let v = parse_policy(
+        Path::new("p"),
+        "kubernetes_version: '1.26'\ncluster: {dedicated_ingress: {}}",
+    )
+    .unwrap();
+    let d = decide(
+        &v,
+        &request(
+            "CREATE",
+            "styrmin-a",
+            ingress("networking.k8s.io/v1", None, None),
+            None,
+        ),
+    );
+    assert_eq!(d.outcome, Outcome::Patched);
+}
+
+#[rstest]
+#[case::not_managed("default")]
+#[case::kube_system("kube-system")]
+#[case::bare_prefix("styrmin-")]
+#[case::similar_prefix("styrminweb1")]
+fn w1_unmanaged_namespaces_are_never_touched(#[case] namespace: &str) {
+    let d = decide(
+        &view(),
+        &request(
+            "CREATE",
+            namespace,
+            ingress("networking.k8s.io/v1", Some("x"), None),
+            None,
+        ),
+    );
+    assert_eq!(d.outcome, Outcome::Allowed);
+    assert!(d.patch.is_empty() && d.status.is_none());
+}
+
+#[rstest]
+#[case::delete("DELETE")]
+#[case::connect("CONNECT")]
+#[case::unknown("PATCH")]
+fn other_operations_are_allowed_without_patch(#[case] operation: &str) {
+    let object = ingress("networking.k8s.io/v1", Some("x"), None);
+    let d = decide(
+        &view(),
+        &request(operation, "styrmin-web1", Value::Null, Some(object)),
+    );
+    assert_eq!(d.outcome, Outcome::Allowed);
+    assert!(d.patch.is_empty());
+}
+
+#[rstest]
+#[case::ingress_route(json!({"apiVersion": "traefik.io/v1alpha1", "kind": "IngressRoute", "metadata": {}}))]
+#[case::ingress_class(json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": {}}))]
+#[case::foreign_ingress(json!({"apiVersion": "voyager.appscode.com/v1beta1", "kind": "Ingress", "metadata": {}}))]
+#[case::http_route(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": {}}))]
+#[case::pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}}))]
+#[case::not_an_object(json!("text"))]
+#[case::number(json!(42))]
+fn r7_other_kinds_are_allowed_untouched(#[case] object: Value) {
+    let d = decide(&view(), &request("CREATE", "styrmin-web1", object, None));
+    assert_eq!(d.outcome, Outcome::Allowed);
+    assert!(d.patch.is_empty());
+}
+
+#[test]
+fn request_kind_and_kind_identify_an_ingress_without_type_fields() {
+    let mut req = request(
+        "CREATE",
+        "styrmin-web1",
+        json!({"metadata": {"name": "x"}, "spec": {}}),
+        None,
+    );
+    req.kind = serde_json::from_value(
+        json!({"group": "networking.k8s.io", "version": "v1", "kind": "Ingress"}),
+    )
+    .unwrap();
+    req.request_kind = Some(
+        serde_json::from_value(
+            json!({"group": "extensions", "version": "v1beta1", "kind": "Ingress"}),
+        )
+        .unwrap(),
+    );
+    assert_eq!(ReviewKind::of(&req), ReviewKind::Ingress);
+    assert_eq!(decide(&view(), &req).outcome, Outcome::Patched);
+}
+
+#[test]
+fn status_subresource_is_not_patched() {
+    let mut req = request(
+        "UPDATE",
+        "styrmin-web1",
+        ingress("networking.k8s.io/v1", Some("x"), None),
+        None,
+    );
+    req.sub_resource = Some("status".into());
+    assert_eq!(decide(&view(), &req).outcome, Outcome::Allowed);
+}
+
+// --- W2 ---
+
+fn styrmin_deployment(environment: &str, role: &str, image: &str) -> Value {
+    json!({
+        "apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminDeployment",
+        "metadata": {"name": "app", "finalizers": []},
+        "spec": {"environmentId": environment, "role": role, "image": image},
+        "status": {"phase": "RUNNING"},
+    })
+}
+
+fn helm_release(version: &str, chart_version: &str) -> Value {
+    json!({
+        "apiVersion": format!("helm.toolkit.fluxcd.io/{version}"), "kind": "HelmRelease",
+        "metadata": {"name": "app"},
+        "spec": {"chart": {"spec": {"chart": "web", "version": chart_version}}},
+    })
+}
+
+fn assert_blocked(d: &Decision, environment: &str, controller: &str) {
+    assert_eq!(d.outcome, Outcome::Denied, "{d:?}");
+    let status = d.status.as_ref().unwrap();
+    assert_eq!(status.code, 403);
+    assert!(
+        status.message.contains(&format!("{environment:?}")),
+        "{}",
+        status.message
+    );
+    assert!(
+        status.message.contains(&format!("{controller:?}")),
+        "{}",
+        status.message
+    );
+    assert!(
+        status.message.contains("being removed"),
+        "{}",
+        status.message
+    );
+    assert!(
+        status
+            .message
+            .contains("try again after the removal completes"),
+        "{}",
+        status.message
+    );
+    let response = d.clone().into_response("u-9");
+    assert!(!response.allowed && response.patch.is_none());
+}
+
+#[test]
+fn w2_blocks_create_of_a_styrmin_deployment() {
+    let d = decide(
+        &view(),
+        &request(
+            "CREATE",
+            "styrmin-new",
+            styrmin_deployment("prod", "application", "a:1"),
+            None,
+        ),
+    );
+    assert_blocked(&d, "prod", "ctl9");
+}
+
+#[test]
+fn w2_blocks_spec_update_of_a_styrmin_deployment() {
+    let old = styrmin_deployment("prod", "application", "a:1");
+    let new = styrmin_deployment("prod", "application", "a:2");
+    let d = decide(&view(), &request("UPDATE", "styrmin-web1", new, Some(old)));
+    assert_blocked(&d, "prod", "ctl9");
+}
+
+#[rstest]
+#[case::v2("v2")]
+#[case::v2beta2("v2beta2")]
+fn w2_blocks_helm_release_create_and_upgrade(#[case] version: &str) {
+    let d = decide(
+        &view(),
+        &request(
+            "CREATE",
+            "styrmin-web1",
+            helm_release(version, "1.0.0"),
+            None,
+        ),
+    );
+    assert_blocked(&d, "prod", "ctl9");
+    let d = decide(
+        &view(),
+        &request(
+            "UPDATE",
+            "styrmin-web1",
+            helm_release(version, "1.1.0"),
+            Some(helm_release(version, "1.0.0")),
+        ),
+    );
+    assert_blocked(&d, "prod", "ctl9");
+}
+
+#[test]
+fn w2_never_denies_delete() {
+    let object = styrmin_deployment("prod", "application", "a:1");
+    for (ns, obj) in [
+        ("styrmin-web1", object),
+        ("styrmin-web1", helm_release("v2", "1")),
+    ] {
+        let d = decide(&view(), &request("DELETE", ns, Value::Null, Some(obj)));
+        assert_eq!(d.outcome, Outcome::Allowed);
+    }
+}
+
+#[test]
+fn w2_never_denies_status_finalizers_or_metadata_changes() {
+    let old = styrmin_deployment("prod", "application", "a:1");
+    let mut new = old.clone();
+    new["status"]["phase"] = json!("DEPLOYING");
+    new["metadata"]["finalizers"] = json!(["styrmin.io/cleanup"]);
+    new["metadata"]["labels"] = json!({"a": "b"});
+    new["metadata"]["annotations"] = json!({"c": "d"});
+    let d = decide(&view(), &request("UPDATE", "styrmin-web1", new, Some(old)));
+    assert_eq!(d.outcome, Outcome::Allowed, "{d:?}");
+    let old = helm_release("v2", "1");
+    let mut new = old.clone();
+    new["status"] = json!({"conditions": []});
+    let d = decide(&view(), &request("UPDATE", "styrmin-web1", new, Some(old)));
+    assert_eq!(d.outcome, Outcome::Allowed);
+}
+
+#[test]
+fn w2_never_denies_the_controllers_own_objects() {
+    // Its StyrminDeployment, by role, wherever it is.
+    let own = styrmin_deployment("prod", "ingress-controller", "traefik:3");
+    let d = decide(
+        &view(),
+        &request("CREATE", "styrmin-ctl9", own.clone(), None),
+    );
+    assert_eq!(d.outcome, Outcome::Allowed);
+    let d = decide(
+        &view(),
+        &request(
+            "UPDATE",
+            "styrmin-ctl9",
+            own,
+            Some(styrmin_deployment(
+                "prod",
+                "ingress-controller",
+                "traefik:2",
+            )),
+        ),
+    );
+    assert_eq!(d.outcome, Outcome::Allowed);
+    // Anything in its namespace.
+    let d = decide(
+        &view(),
+        &request("CREATE", "styrmin-ctl9", helm_release("v2", "1"), None),
+    );
+    assert_eq!(d.outcome, Outcome::Allowed);
+    let d = decide(
+        &view(),
+        &request(
+            "CREATE",
+            "styrmin-ctl9",
+            styrmin_deployment("prod", "application", "a"),
+            None,
+        ),
+    );
+    assert_eq!(d.outcome, Outcome::Allowed);
+}
+
+#[test]
+fn w2_never_denies_once_dedicated_ingress_is_off() {
+    // stage: its controller is DELETING, but the environment has no dedicated ingress.
+    let d = decide(
+        &view(),
+        &request("CREATE", "styrmin-web2", helm_release("v2", "1"), None),
+    );
+    assert_eq!(d.outcome, Outcome::Allowed);
+    let d = decide(
+        &view(),
+        &request(
+            "CREATE",
+            "styrmin-new",
+            styrmin_deployment("stage", "application", "a"),
+            None,
+        ),
+    );
+    assert_eq!(d.outcome, Outcome::Allowed);
+    // The same policy with prod's dedicated ingress turned off.
+    let off = POLICY.replace(
+        "prod: {ingress_class: nginx, dedicated_ingress: {}}",
+        "prod: {ingress_class: nginx}",
+    );
+    let v = parse_policy(Path::new("p"), &off).unwrap();
+    let d = decide(
+        &v,
+        &request("CREATE", "styrmin-web1", helm_release("v2", "1"), None),
+    );
+    assert_eq!(d.outcome, Outcome::Allowed);
+}
+
+#[test]
+fn w2_cluster_dedicated_counts_for_the_environment() {
+    let text = "cluster: {dedicated_ingress: {}}\ndeployments:\n  a: {environment: e}\n  c: {environment: e, role: ingress-controller, phase: DELETING}\n";
+    let v = parse_policy(Path::new("p"), text).unwrap();
+    let d = decide(
+        &v,
+        &request("CREATE", "styrmin-a", helm_release("v2", "1"), None),
+    );
+    assert_blocked(&d, "e", "c");
+}
+
+#[test]
+fn w2_never_denies_in_unmanaged_namespaces() {
+    for ns in ["default", "flux-system", "styrmin-"] {
+        let d = decide(
+            &view(),
+            &request("CREATE", ns, helm_release("v2", "1"), None),
+        );
+        assert_eq!(d.outcome, Outcome::Allowed, "{ns}");
+        let d = decide(
+            &view(),
+            &request(
+                "CREATE",
+                ns,
+                styrmin_deployment("prod", "application", "a"),
+                None,
+            ),
+        );
+        assert_eq!(d.outcome, Outcome::Allowed, "{ns}");
+    }
+}
+
+#[rstest]
+#[case::controller_running("styrmin-web5")]
+#[case::environment_unknown("styrmin-stranger")]
+fn w2_allows_when_no_controller_is_being_removed(#[case] namespace: &str) {
+    let d = decide(
+        &view(),
+        &request("CREATE", namespace, helm_release("v2", "1"), None),
+    );
+    assert_eq!(d.outcome, Outcome::Allowed);
+}
+
+#[test]
+fn w2_other_groups_are_not_deployment_objects() {
+    let mut object = helm_release("v2", "1");
+    object["apiVersion"] = json!("example.com/v1");
+    let d = decide(&view(), &request("CREATE", "styrmin-web1", object, None));
+    assert_eq!(d.outcome, Outcome::Allowed);
+    let mut object = styrmin_deployment("prod", "application", "a");
+    object["apiVersion"] = json!("styrmin.io/v2");
+    let d = decide(&view(), &request("CREATE", "styrmin-web1", object, None));
+    assert_eq!(d.outcome, Outcome::Allowed);
+}

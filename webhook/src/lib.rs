@@ -1,0 +1,232 @@
+//! `styrmin-webhook`: the mutating admission webhook that enforces Styrmin's ingress rules
+//! (SPEC W1–W4) and blocks deploys while an environment's dedicated ingress controller is
+//! being removed (W2).
+//!
+//! Layout: [`decide`] holds the decisions as pure functions of a [`view::View`] and one
+//! request; [`view`] the in-memory view and the seam its sources plug into ([`policy_file`]
+//! today); [`router`] the HTTP surface; [`server`] the TLS accept loop; [`cli`] the wiring.
+
+pub mod admission;
+pub mod cli;
+pub mod decide;
+pub mod metrics;
+pub mod patch;
+pub mod policy_file;
+pub mod server;
+pub mod telemetry;
+pub mod tls;
+pub mod view;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use crate::admission::{encode_review, parse_review};
+use crate::decide::{Outcome, ReviewKind, decide};
+use crate::metrics::{Metrics, RequestLabels, SourceLabels};
+use crate::view::{ViewSink, ViewStore};
+
+/// The largest AdmissionReview read; larger bodies get 413.
+pub const MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
+
+/// What the handlers share.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    inner: Arc<StateInner>,
+}
+
+#[derive(Debug)]
+struct StateInner {
+    view: Arc<ViewStore>,
+    metrics: Arc<Metrics>,
+    draining: AtomicBool,
+}
+
+impl AppState {
+    pub fn new(view: Arc<ViewStore>, metrics: Arc<Metrics>) -> Self {
+        AppState {
+            inner: Arc::new(StateInner {
+                view,
+                metrics,
+                draining: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    pub fn view(&self) -> &Arc<ViewStore> {
+        &self.inner.view
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
+    /// The sink a view source publishes through; failures are counted in the metrics.
+    pub fn view_sink(&self) -> ViewSink {
+        let metrics = self.inner.metrics.clone();
+        ViewSink::new(
+            self.inner.view.clone(),
+            Arc::new(move |source| {
+                metrics
+                    .view_update_failures
+                    .get_or_create(&SourceLabels { source })
+                    .inc();
+            }),
+        )
+    }
+
+    /// From now on: not ready, and every answer closes its connection.
+    pub fn start_draining(&self) {
+        self.inner.draining.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.inner.draining.load(Ordering::SeqCst)
+    }
+}
+
+/// The webhook's HTTP surface: `POST /mutate`, `/healthz`, `/readyz`, `/metrics`.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/mutate", post(mutate))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .merge(operations_routes())
+        .layer(axum::middleware::map_response_with_state(
+            state.clone(),
+            close_while_draining,
+        ))
+        .with_state(state)
+}
+
+/// The plain-HTTP surface of `--metrics-listen`: `/metrics`, `/healthz`, `/readyz`.
+pub fn metrics_router(state: AppState) -> Router {
+    operations_routes().with_state(state)
+}
+
+fn operations_routes() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+}
+
+async fn close_while_draining(State(state): State<AppState>, mut response: Response) -> Response {
+    if state.is_draining() {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
+    if state.is_draining() {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down")
+    } else if !state.view().is_ready() {
+        (StatusCode::SERVICE_UNAVAILABLE, "no view loaded yet")
+    } else {
+        (StatusCode::OK, "ok")
+    }
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    let (view, metrics) = (state.view(), state.metrics());
+    metrics
+        .view_age_seconds
+        .set(view.age().map_or(f64::NAN, |age| age.as_secs_f64()));
+    metrics
+        .view_changed_timestamp_seconds
+        .set(view.changed_at_unix().unwrap_or(0.0));
+    metrics.view_ready.set(i64::from(view.is_ready()));
+    metrics
+        .view_source_valid
+        .set(i64::from(view.source_valid()));
+    metrics
+        .view_deployments
+        .set(i64::try_from(view.load().deployment_count()).unwrap_or(i64::MAX));
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn mutate(State(state): State<AppState>, body: Bytes) -> Response {
+    let started = Instant::now();
+    let metrics = state.metrics();
+    let review = match parse_review(&body) {
+        Ok(review) => review,
+        Err(error) => {
+            metrics
+                .requests
+                .get_or_create(&RequestLabels {
+                    kind: "invalid",
+                    operation: "invalid",
+                    outcome: "bad_request",
+                })
+                .inc();
+            tracing::warn!(bytes = body.len(), %error, "bad request");
+            return (StatusCode::BAD_REQUEST, format!("{error}\n")).into_response();
+        }
+    };
+    let request = &review.request;
+    let kind = ReviewKind::of(request);
+    let span = tracing::info_span!(
+        "admission",
+        uid = %request.uid,
+        kind = kind.as_str(),
+        request_kind = request.request_kind.as_ref().map(|k| k.kind.as_str()),
+        operation = request.operation.as_str(),
+        namespace = request.namespace().unwrap_or(""),
+        name = request.name().unwrap_or(""),
+        decision = tracing::field::Empty,
+    );
+    let _entered = span.enter();
+    let decision = decide(&state.view().load(), request);
+    span.record("decision", decision.outcome.as_str());
+    let outcome = decision.outcome;
+    match outcome {
+        Outcome::Denied => tracing::info!(
+            reason = %decision.reason,
+            message = decision.status.as_ref().map(|s| s.message.as_str()),
+            "denied"
+        ),
+        Outcome::Patched => {
+            tracing::info!(reason = %decision.reason, operations = decision.patch.len(), "patched")
+        }
+        Outcome::Conforming | Outcome::Allowed => {
+            if decision.warnings.is_empty() {
+                tracing::debug!(reason = %decision.reason, "allowed");
+            } else {
+                tracing::info!(reason = %decision.reason, warnings = ?decision.warnings, "allowed with a warning");
+            }
+        }
+    }
+    let body = encode_review(review.api_version, &decision.into_response(&request.uid));
+    metrics
+        .requests
+        .get_or_create(&RequestLabels {
+            kind: kind.as_str(),
+            operation: request.operation.as_str(),
+            outcome: outcome.as_str(),
+        })
+        .inc();
+    metrics
+        .request_duration
+        .observe(started.elapsed().as_secs_f64());
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}

@@ -1,0 +1,142 @@
+//! Prometheus metrics (`/metrics`), in the OpenMetrics text format.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub kind: &'static str,
+    pub operation: &'static str,
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabels {
+    pub source: &'static str,
+}
+
+/// Every metric the webhook exposes.
+#[derive(Debug)]
+pub struct Metrics {
+    pub requests: Family<RequestLabels, Counter>,
+    pub request_duration: Histogram,
+    pub view_age_seconds: Gauge<f64, AtomicU64>,
+    pub view_changed_timestamp_seconds: Gauge<f64, AtomicU64>,
+    pub view_ready: Gauge,
+    pub view_deployments: Gauge,
+    pub view_update_failures: Family<SourceLabels, Counter>,
+    pub view_source_valid: Gauge,
+    pub certificate_expiry_timestamp_seconds: Gauge<f64, AtomicU64>,
+    pub certificate_reloads: Counter,
+    pub certificate_reload_failures: Counter,
+    registry: Registry,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let requests = Family::<RequestLabels, Counter>::default();
+        // 50 µs .. ~1.6 s.
+        let request_duration = Histogram::new(exponential_buckets(0.000_05, 2.0, 16));
+        let view_age_seconds = Gauge::<f64, AtomicU64>::default();
+        let view_changed_timestamp_seconds = Gauge::<f64, AtomicU64>::default();
+        let view_ready = Gauge::default();
+        let view_deployments = Gauge::default();
+        let view_update_failures = Family::<SourceLabels, Counter>::default();
+        let view_source_valid = Gauge::default();
+        let certificate_expiry_timestamp_seconds = Gauge::<f64, AtomicU64>::default();
+        let certificate_reloads = Counter::default();
+        let certificate_reload_failures = Counter::default();
+
+        let mut registry = Registry::with_prefix("styrmin_webhook");
+        registry.register(
+            "admission_requests",
+            "Admission requests by object kind, operation and outcome",
+            requests.clone(),
+        );
+        registry.register(
+            "admission_duration_seconds",
+            "Time to decide and encode an admission answer",
+            request_duration.clone(),
+        );
+        registry.register(
+            "view_age_seconds",
+            "Seconds since the view's source last confirmed it is current (staleness)",
+            view_age_seconds.clone(),
+        );
+        registry.register(
+            "view_changed_timestamp_seconds",
+            "Unix time of the last change of the view",
+            view_changed_timestamp_seconds.clone(),
+        );
+        registry.register(
+            "view_ready",
+            "1 once a first complete view is loaded",
+            view_ready.clone(),
+        );
+        registry.register(
+            "view_deployments",
+            "Deployments in the view",
+            view_deployments.clone(),
+        );
+        registry.register(
+            "view_update_failures",
+            "Updates of the view that failed; the last good view stayed in force",
+            view_update_failures.clone(),
+        );
+        registry.register(
+            "view_source_valid",
+            "1 when the source's latest version was valid, 0 when the last good view is kept instead",
+            view_source_valid.clone(),
+        );
+        registry.register(
+            "certificate_expiry_timestamp_seconds",
+            "Unix time at which the serving certificate expires",
+            certificate_expiry_timestamp_seconds.clone(),
+        );
+        registry.register(
+            "certificate_reloads",
+            "Serving certificate reloads",
+            certificate_reloads.clone(),
+        );
+        registry.register(
+            "certificate_reload_failures",
+            "Serving certificate files that could not be loaded; the last good one stayed in use",
+            certificate_reload_failures.clone(),
+        );
+        Metrics {
+            requests,
+            request_duration,
+            view_age_seconds,
+            view_changed_timestamp_seconds,
+            view_ready,
+            view_deployments,
+            view_update_failures,
+            view_source_valid,
+            certificate_expiry_timestamp_seconds,
+            certificate_reloads,
+            certificate_reload_failures,
+            registry,
+        }
+    }
+
+    /// The OpenMetrics text.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
+            text.clear();
+        }
+        text
+    }
+}

@@ -1,0 +1,232 @@
+//! From the rule crate's field changes to an RFC 6902 JSON patch of the object as sent.
+
+use ingress_rules::{CLASS_ANNOTATION, ClassFields, FieldChange};
+use serde_json::{Value, json};
+
+/// RFC 6901: `~` → `~0`, `/` → `~1`.
+pub fn escape_pointer_token(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+fn class_value(value: &Value) -> Option<String> {
+    match value {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        // The API server has type-checked the object; keep anything else visible as "set".
+        other => Some(other.to_string()),
+    }
+}
+
+/// The class fields of an Ingress object (`null` counts as absent).
+pub fn class_fields(object: &Value) -> ClassFields {
+    ClassFields {
+        ingress_class_name: object
+            .pointer("/spec/ingressClassName")
+            .and_then(class_value),
+        class_annotation: object
+            .get("metadata")
+            .and_then(|m| m.get("annotations"))
+            .and_then(|a| a.get(CLASS_ANNOTATION))
+            .and_then(class_value),
+    }
+}
+
+fn is_object(value: Option<&Value>) -> bool {
+    matches!(value, Some(Value::Object(_)))
+}
+
+/// The JSON patch operations that make `changes` to `object`. Empty when there are none.
+pub fn build_patch(object: &Value, changes: &[FieldChange]) -> Vec<Value> {
+    let mut ops = Vec::with_capacity(changes.len());
+    let annotation_path = format!(
+        "/metadata/annotations/{}",
+        escape_pointer_token(CLASS_ANNOTATION)
+    );
+    for change in changes {
+        match change {
+            FieldChange::SetClassName(class) => {
+                if is_object(object.get("spec")) {
+                    ops.push(
+                        json!({"op": "add", "path": "/spec/ingressClassName", "value": class}),
+                    );
+                } else {
+                    ops.push(
+                        json!({"op": "add", "path": "/spec", "value": {"ingressClassName": class}}),
+                    );
+                }
+            }
+            FieldChange::RemoveClassName => {
+                // Only when the key is there: `remove` of a missing path fails the whole patch.
+                if object
+                    .get("spec")
+                    .and_then(|s| s.get("ingressClassName"))
+                    .is_some()
+                {
+                    ops.push(json!({"op": "remove", "path": "/spec/ingressClassName"}));
+                }
+            }
+            FieldChange::SetClassAnnotation(class) => {
+                let metadata = object.get("metadata");
+                if !is_object(metadata) {
+                    ops.push(json!({"op": "add", "path": "/metadata", "value": {"annotations": {CLASS_ANNOTATION: class}}}));
+                } else if !is_object(metadata.and_then(|m| m.get("annotations"))) {
+                    // Absent or null: add the whole map.
+                    ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": {CLASS_ANNOTATION: class}}));
+                } else {
+                    ops.push(json!({"op": "add", "path": annotation_path, "value": class}));
+                }
+            }
+            FieldChange::RemoveClassAnnotation => {
+                let present = object
+                    .get("metadata")
+                    .and_then(|m| m.get("annotations"))
+                    .and_then(|a| a.get(CLASS_ANNOTATION))
+                    .is_some();
+                if present {
+                    ops.push(json!({"op": "remove", "path": annotation_path}));
+                }
+            }
+        }
+    }
+    ops
+}
+
+#[cfg(test)]
+mod tests {
+    use ingress_rules::{LevelName, ResolvedIngress, enforce};
+    use rstest::rstest;
+
+    use super::*;
+
+    fn apply(object: &Value, ops: &[Value]) -> Value {
+        let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops.to_vec())).unwrap();
+        let mut out = object.clone();
+        json_patch::patch(&mut out, &patch).unwrap();
+        out
+    }
+
+    fn dedicated() -> ResolvedIngress {
+        ResolvedIngress::Dedicated {
+            decided_by: LevelName::Cluster,
+        }
+    }
+
+    fn shared(class: &str) -> ResolvedIngress {
+        ResolvedIngress::Class {
+            class: class.to_owned(),
+            decided_by: ingress_rules::ClassOrigin::Level(LevelName::Cluster),
+        }
+    }
+
+    fn ingress(metadata: Value, spec: Option<Value>) -> Value {
+        let mut object =
+            json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": metadata});
+        if let Some(spec) = spec {
+            object["spec"] = spec;
+        }
+        object
+    }
+
+    #[test]
+    fn pointer_tokens_are_escaped() {
+        assert_eq!(
+            escape_pointer_token("kubernetes.io/ingress.class"),
+            "kubernetes.io~1ingress.class"
+        );
+        assert_eq!(escape_pointer_token("a~b/c"), "a~0b~1c");
+    }
+
+    #[rstest]
+    #[case::r3_no_annotations_map(dedicated(), ingress(json!({"name": "x"}), Some(json!({"ingressClassName": "nginx", "rules": []}))))]
+    #[case::r3_null_annotations(dedicated(), ingress(json!({"name": "x", "annotations": null}), Some(json!({}))))]
+    #[case::r3_other_annotations_kept(dedicated(), ingress(json!({"name": "x", "annotations": {"a/b": "1", "kubernetes.io/ingress.class": "nginx"}}), Some(json!({"rules": []}))))]
+    #[case::r3_null_class_name(dedicated(), ingress(json!({"name": "x"}), Some(json!({"ingressClassName": null}))))]
+    #[case::r4_no_spec(shared("nginx"), ingress(json!({"name": "x"}), None))]
+    #[case::r4_null_spec(shared("nginx"), ingress(json!({"name": "x"}), Some(Value::Null)))]
+    #[case::r4_no_metadata(shared("nginx"), json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "spec": {}}))]
+    #[case::r4_overwrites(shared("on"), ingress(json!({"annotations": {"kubernetes.io/ingress.class": "traefik"}}), Some(json!({"ingressClassName": "haproxy"}))))]
+    #[case::r4_tilde_and_slash_in_other_keys(shared("nginx"), ingress(json!({"annotations": {"x~y/z": "1"}}), Some(json!({}))))]
+    fn patch_applies_and_gives_the_rules_result(
+        #[case] resolved: ResolvedIngress,
+        #[case] object: Value,
+    ) {
+        let out = enforce(&resolved, &class_fields(&object), None).unwrap();
+        let ops = build_patch(&object, &out.changes);
+        assert!(!ops.is_empty());
+        let patched = apply(&object, &ops);
+        assert_eq!(class_fields(&patched), out.fields, "{ops:?}");
+        // R7: nothing but the two class fields changed.
+        let strip = |mut v: Value| {
+            if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.remove("ingressClassName");
+            }
+            if let Some(annotations) = v
+                .pointer_mut("/metadata/annotations")
+                .and_then(Value::as_object_mut)
+            {
+                annotations.remove(CLASS_ANNOTATION);
+            }
+            v
+        };
+        let before = strip(object.clone());
+        let after = strip(patched.clone());
+        for key in ["apiVersion", "kind"] {
+            assert_eq!(before[key], after[key]);
+        }
+        for (key, value) in before
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            assert_eq!(after["metadata"]["annotations"][key], *value);
+        }
+        if let Some(rules) = before.pointer("/spec/rules") {
+            assert_eq!(after.pointer("/spec/rules"), Some(rules));
+        }
+        // R8: a second pass has nothing to do.
+        let again = enforce(&resolved, &class_fields(&patched), None).unwrap();
+        assert!(build_patch(&patched, &again.changes).is_empty());
+    }
+
+    #[test]
+    fn remove_only_when_present() {
+        let object = ingress(json!({}), Some(json!({})));
+        assert!(build_patch(&object, &[FieldChange::RemoveClassName]).is_empty());
+        assert!(build_patch(&object, &[FieldChange::RemoveClassAnnotation]).is_empty());
+        let object = ingress(
+            json!({"annotations": {CLASS_ANNOTATION: "a"}}),
+            Some(json!({"ingressClassName": "a"})),
+        );
+        let ops = build_patch(
+            &object,
+            &[
+                FieldChange::RemoveClassName,
+                FieldChange::RemoveClassAnnotation,
+            ],
+        );
+        assert_eq!(
+            ops,
+            vec![
+                json!({"op": "remove", "path": "/spec/ingressClassName"}),
+                json!({"op": "remove", "path": "/metadata/annotations/kubernetes.io~1ingress.class"}),
+            ]
+        );
+        assert_eq!(class_fields(&apply(&object, &ops)), ClassFields::default());
+    }
+
+    #[test]
+    fn absent_annotations_are_added_as_a_whole_map() {
+        let object = ingress(json!({"name": "x"}), Some(json!({})));
+        let ops = build_patch(
+            &object,
+            &[FieldChange::SetClassAnnotation("traefik".into())],
+        );
+        assert_eq!(
+            ops,
+            vec![
+                json!({"op": "add", "path": "/metadata/annotations", "value": {"kubernetes.io/ingress.class": "traefik"}})
+            ]
+        );
+    }
+}

@@ -1,0 +1,374 @@
+//! The `--policy-file` source: a YAML file with the cluster, environments and deployments,
+//! re-read when it changes. An invalid new version leaves the last good view in force.
+//!
+//! ```yaml
+//! cluster: {ingress_class: traefik, dedicated_ingress: null}
+//! environments:
+//!   prod: {ingress_class: nginx, dedicated_ingress: {}}
+//! deployments:
+//!   web1: {environment: prod, ingress_class: haproxy}     # role application, phase RUNNING
+//!   ctl9: {environment: prod, role: ingress-controller, phase: DELETING}
+//! ```
+//!
+//! Optional keys: `kubernetes_version: "1.26"` at the top (R9), and per deployment
+//! `last_deployed: {...}`, the one level it was last deployed with (SPEC W5).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ingress_rules::{DedicatedIngress, KubernetesVersion, Level, Setting};
+
+use crate::view::{Deployment, Phase, Role, View, ViewSink, ViewSource};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyFileError {
+    #[error("cannot read policy file {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("policy file {path} is not valid")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: Box<serde_saphyr::Error>,
+    },
+    #[error("policy file {path}: kubernetes_version")]
+    Version {
+        path: PathBuf,
+        #[source]
+        source: ingress_rules::ParseVersionError,
+    },
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    #[serde(default)]
+    cluster: Option<Level>,
+    #[serde(default)]
+    environments: Option<HashMap<String, Option<Level>>>,
+    #[serde(default)]
+    deployments: Option<HashMap<String, Option<PolicyDeployment>>>,
+    #[serde(default)]
+    kubernetes_version: Option<String>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyDeployment {
+    #[serde(default)]
+    environment: Option<String>,
+    #[serde(default)]
+    role: Role,
+    #[serde(default)]
+    phase: Phase,
+    #[serde(default)]
+    ingress_class: Setting<String>,
+    #[serde(default)]
+    dedicated_ingress: Setting<DedicatedIngress>,
+    #[serde(default)]
+    last_deployed: Option<Level>,
+}
+
+/// Parses the text of a policy file into a view. `path` is only used in error messages.
+pub fn parse_policy(path: &Path, text: &str) -> Result<View, PolicyFileError> {
+    let file: PolicyFile = if text.trim().is_empty() {
+        PolicyFile::default()
+    } else {
+        serde_saphyr::from_str(text).map_err(|source| PolicyFileError::Parse {
+            path: path.to_owned(),
+            source: Box::new(source),
+        })?
+    };
+    let kubernetes_version = file
+        .kubernetes_version
+        .map(|v| v.parse::<KubernetesVersion>())
+        .transpose()
+        .map_err(|source| PolicyFileError::Version {
+            path: path.to_owned(),
+            source,
+        })?;
+    let environments = file
+        .environments
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(id, level)| (id, level.unwrap_or_default()))
+        .collect();
+    let deployments = file
+        .deployments
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(id, d)| {
+            let d = d.unwrap_or_default();
+            let deployment = Deployment {
+                environment: d.environment,
+                role: d.role,
+                phase: d.phase,
+                level: Level {
+                    ingress_class: d.ingress_class,
+                    dedicated_ingress: d.dedicated_ingress,
+                },
+                last_deployed: d.last_deployed,
+            };
+            (id, deployment)
+        })
+        .collect();
+    Ok(View::new(
+        file.cluster.unwrap_or_default(),
+        environments,
+        deployments,
+        kubernetes_version,
+    ))
+}
+
+/// Reads and parses a policy file.
+pub fn load_policy(path: &Path) -> Result<(Vec<u8>, View), PolicyFileError> {
+    let bytes = std::fs::read(path).map_err(|source| PolicyFileError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    let view = parse_policy(path, &text)?;
+    Ok((bytes, view))
+}
+
+/// Polls a policy file and publishes each new valid version.
+#[derive(Debug)]
+pub struct PolicyFileSource {
+    path: PathBuf,
+    interval: Duration,
+    /// The content of the version last read (valid or not), so that an unchanged file is not
+    /// parsed again and an invalid one is reported once.
+    last_seen: Vec<u8>,
+    last_valid: bool,
+    /// The view read by `open`, published when the source starts.
+    pending: Option<View>,
+}
+
+impl PolicyFileSource {
+    /// Loads the file once, so that a server never starts on an invalid policy.
+    pub fn open(path: PathBuf, interval: Duration) -> Result<Self, PolicyFileError> {
+        let (bytes, view) = load_policy(&path)?;
+        Ok(PolicyFileSource {
+            path,
+            interval,
+            last_seen: bytes,
+            last_valid: true,
+            pending: Some(view),
+        })
+    }
+
+    /// One poll: re-reads the file and publishes, confirms or reports.
+    pub fn poll_once(&mut self, sink: &ViewSink) {
+        let bytes = match std::fs::read(&self.path) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                tracing::error!(path = %self.path.display(), %error, "cannot read policy file; keeping the last good policy");
+                sink.report_error(self.name());
+                return;
+            }
+        };
+        if bytes == self.last_seen {
+            // Unchanged. After an invalid version, the view stays stale until a fix.
+            if self.last_valid {
+                sink.confirm();
+            }
+            return;
+        }
+        self.last_seen = bytes;
+        let text = String::from_utf8_lossy(&self.last_seen);
+        match parse_policy(&self.path, &text) {
+            Ok(view) => {
+                tracing::info!(
+                    path = %self.path.display(),
+                    deployments = view.deployment_count(),
+                    "policy file reloaded"
+                );
+                sink.publish(view);
+                self.last_valid = true;
+            }
+            Err(error) => {
+                tracing::error!(
+                    path = %self.path.display(),
+                    error = %error_chain(&error),
+                    "policy file is invalid; keeping the last good policy"
+                );
+                sink.report_error(self.name());
+                self.last_valid = false;
+            }
+        }
+    }
+}
+
+/// An error and its causes on one line.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+impl ViewSource for PolicyFileSource {
+    fn name(&self) -> &'static str {
+        "policy-file"
+    }
+
+    async fn run(mut self, sink: ViewSink) -> anyhow::Result<()> {
+        if let Some(view) = self.pending.take() {
+            sink.publish(view);
+        }
+        let mut ticker = tokio::time::interval(self.interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let mut this = self;
+            // File I/O off the request threads.
+            let sink_clone = sink.clone();
+            self = tokio::task::spawn_blocking(move || {
+                this.poll_once(&sink_clone);
+                this
+            })
+            .await?;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use ingress_rules::{ResolvedIngress, resolve};
+
+    use super::*;
+    use crate::view::ViewStore;
+
+    const ISSUE_EXAMPLE: &str = "\
+cluster: {ingress_class: traefik, dedicated_ingress: null}
+environments:
+  prod: {ingress_class: nginx, dedicated_ingress: {}}
+deployments:
+  web1: {environment: prod, ingress_class: haproxy}            # role: application, phase: RUNNING by default
+  ctl9: {environment: prod, role: ingress-controller, phase: DELETING}
+";
+
+    fn parse(text: &str) -> Result<View, PolicyFileError> {
+        parse_policy(Path::new("policy.yaml"), text)
+    }
+
+    #[test]
+    fn the_issue_example_parses() {
+        let view = parse(ISSUE_EXAMPLE).unwrap();
+        let web1 = view.deployment("web1").unwrap();
+        assert_eq!(web1.role, Role::Application);
+        assert_eq!(web1.phase, Phase::Running);
+        let ctl9 = view.deployment("ctl9").unwrap();
+        assert_eq!(
+            (ctl9.role, ctl9.phase),
+            (Role::IngressController, Phase::Deleting)
+        );
+        // R1: prod's dedicated ingress wins over web1's class.
+        assert!(matches!(
+            resolve(&view.levels_for_deployment("web1")),
+            ResolvedIngress::Dedicated { .. }
+        ));
+        assert!(view.kubernetes_version().is_none());
+    }
+
+    #[test]
+    fn empty_file_is_the_default_cluster() {
+        let view = parse("").unwrap();
+        assert_eq!(
+            resolve(&view.levels_for_deployment("x")).enforced_class(),
+            Some("traefik")
+        );
+        let view = parse("environments: {}\ndeployments:\n  a:\n").unwrap();
+        assert!(view.deployment("a").is_some());
+    }
+
+    #[test]
+    fn optional_keys() {
+        let view = parse("kubernetes_version: v1.26.3\ndeployments:\n  a: {last_deployed: {ingress_class: nginx}}\n").unwrap();
+        assert_eq!(view.kubernetes_version().map(|v| v.minor), Some(26));
+        assert_eq!(
+            resolve(&view.levels_for_deployment("a")).enforced_class(),
+            Some("nginx")
+        );
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_problem() {
+        for (bad, needle) in [
+            (
+                "cluster: {dedicated_ingress: true}",
+                "object of the dedicated controller's values",
+            ),
+            ("deployments: {a: {role: boss}}", "boss"),
+            ("deployments: {a: {phase: running}}", "running"),
+            ("clusters: {}", "clusters"),
+            ("kubernetes_version: latest", "latest"),
+            ("{{{{ not yaml", "policy.yaml"),
+            ("- a list", "policy.yaml"),
+        ] {
+            let err = parse(bad).unwrap_err();
+            let text = error_chain(&err);
+            assert!(text.contains("policy.yaml"), "{bad}: {text}");
+            assert!(text.contains(needle), "{bad}: {text}");
+        }
+    }
+
+    #[test]
+    fn reload_keeps_the_last_good_view_and_reports() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.yaml");
+        std::fs::write(&path, ISSUE_EXAMPLE).unwrap();
+        let mut source = PolicyFileSource::open(path.clone(), Duration::from_secs(1)).unwrap();
+        let first = source.pending.take().unwrap();
+        let store = Arc::new(ViewStore::default());
+        let errors = Arc::new(AtomicUsize::new(0));
+        let counted = errors.clone();
+        let sink = ViewSink::new(
+            store.clone(),
+            Arc::new(move |_| {
+                counted.fetch_add(1, Ordering::Relaxed);
+            }),
+        );
+        sink.publish(first.clone());
+
+        std::fs::write(&path, "cluster: [garbage").unwrap();
+        source.poll_once(&sink);
+        source.poll_once(&sink);
+        assert_eq!(*store.load(), first, "the last good view stays");
+        assert_eq!(
+            errors.load(Ordering::Relaxed),
+            1,
+            "an invalid version is reported once"
+        );
+
+        std::fs::write(&path, "cluster: {ingress_class: nginx}").unwrap();
+        source.poll_once(&sink);
+        assert_eq!(
+            resolve(&store.load().levels_for_deployment("web1")).enforced_class(),
+            Some("nginx")
+        );
+
+        std::fs::remove_file(&path).unwrap();
+        source.poll_once(&sink);
+        assert_eq!(
+            errors.load(Ordering::Relaxed),
+            2,
+            "a missing file is reported"
+        );
+        assert_eq!(
+            resolve(&store.load().levels_for_deployment("web1")).enforced_class(),
+            Some("nginx")
+        );
+    }
+}

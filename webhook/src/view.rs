@@ -1,0 +1,411 @@
+//! The in-memory view the webhook decides from (SPEC W3), and the seam its sources plug into.
+//!
+//! A source (the policy file today, kube-rs reflectors later) builds a whole [`View`] and
+//! publishes it through a [`ViewSink`]; request handlers read the current one from the
+//! [`ViewStore`] with one atomic load and never wait for a source.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+use ingress_rules::{KubernetesVersion, Level, Levels};
+
+/// What a Styrmin deployment is (issue text: `application` or `ingress-controller`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    #[default]
+    Application,
+    IngressController,
+}
+
+/// The state of a deployment (SPEC §3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Phase {
+    Pending,
+    Deploying,
+    #[default]
+    Running,
+    Failed,
+    Deleting,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Phase::Pending => "PENDING",
+            Phase::Deploying => "DEPLOYING",
+            Phase::Running => "RUNNING",
+            Phase::Failed => "FAILED",
+            Phase::Deleting => "DELETING",
+        })
+    }
+}
+
+/// One Styrmin deployment, which owns the namespace `styrmin-<id>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Deployment {
+    /// Its environment; `None` when the source does not know it.
+    pub environment: Option<String>,
+    pub role: Role,
+    pub phase: Phase,
+    /// Its own configuration level.
+    pub level: Level,
+    /// SPEC W5: the ingress settings it was last deployed with, as one level that decides
+    /// alone (`{dedicated_ingress: {}}`, `{ingress_class: nginx}` or `{ingress_class: ""}`).
+    /// When set, it decides instead of the three levels.
+    pub last_deployed: Option<Level>,
+}
+
+/// Everything the decisions need, as one immutable value.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct View {
+    cluster: Level,
+    environments: HashMap<String, Level>,
+    deployments: HashMap<String, Deployment>,
+    kubernetes_version: Option<KubernetesVersion>,
+    /// Environment id → ids of its ingress-controller deployments, sorted.
+    controllers: HashMap<String, Vec<String>>,
+}
+
+impl View {
+    pub fn new(
+        cluster: Level,
+        environments: HashMap<String, Level>,
+        deployments: HashMap<String, Deployment>,
+        kubernetes_version: Option<KubernetesVersion>,
+    ) -> Self {
+        let mut controllers: HashMap<String, Vec<String>> = HashMap::new();
+        for (id, deployment) in &deployments {
+            if let (Role::IngressController, Some(env)) = (deployment.role, &deployment.environment)
+            {
+                controllers.entry(env.clone()).or_default().push(id.clone());
+            }
+        }
+        for ids in controllers.values_mut() {
+            ids.sort();
+        }
+        View {
+            cluster,
+            environments,
+            deployments,
+            kubernetes_version,
+            controllers,
+        }
+    }
+
+    pub fn cluster(&self) -> &Level {
+        &self.cluster
+    }
+
+    pub fn environment(&self, id: &str) -> Option<&Level> {
+        self.environments.get(id)
+    }
+
+    pub fn deployment(&self, id: &str) -> Option<&Deployment> {
+        self.deployments.get(id)
+    }
+
+    pub fn deployment_count(&self) -> usize {
+        self.deployments.len()
+    }
+
+    /// The API server's version, where the source knows it (R9).
+    pub fn kubernetes_version(&self) -> Option<KubernetesVersion> {
+        self.kubernetes_version
+    }
+
+    /// The ingress-controller deployments of an environment, with their ids.
+    pub fn controllers_of<'a>(
+        &'a self,
+        environment: &str,
+    ) -> impl Iterator<Item = (&'a str, &'a Deployment)> + 'a {
+        self.controllers
+            .get(environment)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.deployments.get(id).map(|d| (id.as_str(), d)))
+    }
+
+    /// The levels that decide a deployment's Ingresses (SPEC W1, W5): its last-deployed record
+    /// when it has one, else cluster, environment and deployment, an unknown one counting as
+    /// not set.
+    pub fn levels_for_deployment<'a>(&'a self, deployment_id: &str) -> Levels<'a> {
+        let deployment = self.deployments.get(deployment_id);
+        if let Some(record) = deployment.and_then(|d| d.last_deployed.as_ref()) {
+            return Levels {
+                cluster: record,
+                environment: None,
+                deployment: None,
+            };
+        }
+        Levels {
+            cluster: &self.cluster,
+            environment: deployment
+                .and_then(|d| d.environment.as_deref())
+                .and_then(|env| self.environments.get(env)),
+            deployment: deployment.map(|d| &d.level),
+        }
+    }
+
+    /// The levels that decide an environment's dedicated ingress (W2): cluster and environment.
+    pub fn levels_for_environment<'a>(&'a self, environment: &str) -> Levels<'a> {
+        Levels {
+            cluster: &self.cluster,
+            environment: self.environments.get(environment),
+            deployment: None,
+        }
+    }
+}
+
+/// The namespace prefix of a Styrmin deployment: deployment `X` owns `styrmin-X`.
+pub const NAMESPACE_PREFIX: &str = "styrmin-";
+
+/// The deployment that owns a namespace, when Styrmin manages it.
+pub fn namespace_owner(namespace: &str) -> Option<&str> {
+    namespace
+        .strip_prefix(NAMESPACE_PREFIX)
+        .filter(|id| !id.is_empty())
+}
+
+/// Holds the current view; cheap to read from any number of request handlers.
+#[derive(Debug)]
+pub struct ViewStore {
+    current: ArcSwap<View>,
+    ready: AtomicBool,
+    /// Unix milliseconds of the last time a source said the view is current (0: never).
+    confirmed_at_ms: AtomicU64,
+    /// Unix milliseconds of the last published change (0: never).
+    changed_at_ms: AtomicU64,
+    /// Whether the source's latest version was valid (false while a last good view is kept).
+    source_valid: AtomicBool,
+}
+
+impl Default for ViewStore {
+    fn default() -> Self {
+        ViewStore {
+            current: ArcSwap::from_pointee(View::default()),
+            ready: AtomicBool::new(false),
+            confirmed_at_ms: AtomicU64::new(0),
+            changed_at_ms: AtomicU64::new(0),
+            source_valid: AtomicBool::new(true),
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl ViewStore {
+    /// The current view.
+    pub fn load(&self) -> Arc<View> {
+        self.current.load_full()
+    }
+
+    /// Whether a source has published a first complete view.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// How long ago a source last confirmed the view; `None` before the first one.
+    pub fn age(&self) -> Option<Duration> {
+        match self.confirmed_at_ms.load(Ordering::Relaxed) {
+            0 => None,
+            at => Some(Duration::from_millis(now_ms().saturating_sub(at))),
+        }
+    }
+
+    /// Unix seconds of the last published change; `None` before the first one.
+    pub fn changed_at_unix(&self) -> Option<f64> {
+        match self.changed_at_ms.load(Ordering::Relaxed) {
+            0 => None,
+            at => Some(at as f64 / 1000.0),
+        }
+    }
+
+    fn publish(&self, view: View) {
+        self.current.store(Arc::new(view));
+        let now = now_ms();
+        self.changed_at_ms.store(now, Ordering::Relaxed);
+        self.confirmed_at_ms.store(now, Ordering::Relaxed);
+        self.source_valid.store(true, Ordering::Relaxed);
+        self.ready.store(true, Ordering::Release);
+    }
+
+    /// Whether the source's latest version was valid; false while it keeps a last good view.
+    pub fn source_valid(&self) -> bool {
+        self.source_valid.load(Ordering::Relaxed)
+    }
+
+    fn confirm(&self) {
+        self.confirmed_at_ms.store(now_ms(), Ordering::Relaxed);
+    }
+}
+
+/// What a source may do to the store. Sources never see the decision code.
+#[derive(Clone)]
+pub struct ViewSink {
+    store: Arc<ViewStore>,
+    on_error: Arc<dyn Fn(&'static str) + Send + Sync>,
+}
+
+impl fmt::Debug for ViewSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ViewSink")
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ViewSink {
+    /// `on_error` is told the source's name each time it keeps the last good view because the
+    /// new one is invalid or unreachable (the webhook counts these in a metric).
+    pub fn new(store: Arc<ViewStore>, on_error: Arc<dyn Fn(&'static str) + Send + Sync>) -> Self {
+        ViewSink { store, on_error }
+    }
+
+    /// Replaces the view with a complete new one.
+    pub fn publish(&self, view: View) {
+        self.store.publish(view);
+    }
+
+    /// Says that the current view is still up to date (resets the staleness clock).
+    pub fn confirm(&self) {
+        self.store.confirm();
+    }
+
+    /// Says that an update failed and the last good view stays in force.
+    pub fn report_error(&self, source: &'static str) {
+        self.store.source_valid.store(false, Ordering::Relaxed);
+        (self.on_error)(source);
+    }
+}
+
+/// A source of views. It publishes a first view, then keeps the store current until the
+/// process ends; it runs in its own task.
+pub trait ViewSource: Send + 'static {
+    /// The source's name, for logs and metrics.
+    fn name(&self) -> &'static str;
+
+    /// Keeps the view current through `sink`. Returns only on a fatal error.
+    fn run(self, sink: ViewSink) -> impl Future<Output = anyhow::Result<()>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use ingress_rules::{DedicatedIngress, ResolvedIngress, Setting, resolve};
+
+    use super::*;
+
+    fn class(name: &str) -> Level {
+        Level {
+            ingress_class: Setting::Value(name.to_owned()),
+            ..Level::default()
+        }
+    }
+
+    fn view() -> View {
+        let mut deployments = HashMap::new();
+        deployments.insert(
+            "web1".to_owned(),
+            Deployment {
+                environment: Some("prod".into()),
+                level: class("haproxy"),
+                ..Deployment::default()
+            },
+        );
+        deployments.insert(
+            "pinned".to_owned(),
+            Deployment {
+                environment: Some("prod".into()),
+                level: class("haproxy"),
+                last_deployed: Some(Level {
+                    dedicated_ingress: Setting::Value(DedicatedIngress::default()),
+                    ..Level::default()
+                }),
+                ..Deployment::default()
+            },
+        );
+        deployments.insert(
+            "ctl9".to_owned(),
+            Deployment {
+                environment: Some("prod".into()),
+                role: Role::IngressController,
+                phase: Phase::Deleting,
+                ..Deployment::default()
+            },
+        );
+        let environments = HashMap::from([("prod".to_owned(), class("nginx"))]);
+        View::new(class("contour"), environments, deployments, None)
+    }
+
+    #[test]
+    fn namespace_owner_is_the_suffix() {
+        assert_eq!(namespace_owner("styrmin-web1"), Some("web1"));
+        assert_eq!(namespace_owner("styrmin-"), None);
+        assert_eq!(namespace_owner("default"), None);
+        assert_eq!(namespace_owner("kube-system"), None);
+    }
+
+    #[test]
+    fn w1_levels_of_a_known_deployment() {
+        let v = view();
+        let got = resolve(&v.levels_for_deployment("web1"));
+        assert_eq!(got.enforced_class(), Some("haproxy"));
+    }
+
+    #[test]
+    fn w1_unknown_deployment_gets_the_cluster_level() {
+        let v = view();
+        assert_eq!(
+            resolve(&v.levels_for_deployment("nobody")).enforced_class(),
+            Some("contour")
+        );
+    }
+
+    #[test]
+    fn w5_last_deployed_record_decides_alone() {
+        let v = view();
+        assert!(matches!(
+            resolve(&v.levels_for_deployment("pinned")),
+            ResolvedIngress::Dedicated { .. }
+        ));
+    }
+
+    #[test]
+    fn controllers_are_indexed_by_environment() {
+        let v = view();
+        let ids: Vec<_> = v.controllers_of("prod").map(|(id, _)| id).collect();
+        assert_eq!(ids, vec!["ctl9"]);
+        assert_eq!(v.controllers_of("dev").count(), 0);
+    }
+
+    #[test]
+    fn store_is_not_ready_until_a_first_publish() {
+        let store = Arc::new(ViewStore::default());
+        assert!(!store.is_ready());
+        assert!(store.age().is_none());
+        let errors = Arc::new(AtomicU64::new(0));
+        let counted = errors.clone();
+        let sink = ViewSink::new(
+            store.clone(),
+            Arc::new(move |_| {
+                counted.fetch_add(1, Ordering::Relaxed);
+            }),
+        );
+        sink.publish(view());
+        assert!(store.is_ready());
+        assert!(store.age().is_some_and(|age| age < Duration::from_secs(5)));
+        assert_eq!(store.load().deployment_count(), 3);
+        sink.report_error("test");
+        assert_eq!(errors.load(Ordering::Relaxed), 1);
+    }
+}
