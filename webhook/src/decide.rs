@@ -143,7 +143,8 @@ pub fn decide(view: &View, request: &AdmissionRequest) -> Decision {
     let Some(owner) = request.namespace().and_then(namespace_owner) else {
         return Decision::allowed("namespace not managed by Styrmin");
     };
-    let Some(object) = request.object.as_ref() else {
+    // The API server always sends an object here; anything else cannot be patched.
+    let Some(object) = request.object.as_ref().filter(|o| o.is_object()) else {
         return Decision::allowed("no object");
     };
     match kind {
