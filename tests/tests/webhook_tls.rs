@@ -1,0 +1,725 @@
+//! End to end over real TLS: the release binaries `styrmin-certs` and `styrmin-webhook`, and a
+//! client that verifies the server as the API server does (only the CA bundle that
+//! `styrmin-certs` wrote into the webhook configuration, server name
+//! `<service>.<namespace>.svc`). Also: certificate rotation under load, SIGTERM under load,
+//! and a policy file replaced by garbage and then fixed.
+//!
+//! Needs `cargo build --release` first (`make build`); traffic stays on 127.0.0.1.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use e2e::{data, release_binary, workspace_root};
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject as _;
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+const SERVICE: &str = "styrmin-webhook";
+const NAMESPACE: &str = "styrmin-system";
+const SERVER_NAME: &str = "styrmin-webhook.styrmin-system.svc";
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Polls `check` until it is true or the timeout passes.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + TIMEOUT;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+struct Certs {
+    dir: PathBuf,
+    webhook_config: PathBuf,
+}
+
+impl Certs {
+    /// Runs `styrmin-certs` into `dir`, filling a copy of the committed webhook configuration.
+    fn make(dir: &Path) -> Certs {
+        let webhook_config = dir.join("mutatingwebhookconfiguration.yaml");
+        if !webhook_config.exists() {
+            std::fs::copy(
+                workspace_root().join("manifests/base/mutatingwebhookconfiguration.yaml"),
+                &webhook_config,
+            )
+            .unwrap();
+        }
+        let certs = Certs {
+            dir: dir.join("certs"),
+            webhook_config,
+        };
+        certs.rotate();
+        certs
+    }
+
+    /// A new serving certificate from the same CA (what a rotation does).
+    fn rotate(&self) {
+        let status = Command::new(release_binary("styrmin-certs"))
+            .args([
+                "--service",
+                SERVICE,
+                "--namespace",
+                NAMESPACE,
+                "--days",
+                "2",
+            ])
+            .arg("--out-dir")
+            .arg(&self.dir)
+            .arg("--webhook-config")
+            .arg(&self.webhook_config)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// The CA, read back from the webhook configuration's caBundle, as the API server does.
+    fn bundle(&self) -> Vec<CertificateDer<'static>> {
+        let text = std::fs::read_to_string(&self.webhook_config).unwrap();
+        let bundles: Vec<&str> = text
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("caBundle: \""))
+            .map(|rest| &rest[..rest.find('"').unwrap()])
+            .collect();
+        assert_eq!(bundles.len(), 2, "both webhooks get the bundle");
+        assert_eq!(bundles[0], bundles[1]);
+        assert!(
+            text.contains("# filled in by styrmin-certs"),
+            "comments are kept"
+        );
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(bundles[0])
+            .unwrap();
+        assert_eq!(pem, std::fs::read(self.dir.join("ca.crt")).unwrap());
+        CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    fn serving_cert(&self) -> CertificateDer<'static> {
+        CertificateDer::from_pem_file(self.dir.join("tls.crt")).unwrap()
+    }
+}
+
+/// The webhook process, killed when dropped.
+struct Webhook {
+    child: Child,
+    addr: SocketAddr,
+    metrics_addr: SocketAddr,
+    logs: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Webhook {
+    async fn start(certs: &Certs, policy: &Path) -> Webhook {
+        let mut child = Command::new(release_binary("styrmin-webhook"))
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+            ])
+            .args([
+                "--log-filter",
+                "info",
+                "--reload-interval-ms",
+                "100",
+                "--drain-timeout-secs",
+                "5",
+            ])
+            .arg("--tls-cert")
+            .arg(certs.dir.join("tls.crt"))
+            .arg("--tls-key")
+            .arg(certs.dir.join("tls.key"))
+            .arg("--policy-file")
+            .arg(policy)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let value = serde_json::from_str(&line).unwrap_or_else(|_| json!({"raw": line}));
+                sink.lock().unwrap().push(value);
+            }
+        });
+        let logs_for_lookup = logs.clone();
+        let listening = move |which: &str| {
+            logs_for_lookup.lock().unwrap().iter().find_map(|line| {
+                let fields = &line["fields"];
+                (fields["message"] == "listening" && fields["listener"] == which).then(|| {
+                    fields["address"]
+                        .as_str()
+                        .unwrap()
+                        .parse::<SocketAddr>()
+                        .unwrap()
+                })
+            })
+        };
+        let mut webhook = Webhook {
+            child,
+            addr: "127.0.0.1:1".parse().unwrap(),
+            metrics_addr: "127.0.0.1:1".parse().unwrap(),
+            logs,
+        };
+        eventually("the listening log lines", || {
+            assert!(
+                webhook.child.try_wait().unwrap().is_none(),
+                "webhook exited: {:?}",
+                webhook.logs.lock().unwrap()
+            );
+            listening("https").is_some() && listening("metrics").is_some()
+        })
+        .await;
+        webhook.addr = listening("https").unwrap();
+        webhook.metrics_addr = listening("metrics").unwrap();
+        webhook
+    }
+
+    fn logged(&self, message: &str) -> usize {
+        self.logs
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|line| line["fields"]["message"] == message)
+            .count()
+    }
+
+    /// `/metrics` over the plain-HTTP listener.
+    fn metrics(&self) -> String {
+        let mut stream = std::net::TcpStream::connect(self.metrics_addr).unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        text
+    }
+
+    fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+fn tls_config(roots: &[CertificateDer<'static>]) -> Arc<rustls::ClientConfig> {
+    let mut store = rustls::RootCertStore::empty();
+    for cert in roots {
+        store.add(cert.clone()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(store)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // Like the API server's Go client (no ClientSessionCache): a full handshake each time, so
+    // that each new connection sees the certificate served now.
+    config.resumption = rustls::client::Resumption::disabled();
+    Arc::new(config)
+}
+
+/// One HTTP/1.1 connection over verified TLS, as the API server opens them.
+struct Connection {
+    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    peer_cert: CertificateDer<'static>,
+}
+
+#[derive(Debug)]
+enum ConnectError {
+    /// TCP refused or reset before the TLS session was up: no request was sent.
+    NotAccepted(String),
+}
+
+impl Connection {
+    async fn open(
+        addr: SocketAddr,
+        config: Arc<rustls::ClientConfig>,
+        name: &str,
+    ) -> Result<Connection, ConnectError> {
+        let tcp = TcpStream::connect(addr)
+            .await
+            .map_err(|e| ConnectError::NotAccepted(e.to_string()))?;
+        let name = ServerName::try_from(name.to_owned()).unwrap();
+        let tls = TlsConnector::from(config)
+            .connect(name, tcp)
+            .await
+            .map_err(|e| ConnectError::NotAccepted(e.to_string()))?;
+        let peer_cert = tls.get_ref().1.peer_certificates().unwrap()[0]
+            .clone()
+            .into_owned();
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        Ok(Connection { sender, peer_cert })
+    }
+
+    /// POSTs a review; `Err` when the request was sent and no complete answer came back.
+    async fn review(&mut self, body: &Value) -> Result<Value, String> {
+        self.sender
+            .ready()
+            .await
+            .map_err(|e| format!("connection not ready: {e}"))?;
+        let request = hyper::Request::post("/mutate?timeout=10s")
+            .header("host", SERVER_NAME)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(serde_json::to_vec(body).unwrap())))
+            .unwrap();
+        let response = self
+            .sender
+            .send_request(request)
+            .await
+            .map_err(|e| format!("no answer: {e}"))?;
+        let status = response.status();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("truncated answer: {e}"))?
+            .to_bytes();
+        if status != 200 {
+            return Err(format!(
+                "HTTP {status}: {}",
+                String::from_utf8_lossy(&bytes)
+            ));
+        }
+        let answer: Value =
+            serde_json::from_slice(&bytes).map_err(|e| format!("answer is not JSON: {e}"))?;
+        if answer["response"]["uid"] != body["request"]["uid"] {
+            return Err(format!("uid not echoed: {answer}"));
+        }
+        Ok(answer)
+    }
+
+    fn is_closed(&self) -> bool {
+        self.sender.is_closed()
+    }
+}
+
+fn review_in(name: &str, namespace: &str) -> Value {
+    let text = std::fs::read_to_string(data(&format!("admission/{name}"))).unwrap();
+    let value: Value = serde_json::from_str(&text).unwrap();
+    let mut review = if name.ends_with(".request.json") {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": value})
+    } else {
+        value
+    };
+    review["request"]["namespace"] = json!(namespace);
+    review["request"]["object"]["metadata"]["namespace"] = json!(namespace);
+    review
+}
+
+/// Applies the answer's patch to the request's object with an RFC 6902 implementation.
+fn patched(body: &Value, answer: &Value) -> Value {
+    let mut object = body["request"]["object"].clone();
+    if let Some(patch) = answer["response"].get("patch") {
+        assert_eq!(answer["response"]["patchType"], "JSONPatch");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(patch.as_str().expect("a base64 string"))
+            .unwrap();
+        let patch: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
+        json_patch::patch(&mut object, &patch).unwrap();
+    }
+    object
+}
+
+fn classes(object: &Value) -> (Option<String>, Option<String>) {
+    let get = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    (
+        get("/spec/ingressClassName"),
+        get("/metadata/annotations/kubernetes.io~1ingress.class"),
+    )
+}
+
+fn policy_file(dir: &Path) -> PathBuf {
+    let path = dir.join("policy.yaml");
+    std::fs::copy(data("admission/policy.yaml"), &path).unwrap();
+    path
+}
+
+const INGRESS: &str =
+    "kubewarden-ingress-policy__ingress-v1-create__multi-backend-partial-tls.request.json";
+
+#[tokio::test]
+async fn tls_end_to_end_with_the_fixtures() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path());
+    let bundle = certs.bundle();
+    let webhook = Webhook::start(&certs, &policy_file(dir.path())).await;
+    let config = tls_config(&bundle);
+    let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
+        .await
+        .unwrap();
+
+    for (name, namespace, expected) in [
+        (INGRESS, "styrmin-web1", (None, Some("traefik"))),
+        (
+            "kubewarden-safe-annotations-policy__ingress-v1-with-annotations.request.json",
+            "styrmin-web1",
+            (None, Some("traefik")),
+        ),
+        (
+            "kubewarden-ingress-policy__ingress-v1-create__wildcard-host.request.json",
+            "styrmin-web2",
+            (Some("haproxy"), Some("haproxy")),
+        ),
+        (
+            "kubewarden-unique-ingress-policy__ingress-v1-create.request.json",
+            "styrmin-other",
+            (Some("contour"), Some("contour")),
+        ),
+        (
+            "crafted__ingress-extensions-v1beta1-create.json",
+            "styrmin-web1",
+            (None, Some("traefik")),
+        ),
+        (
+            "crafted__ingress-v1-update__with-old-object.json",
+            "styrmin-web2",
+            (Some("haproxy"), Some("haproxy")),
+        ),
+    ] {
+        let body = review_in(name, namespace);
+        let answer = conn.review(&body).await.unwrap();
+        assert_eq!(answer["response"]["allowed"], true, "{name}");
+        let object = patched(&body, &answer);
+        let expected = (expected.0.map(str::to_owned), expected.1.map(str::to_owned));
+        assert_eq!(classes(&object), expected, "{name} in {namespace}");
+        // R8: the patched object gets no patch.
+        let mut again = body.clone();
+        again["request"]["object"] = object;
+        assert!(
+            conn.review(&again).await.unwrap()["response"]
+                .get("patch")
+                .is_none(),
+            "{name}"
+        );
+    }
+
+    // Unmanaged namespace and a Pod: allowed, no patch.
+    for (name, namespace) in [
+        (INGRESS, "default"),
+        ("kube-rs__pod-create-v1__gke-capture.json", "styrmin-web1"),
+    ] {
+        let body = review_in(name, namespace);
+        let answer = conn.review(&body).await.unwrap();
+        assert_eq!(
+            answer["response"],
+            json!({"uid": body["request"]["uid"], "allowed": true}),
+            "{name}"
+        );
+    }
+
+    // W2 over the wire.
+    let body = review_in("crafted__helmrelease-v2-upgrade.json", "styrmin-web1");
+    let answer = conn.review(&body).await.unwrap();
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(answer["response"]["status"]["code"], 403);
+
+    // The server is verified: a wrong name or another CA fails the handshake.
+    let Err(ConnectError::NotAccepted(reason)) =
+        Connection::open(webhook.addr, config.clone(), "other.styrmin-system.svc").await
+    else {
+        panic!("a wrong server name must fail verification");
+    };
+    assert!(reason.contains("certificate"), "{reason}");
+    let other = tempfile::tempdir().unwrap();
+    let other_certs = Certs::make(other.path());
+    assert!(
+        Connection::open(webhook.addr, tls_config(&other_certs.bundle()), SERVER_NAME)
+            .await
+            .is_err()
+    );
+    // The .svc.cluster.local name is in the certificate too.
+    assert!(
+        Connection::open(
+            webhook.addr,
+            config,
+            "styrmin-webhook.styrmin-system.svc.cluster.local"
+        )
+        .await
+        .is_ok()
+    );
+
+    let metrics = webhook.metrics();
+    assert!(
+        metrics.contains(r#"kind="Ingress",operation="CREATE",outcome="patched"}"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("styrmin_webhook_certificate_expiry_timestamp_seconds"),
+        "{metrics}"
+    );
+}
+
+/// Workers that send reviews until told to stop, each on its own connection, reconnecting
+/// every few requests so that new handshakes happen throughout.
+struct Load {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicUsize>,
+    failures: Arc<Mutex<Vec<String>>>,
+    certs_seen: Arc<Mutex<Vec<CertificateDer<'static>>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(
+        addr: SocketAddr,
+        config: Arc<rustls::ClientConfig>,
+        workers: usize,
+        reconnect_every: usize,
+    ) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ok = Arc::new(AtomicUsize::new(0));
+        let failures = Arc::new(Mutex::new(Vec::new()));
+        let certs_seen = Arc::new(Mutex::new(Vec::new()));
+        let body = review_in(INGRESS, "styrmin-web1");
+        let tasks = (0..workers)
+            .map(|_| {
+                let (stop, ok, failures, certs_seen, config, body) =
+                    (stop.clone(), ok.clone(), failures.clone(), certs_seen.clone(), config.clone(), body.clone());
+                tokio::spawn(async move {
+                    let mut conn: Option<Connection> = None;
+                    let mut on_this_connection = 0;
+                    while !stop.load(Ordering::SeqCst) {
+                        if conn.as_ref().is_none_or(Connection::is_closed) || on_this_connection >= reconnect_every {
+                            match Connection::open(addr, config.clone(), SERVER_NAME).await {
+                                Ok(c) => {
+                                    let mut seen = certs_seen.lock().unwrap();
+                                    if !seen.contains(&c.peer_cert) {
+                                        seen.push(c.peer_cert.clone());
+                                    }
+                                    conn = Some(c);
+                                    on_this_connection = 0;
+                                }
+                                // Refused: the server stopped accepting (SIGTERM); nothing was sent.
+                                Err(ConnectError::NotAccepted(_)) => return,
+                            }
+                        }
+                        let Some(c) = conn.as_mut() else { return };
+                        match c.review(&body).await {
+                            Ok(answer) if patched(&body, &answer)["metadata"]["annotations"]["kubernetes.io/ingress.class"] == "traefik" => {
+                                ok.fetch_add(1, Ordering::SeqCst);
+                            }
+                            Ok(answer) => failures.lock().unwrap().push(format!("wrong answer {answer}")),
+                            Err(error) => {
+                                // A connection the server closed before we sent is not a drop;
+                                // hyper reports that as "not ready".
+                                if !error.starts_with("connection not ready") {
+                                    failures.lock().unwrap().push(error);
+                                }
+                                conn = None;
+                            }
+                        }
+                        on_this_connection += 1;
+                    }
+                })
+            })
+            .collect();
+        Load {
+            stop,
+            ok,
+            failures,
+            certs_seen,
+            tasks,
+        }
+    }
+
+    async fn wait_for_more(&self, count: usize) {
+        let target = self.ok.load(Ordering::SeqCst) + count;
+        let ok = self.ok.clone();
+        eventually("more answered requests", || {
+            ok.load(Ordering::SeqCst) >= target
+        })
+        .await;
+    }
+
+    async fn finish(self) -> (usize, Vec<String>, Vec<CertificateDer<'static>>) {
+        self.stop.store(true, Ordering::SeqCst);
+        for task in self.tasks {
+            tokio::time::timeout(TIMEOUT, task)
+                .await
+                .expect("load worker finishes")
+                .unwrap();
+        }
+        let failures = self.failures.lock().unwrap().clone();
+        let certs = self.certs_seen.lock().unwrap().clone();
+        (self.ok.load(Ordering::SeqCst), failures, certs)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_rotation_under_load_fails_no_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path());
+    let config = tls_config(&certs.bundle());
+    let first = certs.serving_cert();
+    let webhook = Webhook::start(&certs, &policy_file(dir.path())).await;
+    let load = Load::start(webhook.addr, config, 4, 3);
+    load.wait_for_more(100).await;
+    let mut served = vec![first];
+    for rotation in 1..=3 {
+        certs.rotate();
+        let new = certs.serving_cert();
+        assert!(!served.contains(&new));
+        served.push(new.clone());
+        eventually("the reload log line", || {
+            webhook.logged("serving certificate reloaded") >= rotation
+        })
+        .await;
+        let seen = load.certs_seen.clone();
+        eventually("a handshake with the new certificate", || {
+            seen.lock().unwrap().contains(&new)
+        })
+        .await;
+        load.wait_for_more(100).await;
+    }
+    let (ok, failures, seen) = load.finish().await;
+    assert!(
+        failures.is_empty(),
+        "{} failed of {}: {:?}",
+        failures.len(),
+        ok + failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    assert!(seen.iter().all(|cert| served.contains(cert)));
+    assert!(
+        webhook
+            .metrics()
+            .contains("styrmin_webhook_certificate_reloads_total 3")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_under_load_drops_no_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path());
+    let config = tls_config(&certs.bundle());
+    let mut webhook = Webhook::start(&certs, &policy_file(dir.path())).await;
+    let load = Load::start(webhook.addr, config, 8, 1000);
+    load.wait_for_more(300).await;
+    webhook.terminate();
+    // The workers end on their own once the listener refuses them.
+    let deadline = Instant::now() + TIMEOUT;
+    while !load.tasks.iter().all(tokio::task::JoinHandle::is_finished) {
+        assert!(
+            Instant::now() < deadline,
+            "workers still running after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (ok, failures, _) = load.finish().await;
+    assert!(
+        failures.is_empty(),
+        "{} dropped of {}: {:?}",
+        failures.len(),
+        ok + failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    let status = loop {
+        if let Some(status) = webhook.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "webhook did not exit after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "{status}");
+    assert_eq!(webhook.logged("drained"), 1);
+}
+
+#[tokio::test]
+async fn policy_file_replaced_by_garbage_then_fixed() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path());
+    let config = tls_config(&certs.bundle());
+    let policy = policy_file(dir.path());
+    let webhook = Webhook::start(&certs, &policy).await;
+    let body = review_in(INGRESS, "styrmin-web1");
+    let mut conn = Connection::open(webhook.addr, config, SERVER_NAME)
+        .await
+        .unwrap();
+    let class = |answer: &Value| classes(&patched(&body, answer));
+    assert_eq!(
+        class(&conn.review(&body).await.unwrap()),
+        (None, Some("traefik".to_owned()))
+    );
+
+    std::fs::write(&policy, "environments: {prod: [garbage\n").unwrap();
+    eventually("the invalid-policy log line", || {
+        webhook.logged("policy file is invalid; keeping the last good policy") == 1
+    })
+    .await;
+    assert_eq!(
+        class(&conn.review(&body).await.unwrap()),
+        (None, Some("traefik".to_owned())),
+        "last good policy"
+    );
+    let metrics = webhook.metrics();
+    assert!(
+        metrics.contains(r#"styrmin_webhook_view_update_failures_total{source="policy-file"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("styrmin_webhook_view_source_valid 0"),
+        "{metrics}"
+    );
+
+    // Fixed: prod loses its dedicated ingress, so web1 gets prod's class.
+    std::fs::write(
+        &policy,
+        "environments: {prod: {ingress_class: nginx}}\ndeployments: {web1: {environment: prod}}\n",
+    )
+    .unwrap();
+    eventually("the reload log line", || {
+        webhook.logged("policy file reloaded") == 1
+    })
+    .await;
+    assert_eq!(
+        class(&conn.review(&body).await.unwrap()),
+        (Some("nginx".to_owned()), Some("nginx".to_owned()))
+    );
+    assert!(
+        webhook
+            .metrics()
+            .contains("styrmin_webhook_view_source_valid 1")
+    );
+}
