@@ -17,8 +17,9 @@
 //!
 //! Both Helm versions discard a post-renderer's stderr when it succeeds
 //! (`postrender/helm-plugin/NOTES.md`), so the warnings are read from `--report`.
-//! No cluster is used: `helm template` for Helm 3 (its `helm install --dry-run` needs a
-//! reachable API server), `helm template` and `helm install --dry-run=client` for Helm 4.
+//! No cluster is used: `helm template` and `helm install --dry-run=client` run without one
+//! in Helm 4; Helm 3's `helm install --dry-run` needs a reachable API server even on the
+//! client side, so it talks to [`FakeApiServer`] (discovery only, every object 404).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
