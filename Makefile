@@ -27,3 +27,7 @@ test: tools lint build unit
 
 clean:
 	rm -rf target .tools
+
+# Webhook benchmark (not part of `make test`): webhook vs a floor server over TLS on loopback.
+bench-webhook:
+	webhook/bench/bench.sh

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# make bench-webhook: styrmin-webhook against a floor server (webhook/examples/floor.rs), both
+# over TLS on loopback, with a ~3 KB Ingress AdmissionReview, at 500 and 2,000 requests/s and
+# then as fast as they go; 10,000 deployments in the webhook's view. Prints a markdown table.
+# Load generator: webhook/examples/loadgen.rs (ours; oha's build is too long for 2 cores).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
+CONNECTIONS=${CONNECTIONS:-16}
+cargo build --release --locked -p styrmin-webhook -p styrmin-certs --bins --examples >&2
+BIN=target/release
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+"$BIN/styrmin-certs" --out-dir "$WORK/certs" --no-webhook-config 2>/dev/null
+{
+  echo "cluster: {ingress_class: traefik}"
+  echo "environments:"
+  for e in $(seq 0 19); do echo "  env$e: {ingress_class: nginx}"; done
+  echo "  stage: {ingress_class: haproxy}"
+  echo "deployments:"
+  echo "  web2: {environment: stage}"
+  for i in $(seq 3 10001); do echo "  app$i: {environment: env$((i % 20)), ingress_class: c$i}"; done
+} > "$WORK/policy.yaml"
+DEPLOYMENTS=$(grep -c '^  [a-z0-9]*: {environment' "$WORK/policy.yaml")
+
+"$BIN/styrmin-webhook" --listen 127.0.0.1:18443 --metrics-listen 127.0.0.1:18440 \
+  --tls-cert "$WORK/certs/tls.crt" --tls-key "$WORK/certs/tls.key" --policy-file "$WORK/policy.yaml" \
+  2> "$WORK/webhook.log" &
+WEBHOOK_PID=$!; PIDS+=("$WEBHOOK_PID")
+"$BIN/examples/floor" 127.0.0.1:18444 "$WORK/certs/tls.crt" "$WORK/certs/tls.key" 2> "$WORK/floor.log" &
+PIDS+=("$!")
+for port in 18443 18444; do
+  for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+done
+
+BODY=tests/data/admission/crafted__ingress-v1-create__bench-3kb.json
+run() { # server port rate
+  "$BIN/examples/loadgen" --addr "127.0.0.1:$2" --ca "$WORK/certs/ca.crt" --body "$BODY" \
+    --rate "$3" --seconds "$SECONDS_PER_RUN" --connections "$CONNECTIONS"
+}
+# Warm up both, then measure.
+run floor 18444 0 >/dev/null 2>&1 || true
+run webhook 18443 0 >/dev/null 2>&1 || true
+
+declare -A RESULT
+for rate in 500 2000 0; do
+  for target in floor:18444 webhook:18443; do
+    name=${target%%:*}; port=${target##*:}
+    RESULT[$name:$rate]=$(run "$name" "$port" "$rate")
+    echo "$name rate=$rate ${RESULT[$name:$rate]}" >&2
+  done
+done
+RSS_KB=$(awk '/^VmRSS/ {print $2}' "/proc/$WEBHOOK_PID/status")
+HWM_KB=$(awk '/^VmHWM/ {print $2}' "/proc/$WEBHOOK_PID/status")
+
+field() { sed -E "s/.*\"$2\":([^,}]*).*/\1/" <<<"$1"; }
+fmt() { awk -v v="$1" -v d="$2" 'BEGIN { printf "%.*f", d, v }'; }
+echo
+echo "| server | offered rate (req/s) | p50 (ms) | p99 (ms) | throughput (req/s) | errors |"
+echo "|---|---|---|---|---|---|"
+for rate in 500 2000 0; do
+  for name in floor webhook; do
+    r=${RESULT[$name:$rate]}
+    label=$rate; [ "$rate" = 0 ] && label=max
+    echo "| $name | $label | $(fmt "$(field "$r" p50_ms)" 3) | $(fmt "$(field "$r" p99_ms)" 3) | $(fmt "$(field "$r" throughput)" 0) | $(field "$r" errors) |"
+  done
+done
+echo
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+echo "- p99 at 2,000 req/s, webhook / floor: $(ratio "$(field "${RESULT[webhook:2000]}" p99_ms)" "$(field "${RESULT[floor:2000]}" p99_ms)") (target <= 1.5)"
+echo "- max throughput, webhook / floor: $(ratio "$(field "${RESULT[webhook:0]}" throughput)" "$(field "${RESULT[floor:0]}" throughput)") (target >= 0.5)"
+echo "- webhook memory with $DEPLOYMENTS deployments in the view: RSS $((RSS_KB / 1024)) MiB now, peak $((HWM_KB / 1024)) MiB (target < 50 MB)"
+echo "- $SECONDS_PER_RUN s per run, $CONNECTIONS keep-alive connections, TLS on loopback, $(nproc) cores shared by server and load generator"
