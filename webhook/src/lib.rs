@@ -205,10 +205,11 @@ async fn mutate(State(state): State<AppState>, body: Bytes) -> Response {
             message = decision.status.as_ref().map(|s| s.message.as_str()),
             "denied"
         ),
-        Outcome::Patched => {
-            tracing::info!(reason = %decision.reason, operations = decision.patch.len(), "patched")
+        // Routine, and the API server's audit log records each webhook patch: DEBUG.
+        Outcome::Patched if decision.warnings.is_empty() => {
+            tracing::debug!(reason = %decision.reason, operations = decision.patch.len(), "patched")
         }
-        Outcome::Conforming | Outcome::Allowed => {
+        Outcome::Patched | Outcome::Conforming | Outcome::Allowed => {
             if decision.warnings.is_empty() {
                 tracing::debug!(reason = %decision.reason, "allowed");
             } else {

@@ -527,3 +527,17 @@ fn w2_other_groups_are_not_deployment_objects() {
     let d = decide(&view(), &request("CREATE", "styrmin-web1", object, None));
     assert_eq!(d.outcome, Outcome::Allowed);
 }
+
+#[test]
+fn an_object_that_is_not_a_json_object_is_never_patched() {
+    for object in [json!(1), json!("x"), json!([]), Value::Null] {
+        let mut req = request("CREATE", "styrmin-web1", object, None);
+        req.kind = serde_json::from_value(
+            json!({"group": "networking.k8s.io", "version": "v1", "kind": "Ingress"}),
+        )
+        .unwrap();
+        let d = decide(&view(), &req);
+        assert_eq!(d.outcome, Outcome::Allowed);
+        assert!(d.patch.is_empty());
+    }
+}
