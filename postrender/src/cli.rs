@@ -130,13 +130,17 @@ impl Cli {
 }
 
 fn read_stdin() -> anyhow::Result<Vec<u8>> {
-    let mut input = Vec::new();
+    // Room for a large chart up front: the pages are only touched as the stream arrives,
+    // and the buffer is not copied again and again while it grows.
+    let mut input = Vec::with_capacity(INITIAL_INPUT_CAPACITY);
     std::io::stdin()
         .lock()
         .read_to_end(&mut input)
         .context("reading the rendered stream from stdin")?;
     Ok(input)
 }
+
+const INITIAL_INPUT_CAPACITY: usize = 64 << 20;
 
 fn filter(rules: &RenderRules, report_path: Option<&PathBuf>) -> anyhow::Result<ExitCode> {
     let input = read_stdin()?;

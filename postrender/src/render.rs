@@ -3,6 +3,9 @@
 
 use std::fmt;
 use std::io::{self, Write};
+use std::sync::LazyLock;
+
+use memchr::memmem;
 
 use ingress_rules::{
     ClassFields, Enforcement, KubernetesVersion, NoClassWarning, ResolvedIngress, RuleError,
@@ -138,7 +141,7 @@ pub fn render(input: &[u8], rules: &RenderRules) -> Result<Rendered, RenderError
             let valid = std::str::from_utf8(&input[..offset]).unwrap_or_default();
             let document = stream::split(valid)
                 .last()
-                .map(|d| name_of(valid, d))
+                .map(|d| name_of(valid, d, &mut LineCounter::default()))
                 .unwrap_or(DocumentName {
                     index: 1,
                     source: None,
@@ -152,26 +155,34 @@ pub fn render(input: &[u8], rules: &RenderRules) -> Result<Rendered, RenderError
         documents: documents.len(),
         ..Rendered::default()
     };
-    for document in documents {
-        let text = &stream[document.range.clone()];
-        let ty = yaml_tree::top_level_type(text).map_err(|source| RenderError::Syntax {
-            document: name_of(stream, &document),
-            source: source.shifted(line_of(stream, document.range.start)),
-        })?;
-        let (Some(api_version), Some(kind)) = (&ty.api_version, &ty.kind) else {
-            continue;
-        };
-        if !is_ingress(api_version, kind) && !is_ingress_container_list(api_version, kind) {
-            continue;
-        }
-        let name = name_of(stream, &document);
-        if let Some(new_text) = render_document(text, &name, rules, &mut rendered.ingresses)? {
-            rendered.changed.push(ChangedDocument {
-                document,
-                name,
-                text: new_text,
-            });
-        }
+    // Documents are independent: large streams are cut into one run of documents per
+    // core. Results are joined in stream order, and the first error in the stream wins,
+    // so the answer is the same as one pass in order.
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_WORKERS);
+    let per_worker = documents.len().div_ceil(workers).max(DOCUMENTS_PER_WORKER);
+    let parts: Vec<Result<Rendered, RenderError>> = if documents.len() <= per_worker {
+        vec![render_documents(stream, &documents, rules)]
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = documents
+                .chunks(per_worker)
+                .map(|chunk| scope.spawn(|| render_documents(stream, chunk, rules)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        })
+    };
+    for part in parts {
+        let part = part?;
+        rendered.changed.extend(part.changed);
+        rendered.ingresses.extend(part.ingresses);
     }
     if rules.strict
         && let Some(outcome) = rendered.warnings().next()
@@ -182,6 +193,64 @@ pub fn render(input: &[u8], rules: &RenderRules) -> Result<Rendered, RenderError
         });
     }
     Ok(rendered)
+}
+
+/// At most this many threads render one stream.
+const MAX_WORKERS: usize = 8;
+/// Below this many documents per thread, one thread is faster than starting more.
+const DOCUMENTS_PER_WORKER: usize = 2_000;
+
+/// Renders a run of consecutive documents of `stream`.
+fn render_documents(
+    stream: &str,
+    documents: &[Document],
+    rules: &RenderRules,
+) -> Result<Rendered, RenderError> {
+    let mut rendered = Rendered::default();
+    let mut lines = LineCounter::default();
+    for document in documents {
+        let text = &stream[document.range.clone()];
+        if !may_hold_ingress(text) {
+            continue;
+        }
+        let ty = yaml_tree::top_level_type(text).map_err(|source| {
+            let document = name_of(stream, document, &mut lines);
+            RenderError::Syntax {
+                source: source.shifted(document.first_line),
+                document,
+            }
+        })?;
+        let (Some(api_version), Some(kind)) = (&ty.api_version, &ty.kind) else {
+            continue;
+        };
+        if !is_ingress(api_version, kind) && !is_ingress_container_list(api_version, kind) {
+            continue;
+        }
+        let name = name_of(stream, document, &mut lines);
+        if let Some(new_text) = render_document(text, &name, rules, &mut rendered.ingresses)? {
+            rendered.changed.push(ChangedDocument {
+                document: document.clone(),
+                name,
+                text: new_text,
+            });
+        }
+    }
+    Ok(rendered)
+}
+
+/// A sound pre-filter, not a classifier: a document whose `kind` is `Ingress`, `List` or
+/// `IngressList` spells that word in its bytes, unless it writes it with a double-quoted
+/// escape (`"\x49ngress"`), which needs a backslash. A document with none of the three is
+/// certainly not one of ours and skips the parser; every other document is classified
+/// by the parser.
+fn may_hold_ingress(text: &str) -> bool {
+    static INGRESS: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new("Ingress"));
+    static LIST: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new("List"));
+    let bytes = text.as_bytes();
+    INGRESS.find(bytes).is_some()
+        || LIST.find(bytes).is_some()
+        || memchr::memchr(b'\\', bytes).is_some()
 }
 
 /// Applies the rules to every Ingress of one document; the new text when bytes change.
@@ -315,19 +384,19 @@ fn ingress_name(ingress: &Node<'_>) -> IngressName {
 /// decides their type for Go's YAML readers); with `strip`, Ingresses lose their class
 /// fields and the containers those leave empty.
 #[derive(Debug, PartialEq)]
-enum Canonical {
+enum Canonical<'n> {
     Scalar {
-        text: String,
+        text: &'n str,
         plain: bool,
         tagged: bool,
     },
-    Mapping(Vec<(Canonical, Canonical)>),
-    Sequence(Vec<Canonical>),
+    Mapping(Vec<(Canonical<'n>, Canonical<'n>)>),
+    Sequence(Vec<Canonical<'n>>),
     Null,
     Alias,
 }
 
-fn canonical(node: &Node<'_>, strip: bool) -> Canonical {
+fn canonical<'n>(node: &'n Node<'_>, strip: bool) -> Canonical<'n> {
     let mut out = match &node.value {
         _ if node.is_null() => Canonical::Null,
         NodeValue::Scalar {
@@ -335,7 +404,7 @@ fn canonical(node: &Node<'_>, strip: bool) -> Canonical {
             style,
             tagged,
         } => Canonical::Scalar {
-            text: text.to_string(),
+            text,
             plain: matches!(style, granit_parser::ScalarStyle::Plain),
             tagged: *tagged,
         },
@@ -402,24 +471,36 @@ pub fn write(input: &[u8], rendered: &Rendered, out: &mut impl Write) -> io::Res
     out.flush()
 }
 
-fn name_of(stream: &str, document: &Document) -> DocumentName {
+fn name_of(stream: &str, document: &Document, lines: &mut LineCounter) -> DocumentName {
     let text = &stream[document.range.clone()];
     DocumentName {
         index: document.index,
         source: stream::source_comment(text)
             .or_else(|| stream::helm4_filename(text))
             .map(str::to_owned),
-        first_line: line_of(stream, document.range.start),
+        first_line: lines.line_of(stream, document.range.start),
     }
 }
 
-/// The 1-based line of the stream that `offset` is on.
-fn line_of(stream: &str, offset: usize) -> usize {
-    stream.as_bytes()[..offset]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
+/// Line numbers for messages, counted on from the last one asked for, so that naming
+/// every Ingress of a large stream stays linear in its size.
+#[derive(Debug, Default)]
+struct LineCounter {
+    offset: usize,
+    newlines: usize,
+}
+
+impl LineCounter {
+    /// The 1-based line of the stream that `offset` is on.
+    fn line_of(&mut self, stream: &str, offset: usize) -> usize {
+        if offset < self.offset {
+            *self = LineCounter::default();
+        }
+        let skipped = &stream.as_bytes()[self.offset..offset];
+        self.newlines += memchr::memchr_iter(b'\n', skipped).count();
+        self.offset = offset;
+        self.newlines + 1
+    }
 }
 
 #[cfg(test)]
@@ -496,6 +577,18 @@ mod tests {
     }
 
     #[test]
+    fn r6_escaped_kind_is_still_an_ingress() {
+        // The pre-filter must not skip a kind spelled with a double-quoted escape.
+        let input = "apiVersion: networking.k8s.io/v1\nkind: \"\\x49ngress\"\nmetadata: {name: a}\nspec: {rules: []}\n";
+        assert!(!input.contains("Ingress"));
+        let out = run(input, &class("nginx"));
+        assert!(out.contains("ingressClassName: \"nginx\""), "{out}");
+        let list = "apiVersion: v1\nkind: \"L\\x69st\"\nitems:\n- {apiVersion: networking.k8s.io/v1, kind: \"\\u0049ngress\", metadata: {name: a}, spec: {rules: []}}\n";
+        let out = run(list, &class("nginx"));
+        assert!(out.contains("ingressClassName: \"nginx\""), "{out}");
+    }
+
+    #[test]
     fn r7_other_groups_named_ingress_are_untouched() {
         let input = "apiVersion: voyager.appscode.com/v1beta1\nkind: Ingress\nspec:\n  ingressClassName: x\n";
         assert_eq!(run(input, &dedicated()), input);
@@ -527,12 +620,12 @@ mod tests {
 
     #[test]
     fn errors_name_the_document_and_its_source() {
-        let input = "---\n# Source: c/templates/ok.yaml\nkind: ConfigMap\n---\n# Source: c/templates/bad.yaml\napiVersion: [unclosed\n";
+        let input = "---\n# Source: c/templates/ok.yaml\nkind: ConfigMap\n---\n# Source: c/templates/bad.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: [unclosed\n";
         let err = render(input.as_bytes(), &dedicated())
             .unwrap_err()
             .to_string();
         assert!(err.contains("document 2 (c/templates/bad.yaml)"), "{err}");
-        assert!(err.contains("line 6"), "{err}");
+        assert!(err.contains("line 8"), "{err}");
     }
 
     #[test]

@@ -24,23 +24,25 @@ pub struct Document {
 pub fn split(stream: &str) -> Vec<Document> {
     let bytes = stream.as_bytes();
     let mut cuts = Vec::new();
-    let mut line_start = 0;
-    while line_start < bytes.len() {
-        let line_end = memchr_newline(bytes, line_start).map_or(bytes.len(), |i| i + 1);
-        let line = &bytes[line_start..line_end];
-        // A BOM may stand before the first marker of the stream.
-        let marker_line = if line_start == 0 {
-            line.strip_prefix("\u{feff}".as_bytes()).unwrap_or(line)
-        } else {
-            line
-        };
-        match marker(marker_line) {
-            Some(Marker::Start) => cuts.push(line_start),
-            Some(Marker::End) => cuts.push(line_end),
+    // A marker line starts the stream (after an optional BOM) or follows a line break;
+    // memchr's searches find the candidates at memory speed.
+    let bom = if stream.starts_with('\u{feff}') { 3 } else { 0 };
+    let candidates = std::iter::once(bom)
+        .chain(memchr::memmem::find_iter(bytes, b"\n---").map(|i| i + 1))
+        .chain(memchr::memmem::find_iter(bytes, b"\n...").map(|i| i + 1));
+    for line_start in candidates {
+        match marker(&bytes[line_start..]) {
+            Some(Marker::Start) => cuts.push(if line_start == bom { 0 } else { line_start }),
+            Some(Marker::End) => {
+                cuts.push(
+                    memchr::memchr(b'\n', &bytes[line_start..])
+                        .map_or(bytes.len(), |i| line_start + i + 1),
+                );
+            }
             None => {}
         }
-        line_start = line_end;
     }
+    cuts.sort_unstable();
 
     let mut documents = Vec::new();
     let mut start = 0;
@@ -69,6 +71,7 @@ enum Marker {
     End,
 }
 
+/// The marker a line starts with, if any (`line` may run on past the line's end).
 fn marker(line: &[u8]) -> Option<Marker> {
     let kind = match line.get(..3)? {
         b"---" => Marker::Start,
@@ -79,13 +82,6 @@ fn marker(line: &[u8]) -> Option<Marker> {
         None | Some(b' ' | b'\t' | b'\r' | b'\n') => Some(kind),
         Some(_) => None,
     }
-}
-
-fn memchr_newline(bytes: &[u8], from: usize) -> Option<usize> {
-    bytes[from..]
-        .iter()
-        .position(|&b| b == b'\n')
-        .map(|i| from + i)
 }
 
 /// Only blank lines, comments, directives and a BOM: text that belongs to the next document.
@@ -163,6 +159,93 @@ mod tests {
         ] {
             assert_eq!(pieces(s).concat(), s, "{s:?}");
         }
+    }
+
+    /// The splitter as the definition says it, line by line: the reference for the fast one.
+    fn reference_cuts(stream: &str) -> Vec<usize> {
+        let mut cuts = Vec::new();
+        let mut at = 0;
+        for line in stream.split_inclusive('\n') {
+            let bytes = line.as_bytes();
+            let bytes = if at == 0 {
+                bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(bytes)
+            } else {
+                bytes
+            };
+            match marker(bytes) {
+                Some(Marker::Start) => cuts.push(at),
+                Some(Marker::End) => cuts.push(at + line.len()),
+                None => {}
+            }
+            at += line.len();
+        }
+        cuts
+    }
+
+    #[test]
+    fn fast_splitter_agrees_with_the_line_by_line_definition() {
+        let lines = [
+            "---\n",
+            "--- x\n",
+            "...\n",
+            "... \n",
+            "---x\n",
+            " ---\n",
+            "a: 1\n",
+            "# c\n",
+            "\n",
+            "---\r\n",
+            "...",
+            "---",
+            "\u{feff}---\n",
+            "%YAML 1.2\n",
+        ];
+        let mut checked = 0;
+        for a in lines {
+            for b in lines {
+                for c in lines {
+                    for d in ["", "a: 2\n", "---\n"] {
+                        let stream = format!("{a}{b}{c}{d}");
+                        let docs = split(&stream);
+                        assert_eq!(
+                            docs.iter()
+                                .map(|d| &stream[d.range.clone()])
+                                .collect::<String>(),
+                            stream
+                        );
+                        let starts: Vec<usize> = docs.iter().map(|d| d.range.start).collect();
+                        // Every boundary the fast splitter makes is a boundary by definition,
+                        // and every definition boundary either is one or was folded into a
+                        // comment-only prologue.
+                        let reference = reference_cuts(&stream);
+                        for s in &starts[1..] {
+                            assert!(
+                                reference.contains(s),
+                                "{stream:?}: {starts:?} vs {reference:?}"
+                            );
+                        }
+                        for r in reference.iter().filter(|&&r| r > 0 && r < stream.len()) {
+                            let folded = !starts.contains(r)
+                                && is_prologue(
+                                    &stream[starts
+                                        .iter()
+                                        .rev()
+                                        .find(|&&s| s < *r)
+                                        .copied()
+                                        .unwrap_or(0)
+                                        ..*r],
+                                );
+                            assert!(
+                                starts.contains(r) || folded,
+                                "{stream:?}: {starts:?} vs {reference:?}"
+                            );
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, lines.len().pow(3) * 3);
     }
 
     #[test]

@@ -175,7 +175,11 @@ fn check_exit_codes_and_diff() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
     assert!(out.stdout.is_empty());
 
-    let out = run(&["check"], &[], "a: [\n");
+    let out = run(
+        &["check"],
+        &[],
+        "kind: Ingress\napiVersion: networking.k8s.io/v1\nmetadata: [\n",
+    );
     assert_eq!(out.status.code(), Some(2));
 }
 

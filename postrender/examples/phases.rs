@@ -1,0 +1,60 @@
+//! Where the post-renderer's time goes, phase by phase, on a stream file:
+//! `cargo run --release -p styrmin-postrender --example phases -- stream.yaml`.
+
+use std::time::Instant;
+
+use ingress_rules::{ClassOrigin, LevelName, ResolvedIngress};
+use postrender::render::{self, RenderRules};
+use postrender::{stream, yaml_tree};
+
+fn main() -> anyhow::Result<()> {
+    let path = std::env::args()
+        .nth(1)
+        .ok_or_else(|| anyhow::anyhow!("usage: phases STREAM.yaml"))?;
+    let input = std::fs::read(&path)?;
+    let text = std::str::from_utf8(&input)?;
+    let rules = RenderRules {
+        resolved: ResolvedIngress::Class {
+            class: "haproxy".into(),
+            decided_by: ClassOrigin::Level(LevelName::Environment),
+        },
+        kubernetes: None,
+        strict: false,
+    };
+    let t = Instant::now();
+    let documents = stream::split(text);
+    println!(
+        "split:            {:>8.1} ms ({} documents)",
+        t.elapsed().as_secs_f64() * 1e3,
+        documents.len()
+    );
+    let t = Instant::now();
+    let mut kinds = 0;
+    for d in &documents {
+        if yaml_tree::top_level_type(&text[d.range.clone()])?
+            .kind
+            .is_some()
+        {
+            kinds += 1;
+        }
+    }
+    println!(
+        "top-level kind:   {:>8.1} ms ({kinds} with a kind; every document parsed)",
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    let t = Instant::now();
+    let rendered = render::render(&input, &rules)?;
+    println!(
+        "render:           {:>8.1} ms ({} changed)",
+        t.elapsed().as_secs_f64() * 1e3,
+        rendered.changed.len()
+    );
+    let t = Instant::now();
+    let mut out = Vec::with_capacity(input.len());
+    render::write(&input, &rendered, &mut out)?;
+    println!(
+        "write (memory):   {:>8.1} ms",
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    Ok(())
+}
