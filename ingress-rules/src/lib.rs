@@ -20,11 +20,16 @@
 //! ```
 
 mod enforce;
+mod flux;
 mod kube_version;
 mod level;
 mod resolve;
 
 pub use enforce::{ClassFields, Enforcement, FieldChange, NoClassWarning, RuleError, enforce};
+pub use flux::{
+    FLUX_PATCH_NAME, FLUX_PATCH_TARGET_KIND, FluxPostRenderer, KustomizePatch, PatchTarget,
+    double_quoted, flux_post_renderer,
+};
 pub use kube_version::{KubernetesVersion, ParseVersionError};
 pub use level::{DedicatedIngress, Level, LevelName, Setting};
 pub use resolve::{ClassOrigin, Levels, ResolvedIngress, resolve};

@@ -9,8 +9,9 @@ use clap::{Parser, Subcommand};
 use ingress_rules::{KubernetesVersion, Level, resolve};
 
 use crate::config::StyrminConfig;
+use crate::flux::{FluxError, FluxOutput, HelmReleaseRef};
 use crate::render::{self, RenderRules};
-use crate::{check, explain, report};
+use crate::{check, explain, flux, report};
 
 /// Gives every Ingress of a rendered Helm chart the ingress class Styrmin's rules decide.
 ///
@@ -74,7 +75,32 @@ enum Command {
     /// Read a rendered stream on stdin; print a diff of what would change. Exit 0 when
     /// every Ingress conforms, 1 when some would change, 2 on error.
     Check,
+    /// Print the FluxCD HelmRelease post-renderer (a kustomize strategic-merge patch of
+    /// every Ingress of the release) that applies the rules: R3 with a dedicated ingress,
+    /// R4 with a shared class. When the resolved class is empty (R5: keep the chart's
+    /// class) there is nothing to patch: prints nothing, says why on stderr, exits 3.
+    /// Other errors exit 1.
+    Flux {
+        /// What to print.
+        #[arg(
+            long,
+            env = "STYRMIN_FLUX_OUTPUT",
+            value_enum,
+            default_value = "post-renderers"
+        )]
+        output: FluxOutput,
+        /// metadata.name of the HelmRelease (needed by --output helmrelease-patch; with
+        /// --output component, patch only this one).
+        #[arg(long, env = "STYRMIN_FLUX_NAME", value_name = "NAME")]
+        name: Option<String>,
+        /// metadata.namespace of the HelmRelease (optional).
+        #[arg(long, env = "STYRMIN_FLUX_NAMESPACE", value_name = "NAMESPACE")]
+        namespace: Option<String>,
+    },
 }
+
+/// `styrmin-postrender flux`'s exit code when there is no post-renderer to print (R5).
+pub const FLUX_NO_CLASS_EXIT: u8 = 3;
 
 impl Cli {
     pub fn run(self) -> ExitCode {
@@ -113,6 +139,11 @@ impl Cli {
                     Ok(ExitCode::SUCCESS)
                 }
                 Some(Command::Check) => check(&rules),
+                Some(Command::Flux {
+                    output,
+                    name,
+                    namespace,
+                }) => print_flux(&rules, output, &HelmReleaseRef { name, namespace }),
             }
         })();
         match outcome {
@@ -155,6 +186,26 @@ fn filter(rules: &RenderRules, report_path: Option<&PathBuf>) -> anyhow::Result<
         std::fs::write(path, report::success(&rendered))
             .with_context(|| format!("writing the report {}", path.display()))?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_flux(
+    rules: &RenderRules,
+    output: FluxOutput,
+    release: &HelmReleaseRef,
+) -> anyhow::Result<ExitCode> {
+    let renderer = match flux::generate(&rules.resolved, rules.kubernetes) {
+        Ok(renderer) => renderer,
+        Err(error @ FluxError::NoClass { .. }) => {
+            eprintln!("styrmin-postrender flux: {error}");
+            return Ok(ExitCode::from(FLUX_NO_CLASS_EXIT));
+        }
+        Err(error) => return Err(error.into()),
+    };
+    print!(
+        "{}",
+        flux::render(&renderer, &rules.resolved, output, release)?
+    );
     Ok(ExitCode::SUCCESS)
 }
 

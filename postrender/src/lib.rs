@@ -12,6 +12,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod explain;
+pub mod flux;
 pub mod ingress_edit;
 pub mod render;
 pub mod report;
