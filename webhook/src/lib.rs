@@ -8,7 +8,9 @@
 
 pub mod admission;
 pub mod cli;
+pub mod crd;
 pub mod decide;
+pub mod kube_source;
 pub mod metrics;
 pub mod patch;
 pub mod policy_file;

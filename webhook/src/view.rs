@@ -247,6 +247,8 @@ impl ViewStore {
 
     fn confirm(&self) {
         self.confirmed_at_ms.store(now_ms(), Ordering::Relaxed);
+        // A source confirms only a view it knows to be current: its source is valid again.
+        self.source_valid.store(true, Ordering::Relaxed);
     }
 }
 

@@ -1,0 +1,309 @@
+//! The custom resources the webhook watches in a cluster (SPEC W3), group `styrmin.io`,
+//! version `v1alpha1`:
+//!
+//! - [`StyrminCluster`], cluster-scoped, one named `default`: the cluster level;
+//! - [`StyrminEnvironment`], cluster-scoped, named by environment id: an environment level;
+//! - [`StyrminDeployment`], namespaced, `styrmin-<id>` in namespace `styrmin-<id>`: a
+//!   deployment's environment, role, level, phase and last-deployed record (W5).
+//!
+//! `ingressClass` and `dedicatedIngress` keep SPEC §1's four states through the API server:
+//! both are `nullable` in the schema (so an explicit `null` is stored, not pruned), and a
+//! `dedicatedIngress` object keeps whatever keys it has (`x-kubernetes-preserve-unknown-fields`).
+//! In Rust they are the rule crate's [`Setting`]: a left-out key is `Absent`, `null` is `Null`.
+//!
+//! The CRD manifests in `manifests/base/crds/` are generated from these types:
+//! `cargo run -p styrmin-webhook --example crdgen -- manifests/base/crds` (a test compares them).
+
+use ingress_rules::Setting;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResource;
+use kube::CustomResourceExt;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+
+/// The API group of Styrmin's resources.
+pub const GROUP: &str = "styrmin.io";
+/// Their version.
+pub const VERSION: &str = "v1alpha1";
+/// The name of the one StyrminCluster that counts.
+pub const CLUSTER_NAME: &str = "default";
+
+/// The cluster level (SPEC §1): `ingressClass` absent means `traefik`, `null` or `""` no class.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "styrmin.io",
+    version = "v1alpha1",
+    kind = "StyrminCluster",
+    doc = "Styrmin's cluster-wide ingress settings. Only the one named `default` counts.",
+    derive = "PartialEq",
+    derive = "Default",
+    printcolumn(name = "Class", type_ = "string", json_path = ".spec.ingressClass")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct StyrminClusterSpec {
+    /// The IngressClass of the cluster. Left out: `traefik`; `null` or `""`: no class.
+    #[serde(
+        default,
+        skip_serializing_if = "is_absent",
+        serialize_with = "serialize_setting"
+    )]
+    #[schemars(schema_with = "ingress_class_schema")]
+    pub ingress_class: Setting<String>,
+    /// Any object turns the dedicated ingress controller on (its keys are the controller's
+    /// values); left out or `null`: off.
+    #[serde(
+        default,
+        skip_serializing_if = "is_absent",
+        serialize_with = "serialize_setting"
+    )]
+    #[schemars(schema_with = "dedicated_ingress_schema")]
+    pub dedicated_ingress: Setting<Value>,
+}
+
+/// An environment level (SPEC §1): a left-out or `null` key is not set (inherited).
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "styrmin.io",
+    version = "v1alpha1",
+    kind = "StyrminEnvironment",
+    doc = "The ingress settings of one Styrmin environment, named by its environment id.",
+    derive = "PartialEq",
+    derive = "Default",
+    printcolumn(name = "Class", type_ = "string", json_path = ".spec.ingressClass")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct StyrminEnvironmentSpec {
+    /// The environment's IngressClass; left out or `null`: inherited from the cluster.
+    #[serde(
+        default,
+        skip_serializing_if = "is_absent",
+        serialize_with = "serialize_setting"
+    )]
+    #[schemars(schema_with = "ingress_class_schema")]
+    pub ingress_class: Setting<String>,
+    /// Any object turns the dedicated ingress controller on; left out or `null`: inherited.
+    #[serde(
+        default,
+        skip_serializing_if = "is_absent",
+        serialize_with = "serialize_setting"
+    )]
+    #[schemars(schema_with = "dedicated_ingress_schema")]
+    pub dedicated_ingress: Setting<Value>,
+}
+
+/// What a deployment is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeploymentRole {
+    #[default]
+    Application,
+    IngressController,
+}
+
+/// A deployment's state (SPEC §3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum DeploymentPhase {
+    Pending,
+    Deploying,
+    Running,
+    Failed,
+    Deleting,
+}
+
+/// One Styrmin deployment, named `styrmin-<id>` in its namespace `styrmin-<id>`.
+// Several `printcolumn(type_ = "string", ..)` look like repeated attributes to clippy.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "styrmin.io",
+    version = "v1alpha1",
+    kind = "StyrminDeployment",
+    namespaced,
+    status = "StyrminDeploymentStatus",
+    doc = "One Styrmin deployment: its environment, role and ingress settings.",
+    derive = "PartialEq",
+    derive = "Default",
+    printcolumn(
+        name = "Environment",
+        type_ = "string",
+        json_path = ".spec.environmentId"
+    ),
+    printcolumn(name = "Role", type_ = "string", json_path = ".spec.role"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct StyrminDeploymentSpec {
+    /// The id of the deployment's environment (a StyrminEnvironment of that name).
+    pub environment_id: String,
+    /// `application` (the default) or `ingress-controller` (an environment's dedicated
+    /// ingress controller).
+    #[serde(default)]
+    pub role: DeploymentRole,
+    /// The deployment's IngressClass; left out or `null`: inherited.
+    #[serde(
+        default,
+        skip_serializing_if = "is_absent",
+        serialize_with = "serialize_setting"
+    )]
+    #[schemars(schema_with = "ingress_class_schema")]
+    pub ingress_class: Setting<String>,
+    /// Any object turns the dedicated ingress controller on; left out or `null`: inherited.
+    #[serde(
+        default,
+        skip_serializing_if = "is_absent",
+        serialize_with = "serialize_setting"
+    )]
+    #[schemars(schema_with = "dedicated_ingress_schema")]
+    pub dedicated_ingress: Setting<Value>,
+}
+
+/// What Styrmin reports about a deployment.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StyrminDeploymentStatus {
+    /// `PENDING`, `DEPLOYING`, `RUNNING`, `FAILED` or `DELETING`. A deletion timestamp counts
+    /// as `DELETING` whatever this says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<DeploymentPhase>,
+    /// SPEC W5: the ingress settings the deployment was last deployed with, as one level
+    /// read like a cluster level (`{dedicatedIngress: {}}`, `{ingressClass: nginx}`,
+    /// `{ingressClass: ""}`). When present it alone decides the deployment's Ingresses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_deployed: Option<IngressSettings>,
+}
+
+/// The two ingress keys of one level.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IngressSettings {
+    /// An IngressClass name, `""`, or `null`.
+    #[serde(
+        default,
+        skip_serializing_if = "is_absent",
+        serialize_with = "serialize_setting"
+    )]
+    #[schemars(schema_with = "ingress_class_schema")]
+    pub ingress_class: Setting<String>,
+    /// An object (dedicated ingress on) or `null`.
+    #[serde(
+        default,
+        skip_serializing_if = "is_absent",
+        serialize_with = "serialize_setting"
+    )]
+    #[schemars(schema_with = "dedicated_ingress_schema")]
+    pub dedicated_ingress: Setting<Value>,
+}
+
+fn is_absent<T>(setting: &Setting<T>) -> bool {
+    matches!(setting, Setting::Absent)
+}
+
+/// `Null` as `null`, `Value` as the value (`Absent` is skipped before this is called).
+fn serialize_setting<T: Serialize, S: Serializer>(
+    setting: &Setting<T>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    setting.value().serialize(serializer)
+}
+
+fn ingress_class_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "An IngressClass name, \"\" for none, or null (see SPEC §1 for what absent and null mean at each level).",
+        "type": "string",
+        "nullable": true
+    })
+}
+
+fn dedicated_ingress_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "Any object (`{}` included) turns the dedicated ingress controller on; its keys are the controller's values. null: not set.",
+        "type": "object",
+        "nullable": true,
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+/// The three CRDs, each with the file name it is committed under in `manifests/base/crds/`.
+pub fn all_crds() -> Vec<(&'static str, CustomResourceDefinition)> {
+    vec![
+        ("styrminclusters.yaml", StyrminCluster::crd()),
+        ("styrminenvironments.yaml", StyrminEnvironment::crd()),
+        ("styrmindeployments.yaml", StyrminDeployment::crd()),
+    ]
+}
+
+/// A CRD as the committed file holds it: YAML written by serde-saphyr, with a header.
+pub fn crd_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::SerializeError> {
+    let body = serde_saphyr::to_string(crd)?;
+    Ok(format!(
+        "# Generated from webhook/src/crd.rs: do not edit. Regenerate with\n\
+         # cargo run -p styrmin-webhook --example crdgen -- manifests/base/crds\n{body}"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absent_null_empty_and_value_survive_a_round_trip() {
+        for json in [
+            r#"{"environmentId":"prod"}"#,
+            r#"{"environmentId":"prod","role":"application","ingressClass":null,"dedicatedIngress":null}"#,
+            r#"{"environmentId":"prod","role":"application","ingressClass":""}"#,
+            r#"{"environmentId":"prod","role":"ingress-controller","ingressClass":"nginx","dedicatedIngress":{"replicas":2}}"#,
+        ] {
+            let spec: StyrminDeploymentSpec = serde_json::from_str(json).unwrap();
+            let back = serde_json::to_value(&spec).unwrap();
+            let mut expected: Value = serde_json::from_str(json).unwrap();
+            expected["role"] = back["role"].clone();
+            assert_eq!(back, expected, "{json}");
+        }
+        let spec: StyrminClusterSpec = serde_json::from_str("{}").unwrap();
+        assert_eq!(spec.ingress_class, Setting::Absent);
+        let spec: StyrminClusterSpec = serde_json::from_str(r#"{"ingressClass":null}"#).unwrap();
+        assert_eq!(spec.ingress_class, Setting::Null);
+    }
+
+    #[test]
+    fn the_schema_keeps_null_and_any_object() {
+        let crd = serde_json::to_value(StyrminEnvironment::crd()).unwrap();
+        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+        assert_eq!(spec["ingressClass"]["nullable"], true);
+        assert_eq!(spec["ingressClass"]["type"], "string");
+        assert_eq!(spec["dedicatedIngress"]["nullable"], true);
+        assert_eq!(spec["dedicatedIngress"]["type"], "object");
+        assert_eq!(
+            spec["dedicatedIngress"]["x-kubernetes-preserve-unknown-fields"],
+            true
+        );
+    }
+
+    #[test]
+    fn scopes_and_names() {
+        let scope = |crd: CustomResourceDefinition| (crd.metadata.name.unwrap(), crd.spec.scope);
+        assert_eq!(
+            scope(StyrminCluster::crd()),
+            (
+                "styrminclusters.styrmin.io".to_owned(),
+                "Cluster".to_owned()
+            )
+        );
+        assert_eq!(
+            scope(StyrminEnvironment::crd()),
+            (
+                "styrminenvironments.styrmin.io".to_owned(),
+                "Cluster".to_owned()
+            )
+        );
+        assert_eq!(
+            scope(StyrminDeployment::crd()),
+            (
+                "styrmindeployments.styrmin.io".to_owned(),
+                "Namespaced".to_owned()
+            )
+        );
+    }
+}

@@ -1,0 +1,552 @@
+//! The `--source kubernetes` view source (SPEC W3): kube-rs reflectors on the three Styrmin
+//! custom resources, turned into the same [`View`] that `--policy-file` feeds.
+//!
+//! The part that talks to the API server is small: [`KubeSource::run`] starts one
+//! `watcher` + `reflector` per resource (every call it may make is in [`API_CALLS`], which the
+//! ClusterRole in `manifests/base/rbac.yaml` must match), reads `/version` once, and after
+//! each batch of watch events rebuilds the view from the three stores with the pure
+//! [`build_view`]. Nothing here runs while a request is answered: handlers only load the
+//! published view.
+//!
+//! - Not ready until every resource has been listed completely once (the watcher's
+//!   `InitDone`) and the version has been read (or given up on after a few tries).
+//! - A watch error keeps the last view in force: the watcher reconnects with kube-runtime's
+//!   `default_backoff` (0.8 s doubling to 30 s), resumes from the last resource version
+//!   (bookmarks included), and relists after `410 Gone`; the reflector swaps a relist in
+//!   only once it is complete. Errors are logged and counted
+//!   (`styrmin_webhook_view_update_failures_total{source="kubernetes"}`).
+//! - `styrmin_webhook_view_age_seconds` is the time since the view was last known current:
+//!   confirmed every few seconds while no watch has failed for [`HEALTHY_AFTER`].
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{FutureExt as _, StreamExt as _};
+use ingress_rules::{DedicatedIngress, KubernetesVersion, Level, Setting};
+use k8s_openapi::apimachinery::pkg::version::Info;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Api, Client, Resource, ResourceExt as _};
+use serde::Deserialize as _;
+use serde_json::Value;
+
+use crate::crd::{
+    CLUSTER_NAME, DeploymentPhase, DeploymentRole, IngressSettings, StyrminCluster,
+    StyrminDeployment, StyrminEnvironment,
+};
+use crate::view::{Deployment, Phase, Role, View, ViewSink, ViewSource, namespace_owner};
+
+/// One kind of call the webhook makes to the API server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApiCall {
+    /// Verbs on a resource of an API group, in every namespace.
+    Resource {
+        group: &'static str,
+        version: &'static str,
+        resource: &'static str,
+        verbs: &'static [&'static str],
+    },
+    /// Verbs on a path outside the resource API.
+    NonResource {
+        path: &'static str,
+        verbs: &'static [&'static str],
+    },
+}
+
+/// What a kube-runtime watcher does: list (paginated), then watch from the list's version.
+pub const WATCH_VERBS: &[&str] = &["list", "watch"];
+
+/// Every call the webhook makes to the API server. The watchers are built from these
+/// entries ([`watch`] checks that the type's URL is the entry's), and the ClusterRole must
+/// grant exactly these (a test compares them).
+pub const API_CALLS: &[ApiCall] = &[
+    ApiCall::Resource {
+        group: "styrmin.io",
+        version: "v1alpha1",
+        resource: "styrminclusters",
+        verbs: WATCH_VERBS,
+    },
+    ApiCall::Resource {
+        group: "styrmin.io",
+        version: "v1alpha1",
+        resource: "styrminenvironments",
+        verbs: WATCH_VERBS,
+    },
+    ApiCall::Resource {
+        group: "styrmin.io",
+        version: "v1alpha1",
+        resource: "styrmindeployments",
+        verbs: WATCH_VERBS,
+    },
+    ApiCall::NonResource {
+        path: "/version",
+        verbs: &["get"],
+    },
+];
+
+const CLUSTERS: usize = 0;
+const ENVIRONMENTS: usize = 1;
+const DEPLOYMENTS: usize = 2;
+
+/// How long after its last error a watch counts as healthy again when no event has shown
+/// it (longer than the watcher's largest backoff, so a watch that keeps failing never does).
+pub const HEALTHY_AFTER: Duration = Duration::from_secs(60);
+
+/// How many times `/version` is tried before the webhook goes on without it (R9 then
+/// cannot be checked, and a warning says so).
+const VERSION_ATTEMPTS: u32 = 5;
+
+/// A Styrmin object that cannot be read. The API server's schema rejects these, so one
+/// means the CRD in the cluster is not the one this webhook was built with; the last good
+/// view stays in force until it is fixed.
+#[derive(Debug, thiserror::Error)]
+#[error("{kind} {name}: {field}")]
+pub struct InvalidObject {
+    pub kind: &'static str,
+    pub name: String,
+    pub field: &'static str,
+    #[source]
+    pub source: serde_json::Error,
+}
+
+/// A view and the objects that were left out of it, with why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuiltView {
+    pub view: View,
+    pub ignored: Vec<String>,
+}
+
+/// One level from the two CRD fields; a `dedicatedIngress` that is not an object is an error.
+pub fn level(
+    ingress_class: &Setting<String>,
+    dedicated_ingress: &Setting<Value>,
+) -> Result<Level, serde_json::Error> {
+    let dedicated_ingress = match dedicated_ingress {
+        Setting::Absent => Setting::Absent,
+        Setting::Null => Setting::Null,
+        Setting::Value(value) => Setting::Value(DedicatedIngress::deserialize(value)?),
+    };
+    Ok(Level {
+        ingress_class: ingress_class.clone(),
+        dedicated_ingress,
+    })
+}
+
+fn settings_level(settings: &IngressSettings) -> Result<Level, serde_json::Error> {
+    level(&settings.ingress_class, &settings.dedicated_ingress)
+}
+
+/// The deployment id of a StyrminDeployment: `<id>` when it is named `styrmin-<id>` in the
+/// namespace `styrmin-<id>`; otherwise why it is ignored.
+pub fn deployment_id(object: &StyrminDeployment) -> Result<&str, String> {
+    let name = object.metadata.name.as_deref().unwrap_or("");
+    let namespace = object.metadata.namespace.as_deref().unwrap_or("");
+    match namespace_owner(namespace) {
+        Some(id) if name == namespace => Ok(id),
+        Some(_) => Err(format!(
+            "StyrminDeployment {namespace}/{name}: ignored, a deployment's object must be named like its namespace ({namespace})"
+        )),
+        None => Err(format!(
+            "StyrminDeployment {namespace}/{name}: ignored, not in a namespace styrmin-<id>"
+        )),
+    }
+}
+
+/// A deployment as the view holds it. A deletion timestamp makes it `DELETING`; no phase
+/// yet is `PENDING`; an empty `environmentId` is an unknown environment.
+pub fn deployment(object: &StyrminDeployment) -> Result<Deployment, InvalidObject> {
+    let invalid = |field: &'static str| {
+        let name = format!(
+            "{}/{}",
+            object.metadata.namespace.as_deref().unwrap_or(""),
+            object.metadata.name.as_deref().unwrap_or("")
+        );
+        move |source| InvalidObject {
+            kind: "StyrminDeployment",
+            name,
+            field,
+            source,
+        }
+    };
+    let spec = &object.spec;
+    let status = object.status.as_ref();
+    let phase = if object.metadata.deletion_timestamp.is_some() {
+        Phase::Deleting
+    } else {
+        match status.and_then(|s| s.phase) {
+            None | Some(DeploymentPhase::Pending) => Phase::Pending,
+            Some(DeploymentPhase::Deploying) => Phase::Deploying,
+            Some(DeploymentPhase::Running) => Phase::Running,
+            Some(DeploymentPhase::Failed) => Phase::Failed,
+            Some(DeploymentPhase::Deleting) => Phase::Deleting,
+        }
+    };
+    let last_deployed = status
+        .and_then(|s| s.last_deployed.as_ref())
+        .map(settings_level)
+        .transpose()
+        .map_err(invalid("status.lastDeployed.dedicatedIngress"))?;
+    Ok(Deployment {
+        environment: Some(spec.environment_id.clone()).filter(|e| !e.is_empty()),
+        role: match spec.role {
+            DeploymentRole::Application => Role::Application,
+            DeploymentRole::IngressController => Role::IngressController,
+        },
+        phase,
+        level: level(&spec.ingress_class, &spec.dedicated_ingress)
+            .map_err(invalid("spec.dedicatedIngress"))?,
+        last_deployed,
+    })
+}
+
+/// The whole view from the three stores' contents and the API server's version.
+///
+/// The cluster level is the StyrminCluster named `default` (none: every key absent, so the
+/// class is `traefik`); other StyrminClusters, and StyrminDeployments not named like their
+/// `styrmin-<id>` namespace, are left out and listed in `ignored`. A deployment whose
+/// environment has no StyrminEnvironment gets no environment level (W1: not set).
+pub fn build_view(
+    clusters: &[Arc<StyrminCluster>],
+    environments: &[Arc<StyrminEnvironment>],
+    deployments: &[Arc<StyrminDeployment>],
+    kubernetes_version: Option<KubernetesVersion>,
+) -> Result<BuiltView, InvalidObject> {
+    let mut ignored = Vec::new();
+    let mut cluster = Level::default();
+    for object in clusters {
+        let name = object.name_any();
+        if name != CLUSTER_NAME {
+            ignored.push(format!(
+                "StyrminCluster {name}: ignored, only the one named {CLUSTER_NAME:?} counts"
+            ));
+            continue;
+        }
+        cluster = level(&object.spec.ingress_class, &object.spec.dedicated_ingress).map_err(
+            |source| InvalidObject {
+                kind: "StyrminCluster",
+                name,
+                field: "spec.dedicatedIngress",
+                source,
+            },
+        )?;
+    }
+    let environments = environments
+        .iter()
+        .map(|object| {
+            let name = object.name_any();
+            match level(&object.spec.ingress_class, &object.spec.dedicated_ingress) {
+                Ok(level) => Ok((name, level)),
+                Err(source) => Err(InvalidObject {
+                    kind: "StyrminEnvironment",
+                    name,
+                    field: "spec.dedicatedIngress",
+                    source,
+                }),
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    let mut by_id = std::collections::HashMap::new();
+    for object in deployments {
+        match deployment_id(object) {
+            Ok(id) => {
+                by_id.insert(id.to_owned(), deployment(object)?);
+            }
+            Err(why) => ignored.push(why),
+        }
+    }
+    ignored.sort();
+    Ok(BuiltView {
+        view: View::new(cluster, environments, by_id, kubernetes_version),
+        ignored,
+    })
+}
+
+/// The version whose rules the API server applies: the emulated one where it says so
+/// (`emulationMajor`/`emulationMinor`, Kubernetes 1.31+), else `major.minor` (`"27+"` on
+/// some clouds), else `gitVersion`.
+pub fn version_of(info: &Info) -> Option<KubernetesVersion> {
+    let emulated = match (&info.emulation_major, &info.emulation_minor) {
+        (Some(major), Some(minor)) if !major.is_empty() && !minor.is_empty() => {
+            format!("{major}.{minor}").parse().ok()
+        }
+        _ => None,
+    };
+    emulated
+        .or_else(|| format!("{}.{}", info.major, info.minor).parse().ok())
+        .or_else(|| info.git_version.parse().ok())
+}
+
+/// What one watch stream item means for the view.
+#[derive(Debug)]
+enum Step {
+    /// The store changed (an object was added, changed or deleted, or a relist completed).
+    Changed { relisted: bool },
+    /// Nothing to do yet (the start of a relist, or one object of it).
+    Pending,
+    /// The watch failed; the watcher retries after a backoff.
+    Failed(String),
+}
+
+fn step<K>(item: Result<watcher::Event<K>, watcher::Error>) -> Step {
+    match item {
+        Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
+            Step::Changed { relisted: false }
+        }
+        Ok(watcher::Event::InitDone) => Step::Changed { relisted: true },
+        Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => Step::Pending,
+        Err(error) => Step::Failed(error.to_string()),
+    }
+}
+
+/// Where each watch stands.
+#[derive(Debug, Default)]
+struct Progress {
+    listed: [bool; 3],
+    last_error: [Option<Instant>; 3],
+}
+
+impl Progress {
+    fn all_listed(&self) -> bool {
+        self.listed.iter().all(|l| *l)
+    }
+
+    fn all_healthy(&self, now: Instant) -> bool {
+        self.all_listed()
+            && self
+                .last_error
+                .iter()
+                .all(|e| e.is_none_or(|at| now.duration_since(at) >= HEALTHY_AFTER))
+    }
+}
+
+fn resource_name(index: usize) -> &'static str {
+    match API_CALLS.get(index) {
+        Some(ApiCall::Resource { resource, .. }) => resource,
+        _ => "?",
+    }
+}
+
+type Events = futures::stream::BoxStream<'static, (usize, Step)>;
+
+/// A watcher and reflector for the resource of `API_CALLS[index]`, in every namespace.
+/// Fails when the type's group, version or plural is not the table's.
+fn watch<K>(client: &Client, index: usize) -> anyhow::Result<(Store<K>, Events)>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let Some(ApiCall::Resource {
+        group,
+        version,
+        resource,
+        verbs,
+    }) = API_CALLS.get(index).copied()
+    else {
+        anyhow::bail!("API_CALLS[{index}] is not a resource");
+    };
+    anyhow::ensure!(
+        (
+            K::group(&()).as_ref(),
+            K::version(&()).as_ref(),
+            K::plural(&()).as_ref(),
+            verbs
+        ) == (group, version, resource, WATCH_VERBS),
+        "{} is not the resource of API_CALLS[{index}] ({group}/{version} {resource} {verbs:?})",
+        K::kind(&())
+    );
+    let (reader, writer) = reflector::store::<K>();
+    let stream = watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .map(move |item| (index, step(item)))
+        .boxed();
+    Ok((reader, stream))
+}
+
+/// Reads `/version`, with a few tries.
+async fn read_version(client: Client) -> Option<KubernetesVersion> {
+    let mut delay = Duration::from_millis(500);
+    for attempt in 1..=VERSION_ATTEMPTS {
+        match client.apiserver_version().await {
+            Ok(info) => {
+                let version = version_of(&info);
+                match version {
+                    Some(version) => {
+                        tracing::info!(%version, git_version = %info.git_version, "Kubernetes version")
+                    }
+                    None => {
+                        tracing::warn!(major = %info.major, minor = %info.minor, git_version = %info.git_version,
+                        "cannot read the Kubernetes version; R9 (1.18-1.26 reject both class fields) is not checked")
+                    }
+                }
+                return version;
+            }
+            Err(error) => {
+                tracing::warn!(attempt, %error, "cannot read /version");
+                if attempt < VERSION_ATTEMPTS {
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                }
+            }
+        }
+    }
+    tracing::error!(
+        "going on without the Kubernetes version: R9 (1.18-1.26 reject both class fields) is not checked"
+    );
+    None
+}
+
+/// The view source for a cluster.
+pub struct KubeSource {
+    client: Client,
+    confirm_interval: Duration,
+}
+
+impl fmt::Debug for KubeSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KubeSource")
+            .field("confirm_interval", &self.confirm_interval)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubeSource {
+    /// A source on this client.
+    pub fn new(client: Client) -> Self {
+        KubeSource {
+            client,
+            confirm_interval: Duration::from_secs(5),
+        }
+    }
+
+    /// A source on the in-cluster configuration (the pod's service account), or the local
+    /// kubeconfig outside a cluster.
+    pub async fn from_environment() -> anyhow::Result<Self> {
+        let client = Client::try_default().await.map_err(|e| {
+            anyhow::anyhow!("cannot configure a Kubernetes client (in-cluster or kubeconfig): {e}")
+        })?;
+        Ok(Self::new(client))
+    }
+
+    /// How often the view's age is reset while every watch is healthy (default 5 s).
+    pub fn with_confirm_interval(mut self, interval: Duration) -> Self {
+        self.confirm_interval = interval;
+        self
+    }
+}
+
+impl ViewSource for KubeSource {
+    fn name(&self) -> &'static str {
+        "kubernetes"
+    }
+
+    async fn run(self, sink: ViewSink) -> anyhow::Result<()> {
+        let name = self.name();
+        let KubeSource {
+            client,
+            confirm_interval,
+        } = self;
+        let (clusters, cluster_events) = watch::<StyrminCluster>(&client, CLUSTERS)?;
+        let (environments, environment_events) =
+            watch::<StyrminEnvironment>(&client, ENVIRONMENTS)?;
+        let (deployments, deployment_events) = watch::<StyrminDeployment>(&client, DEPLOYMENTS)?;
+        let mut events =
+            futures::stream::select_all([cluster_events, environment_events, deployment_events]);
+        let version = read_version(client).fuse();
+        tokio::pin!(version);
+        let mut kubernetes_version: Option<Option<KubernetesVersion>> = None;
+        let mut progress = Progress::default();
+        let mut published = false;
+        let mut ticker = tokio::time::interval(confirm_interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+
+        loop {
+            let mut dirty = false;
+            tokio::select! {
+                read = &mut version, if kubernetes_version.is_none() => {
+                    kubernetes_version = Some(read);
+                    dirty = true;
+                }
+                item = events.next() => {
+                    let Some(first) = item else {
+                        anyhow::bail!("the watch streams ended");
+                    };
+                    // Take every item that is ready, then rebuild once.
+                    let mut batch = vec![first];
+                    while batch.len() < 4096 {
+                        match events.next().now_or_never() {
+                            Some(Some(item)) => batch.push(item),
+                            _ => break,
+                        }
+                    }
+                    for (index, step) in batch {
+                        match step {
+                            Step::Changed { relisted } => {
+                                if relisted && !progress.listed[index] {
+                                    tracing::info!(resource = resource_name(index), "listed");
+                                }
+                                progress.listed[index] |= relisted;
+                                progress.last_error[index] = None;
+                                dirty = true;
+                            }
+                            Step::Pending => {}
+                            Step::Failed(error) => {
+                                tracing::warn!(resource = resource_name(index), %error,
+                                    "watch failed; keeping the last view, retrying with backoff");
+                                progress.last_error[index] = Some(Instant::now());
+                                sink.report_error(name);
+                            }
+                        }
+                    }
+                }
+                _ = ticker.tick() => {
+                    if published && progress.all_healthy(Instant::now()) {
+                        sink.confirm();
+                    }
+                }
+            }
+            let Some(version) = kubernetes_version else {
+                continue;
+            };
+            if !dirty || !progress.all_listed() {
+                continue;
+            }
+            match build_view(
+                &clusters.state(),
+                &environments.state(),
+                &deployments.state(),
+                version,
+            ) {
+                Ok(BuiltView { view, ignored }) => {
+                    for why in &ignored {
+                        tracing::warn!("{why}");
+                    }
+                    if published {
+                        tracing::debug!(deployments = view.deployment_count(), "view updated");
+                    } else {
+                        tracing::info!(
+                            deployments = view.deployment_count(),
+                            "first complete view: ready"
+                        );
+                    }
+                    sink.publish(view);
+                    published = true;
+                }
+                Err(error) => {
+                    tracing::error!(error = %crate::policy_file::error_chain(&error),
+                        "invalid Styrmin object; keeping the last good view");
+                    sink.report_error(name);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
