@@ -9,6 +9,7 @@ use clap::Parser;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::kube_source::KubeSource;
 use crate::metrics::Metrics;
 use crate::policy_file::{PolicyFileSource, error_chain};
 use crate::telemetry::LogFormat;
@@ -38,9 +39,25 @@ pub struct Args {
     #[arg(long, env = "STYRMIN_WEBHOOK_TLS_KEY", value_name = "FILE")]
     pub tls_key: PathBuf,
 
-    /// YAML file with the cluster, environments and deployments (re-read when it changes).
-    #[arg(long, env = "STYRMIN_WEBHOOK_POLICY_FILE", value_name = "FILE")]
-    pub policy_file: PathBuf,
+    /// Where the view comes from: a policy file, or the cluster's Styrmin resources
+    /// (StyrminCluster, StyrminEnvironment, StyrminDeployment) through watches.
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_SOURCE",
+        value_enum,
+        default_value = "policy-file"
+    )]
+    pub source: SourceKind,
+
+    /// YAML file with the cluster, environments and deployments (re-read when it changes);
+    /// needed with `--source policy-file`.
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_POLICY_FILE",
+        value_name = "FILE",
+        required_if_eq("source", "policy-file")
+    )]
+    pub policy_file: Option<PathBuf>,
 
     /// Plain-HTTP address for /metrics, /healthz and /readyz (the only plaintext listener).
     #[arg(long, env = "STYRMIN_WEBHOOK_METRICS_LISTEN", value_name = "ADDR:PORT")]
@@ -85,6 +102,7 @@ impl Args {
             listen,
             tls_cert,
             tls_key,
+            source,
             policy_file,
             metrics_listen,
             log_format,
@@ -94,8 +112,6 @@ impl Args {
         } = self;
         crate::telemetry::init(log_format, &log_filter)?;
         let interval = Duration::from_millis(reload_interval_ms.max(10));
-        let source = PolicyFileSource::open(policy_file, interval)
-            .map_err(|e| anyhow::anyhow!(error_chain(&e)))?;
         let config = ServeConfig {
             listen,
             metrics_listen,
@@ -104,8 +120,29 @@ impl Args {
             reload_interval: interval,
             drain_timeout: Duration::from_secs(drain_timeout_secs),
         };
-        serve(config, source).await
+        match (source, policy_file) {
+            (SourceKind::Kubernetes, _) => {
+                serve(config, KubeSource::from_environment().await?).await
+            }
+            (SourceKind::PolicyFile, Some(policy_file)) => {
+                let source = PolicyFileSource::open(policy_file, interval)
+                    .map_err(|e| anyhow::anyhow!(error_chain(&e)))?;
+                serve(config, source).await
+            }
+            (SourceKind::PolicyFile, None) => {
+                anyhow::bail!("--source policy-file needs --policy-file")
+            }
+        }
     }
+}
+
+/// The view sources `--source` can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SourceKind {
+    /// `--policy-file`, polled.
+    PolicyFile,
+    /// The cluster's Styrmin custom resources, watched (kube-rs reflectors).
+    Kubernetes,
 }
 
 /// What [`serve`] needs besides the view source.
