@@ -16,7 +16,11 @@ fn run(args: &[&str], envs: &[(&str, &str)], stdin: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    let written = child.stdin.take().expect("stdin").write_all(stdin.as_bytes());
+    let written = child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes());
     // A run that fails on its config exits before reading stdin: the pipe is then closed.
     if let Err(e) = written {
         assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "write stdin: {e}");
