@@ -93,6 +93,12 @@ pub struct Args {
         value_name = "SECONDS"
     )]
     pub drain_timeout_secs: u64,
+
+    /// FluxCD: on CREATE/UPDATE of a HelmRelease (helm.toolkit.fluxcd.io/v2) in a Styrmin
+    /// namespace, add or refresh Styrmin's kustomize post-renderer in spec.postRenderers
+    /// (the user's own are kept in order). Off by default.
+    #[arg(long, env = "STYRMIN_WEBHOOK_FLUX_POST_RENDERER")]
+    pub flux_post_renderer: bool,
 }
 
 impl Args {
@@ -109,6 +115,7 @@ impl Args {
             log_filter,
             reload_interval_ms,
             drain_timeout_secs,
+            flux_post_renderer,
         } = self;
         crate::telemetry::init(log_format, &log_filter)?;
         let interval = Duration::from_millis(reload_interval_ms.max(10));
@@ -119,6 +126,7 @@ impl Args {
             tls_key,
             reload_interval: interval,
             drain_timeout: Duration::from_secs(drain_timeout_secs),
+            flux_post_renderer,
         };
         match (source, policy_file) {
             (SourceKind::Kubernetes, _) => {
@@ -154,6 +162,8 @@ pub struct ServeConfig {
     pub tls_key: PathBuf,
     pub reload_interval: Duration,
     pub drain_timeout: Duration,
+    /// `--flux-post-renderer`.
+    pub flux_post_renderer: bool,
 }
 
 /// Runs the webhook with any view source until SIGTERM, then drains.
@@ -165,9 +175,14 @@ pub async fn serve(config: ServeConfig, source: impl ViewSource) -> anyhow::Resu
         tls_key,
         reload_interval,
         drain_timeout,
+        flux_post_renderer,
     } = config;
     let metrics = std::sync::Arc::new(Metrics::new());
-    let state = AppState::new(std::sync::Arc::new(ViewStore::default()), metrics.clone());
+    let state = AppState::with_options(
+        std::sync::Arc::new(ViewStore::default()),
+        metrics.clone(),
+        crate::decide::DecideOptions { flux_post_renderer },
+    );
 
     let certs = CertWatcher::open(tls_cert, tls_key, metrics)
         .map_err(|e| anyhow::anyhow!(error_chain(&e)))?;

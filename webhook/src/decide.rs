@@ -124,8 +124,20 @@ impl Decision {
     }
 }
 
-/// Decides one request.
+/// Switches of the decisions that are off by default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecideOptions {
+    /// Put Styrmin's kustomize post-renderer into HelmReleases (`--flux-post-renderer`).
+    pub flux_post_renderer: bool,
+}
+
+/// Decides one request, with the default options.
 pub fn decide(view: &View, request: &AdmissionRequest) -> Decision {
+    decide_with(view, request, &DecideOptions::default())
+}
+
+/// Decides one request.
+pub fn decide_with(view: &View, request: &AdmissionRequest, options: &DecideOptions) -> Decision {
     let kind = ReviewKind::of(request);
     if kind == ReviewKind::Other {
         return Decision::allowed("not an Ingress or a deployment object");
@@ -149,6 +161,13 @@ pub fn decide(view: &View, request: &AdmissionRequest) -> Decision {
     };
     match kind {
         ReviewKind::Ingress => decide_ingress(view, owner, object),
+        ReviewKind::HelmRelease if options.flux_post_renderer => {
+            let decision = decide_deploy(view, request, kind, owner, object);
+            if decision.outcome == Outcome::Denied {
+                return decision;
+            }
+            decide_flux(view, owner, object, decision)
+        }
         ReviewKind::StyrminDeployment | ReviewKind::HelmRelease => {
             decide_deploy(view, request, kind, owner, object)
         }
@@ -183,6 +202,27 @@ fn decide_ingress(view: &View, owner: &str, object: &Value) -> Decision {
         warnings,
         status: None,
         reason: Cow::Borrowed(reason),
+    }
+}
+
+/// `--flux-post-renderer`: Styrmin's post-renderer in a HelmRelease allowed by W2.
+fn decide_flux(view: &View, owner: &str, object: &Value, allowed: Decision) -> Decision {
+    let resolved = resolve(&view.levels_for_deployment(owner));
+    let flux = crate::flux::decide_helm_release(&resolved, view.kubernetes_version(), object);
+    let mut warnings = allowed.warnings;
+    warnings.extend(flux.warnings);
+    if flux.patch.is_empty() {
+        return Decision {
+            warnings,
+            ..allowed
+        };
+    }
+    Decision {
+        outcome: Outcome::Patched,
+        patch: flux.patch,
+        warnings,
+        status: None,
+        reason: Cow::Borrowed("flux post-renderer"),
     }
 }
 

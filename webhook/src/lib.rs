@@ -10,6 +10,7 @@ pub mod admission;
 pub mod cli;
 pub mod crd;
 pub mod decide;
+pub mod flux;
 pub mod kube_source;
 pub mod metrics;
 pub mod patch;
@@ -31,7 +32,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use crate::admission::{encode_review, parse_review};
-use crate::decide::{Outcome, ReviewKind, decide};
+use crate::decide::{DecideOptions, Outcome, ReviewKind, decide_with};
 use crate::metrics::{Metrics, RequestLabels, SourceLabels};
 use crate::view::{ViewSink, ViewStore};
 
@@ -49,15 +50,26 @@ struct StateInner {
     view: Arc<ViewStore>,
     metrics: Arc<Metrics>,
     draining: AtomicBool,
+    options: DecideOptions,
 }
 
 impl AppState {
     pub fn new(view: Arc<ViewStore>, metrics: Arc<Metrics>) -> Self {
+        Self::with_options(view, metrics, DecideOptions::default())
+    }
+
+    /// With decisions that are off by default switched on (`--flux-post-renderer`).
+    pub fn with_options(
+        view: Arc<ViewStore>,
+        metrics: Arc<Metrics>,
+        options: DecideOptions,
+    ) -> Self {
         AppState {
             inner: Arc::new(StateInner {
                 view,
                 metrics,
                 draining: AtomicBool::new(false),
+                options,
             }),
         }
     }
@@ -198,7 +210,7 @@ async fn mutate(State(state): State<AppState>, body: Bytes) -> Response {
         decision = tracing::field::Empty,
     );
     let _entered = span.enter();
-    let decision = decide(&state.view().load(), request);
+    let decision = decide_with(&state.view().load(), request, &state.inner.options);
     span.record("decision", decision.outcome.as_str());
     let outcome = decision.outcome;
     match outcome {

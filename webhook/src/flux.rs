@@ -1,0 +1,587 @@
+//! The optional FluxCD part (`--flux-post-renderer`): on CREATE and UPDATE of a HelmRelease
+//! (`helm.toolkit.fluxcd.io/v2`) in a Styrmin namespace, put Styrmin's kustomize
+//! post-renderer into `spec.postRenderers`, so helm-controller renders every Ingress with
+//! the right class and the Ingress webhook only confirms it.
+//!
+//! The post-renderer is [`ingress_rules::flux_post_renderer`]'s, the same text
+//! `styrmin-postrender flux` prints. It is recognised by its marker: every patch of the
+//! entry is a patch whose body has `metadata.name: styrmin-ingress-class`
+//! ([`ingress_rules::FLUX_PATCH_NAME`]). The user's own post-renderers are never dropped
+//! or reordered; Styrmin's goes last (post-renderers run in order, so its class fields
+//! win); an object that already has the current one gets no patch (R8). When the rules say
+//! R5 (keep the chart's class), Styrmin's is removed and nothing is added.
+
+use ingress_rules::{
+    ClassFields, FLUX_PATCH_NAME, FluxPostRenderer, KubernetesVersion, ResolvedIngress, enforce,
+    flux_post_renderer,
+};
+use serde_json::{Value, json};
+
+/// The only HelmRelease version whose post-renderers the webhook writes (helm-controller
+/// v1.x; older versions are not served by its CRD).
+pub const HELM_RELEASE_V2: &str = "helm.toolkit.fluxcd.io/v2";
+
+/// What the webhook should do to a HelmRelease's post-renderers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FluxDecision {
+    /// JSON patch operations; empty when the object is already current.
+    pub patch: Vec<Value>,
+    /// Admission warnings (R9).
+    pub warnings: Vec<String>,
+}
+
+/// One `spec.postRenderers` entry as JSON, from the shared generator's structure.
+pub fn post_renderer_json(renderer: &FluxPostRenderer) -> Value {
+    let patches: Vec<Value> = renderer
+        .patches
+        .iter()
+        .map(|p| json!({"target": {"kind": p.target.kind}, "patch": p.patch}))
+        .collect();
+    json!({"kustomize": {"patches": patches}})
+}
+
+/// The entry Styrmin wants in `spec.postRenderers` for `resolved`; `None` for R5.
+pub fn wanted_post_renderer(resolved: &ResolvedIngress) -> Option<Value> {
+    flux_post_renderer(resolved).map(|r| post_renderer_json(&r))
+}
+
+/// Whether a `spec.postRenderers` entry is Styrmin's: a kustomize post-renderer with
+/// patches only, each with the marker name in its body.
+pub fn is_styrmin_post_renderer(entry: &Value) -> bool {
+    let Some(kustomize) = entry.as_object().and_then(|e| {
+        (e.len() == 1)
+            .then(|| e.get("kustomize"))
+            .flatten()
+            .and_then(Value::as_object)
+    }) else {
+        return false;
+    };
+    if kustomize.keys().any(|k| k != "patches") {
+        return false;
+    }
+    let Some(patches) = kustomize.get("patches").and_then(Value::as_array) else {
+        return false;
+    };
+    !patches.is_empty() && patches.iter().all(is_marked_patch)
+}
+
+fn is_marked_patch(patch: &Value) -> bool {
+    let Some(text) = patch.get("patch").and_then(Value::as_str) else {
+        return false;
+    };
+    // A JSON6902 patch (a list) or text that does not parse is the user's.
+    match serde_saphyr::from_str::<Value>(text) {
+        Ok(body) => body.pointer("/metadata/name").and_then(Value::as_str) == Some(FLUX_PATCH_NAME),
+        Err(_) => false,
+    }
+}
+
+/// The JSON patch that makes `spec.postRenderers` of `object` hold the user's entries in
+/// their order followed by `wanted` (or, when `wanted` is `None`, the user's entries only).
+/// Empty when it already does, or when the object has no `spec` object or a
+/// `spec.postRenderers` that is not a list (the API server rejects those anyway).
+pub fn post_renderers_patch(object: &Value, wanted: Option<&Value>) -> Vec<Value> {
+    let Some(spec) = object.get("spec").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let current: &[Value] = match spec.get("postRenderers") {
+        None | Some(Value::Null) => {
+            return match wanted {
+                Some(entry) => {
+                    vec![json!({"op": "add", "path": "/spec/postRenderers", "value": [entry]})]
+                }
+                None => Vec::new(),
+            };
+        }
+        Some(Value::Array(entries)) => entries,
+        Some(_) => return Vec::new(),
+    };
+    let ours: Vec<usize> = current
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| is_styrmin_post_renderer(e))
+        .map(|(i, _)| i)
+        .collect();
+    let mut desired: Vec<Value> = current
+        .iter()
+        .filter(|e| !is_styrmin_post_renderer(e))
+        .cloned()
+        .collect();
+    desired.extend(wanted.cloned());
+    if desired.as_slice() == current {
+        return Vec::new();
+    }
+    match (wanted, ours.as_slice()) {
+        (Some(entry), []) => {
+            vec![json!({"op": "add", "path": "/spec/postRenderers/-", "value": entry})]
+        }
+        // Ours is last but stale: refresh it in place.
+        (Some(entry), [i]) if *i + 1 == current.len() => {
+            vec![
+                json!({"op": "replace", "path": format!("/spec/postRenderers/{i}"), "value": entry}),
+            ]
+        }
+        // R5: remove ours, last first so the indices stay right.
+        (None, _) => ours
+            .iter()
+            .rev()
+            .map(|i| json!({"op": "remove", "path": format!("/spec/postRenderers/{i}")}))
+            .collect(),
+        // Ours in the middle, or more than one: the whole list, the user's in their order.
+        (Some(_), _) => {
+            vec![json!({"op": "replace", "path": "/spec/postRenderers", "value": desired})]
+        }
+    }
+}
+
+/// The webhook's answer for a HelmRelease object of a deployment whose rules are
+/// `resolved`. On a Kubernetes version known to reject R4's two class fields (R9), nothing
+/// is added: the Ingress webhook denies those Ingresses with the rule's message, and the
+/// HelmRelease gets it as a warning.
+pub fn decide_helm_release(
+    resolved: &ResolvedIngress,
+    kubernetes: Option<KubernetesVersion>,
+    object: &Value,
+) -> FluxDecision {
+    if object.get("apiVersion").and_then(Value::as_str) != Some(HELM_RELEASE_V2) {
+        return FluxDecision {
+            patch: Vec::new(),
+            warnings: Vec::new(),
+        };
+    }
+    if let Err(error) = enforce(resolved, &ClassFields::default(), kubernetes) {
+        return FluxDecision {
+            patch: Vec::new(),
+            warnings: vec![format!("Styrmin added no ingress post-renderer: {error}")],
+        };
+    }
+    FluxDecision {
+        patch: post_renderers_patch(object, wanted_post_renderer(resolved).as_ref()),
+        warnings: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ingress_rules::{ClassOrigin, LevelName};
+
+    use super::*;
+
+    fn apply(object: &Value, ops: &[Value]) -> Value {
+        let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops.to_vec())).unwrap();
+        let mut out = object.clone();
+        json_patch::patch(&mut out, &patch).unwrap();
+        out
+    }
+
+    fn dedicated() -> ResolvedIngress {
+        ResolvedIngress::Dedicated {
+            decided_by: LevelName::Environment,
+        }
+    }
+
+    fn shared(class: &str) -> ResolvedIngress {
+        ResolvedIngress::Class {
+            class: class.to_owned(),
+            decided_by: ClassOrigin::Level(LevelName::Cluster),
+        }
+    }
+
+    fn no_class() -> ResolvedIngress {
+        ResolvedIngress::NoClass {
+            decided_by: LevelName::Cluster,
+        }
+    }
+
+    fn user(n: u32) -> Value {
+        json!({"kustomize": {"patches": [{
+            "target": {"kind": "Deployment"},
+            "patch": format!("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: user-{n}\nspec:\n  replicas: {n}\n"),
+        }]}})
+    }
+
+    fn images() -> Value {
+        json!({"kustomize": {"images": [{"name": "nginx", "newTag": "1.27"}]}})
+    }
+
+    fn release(post_renderers: Option<Value>) -> Value {
+        let mut object = json!({
+            "apiVersion": HELM_RELEASE_V2, "kind": "HelmRelease",
+            "metadata": {"name": "web", "namespace": "styrmin-web1"},
+            "spec": {"interval": "10m", "chart": {"spec": {"chart": "podinfo", "sourceRef": {"kind": "HelmRepository", "name": "podinfo"}}}},
+        });
+        if let Some(p) = post_renderers {
+            object["spec"]["postRenderers"] = p;
+        }
+        object
+    }
+
+    fn ours(resolved: &ResolvedIngress) -> Value {
+        wanted_post_renderer(resolved).unwrap()
+    }
+
+    /// Applies the decision and checks what every patch must do: the user's entries keep
+    /// their order, ours is last (or gone for R5), and a second pass changes nothing.
+    fn check(resolved: &ResolvedIngress, object: &Value) -> Value {
+        let decision = decide_helm_release(resolved, None, object);
+        let out = apply(object, &decision.patch);
+        let entries = out["spec"]["postRenderers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let users_before: Vec<Value> = object["spec"]["postRenderers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| !is_styrmin_post_renderer(e))
+            .cloned()
+            .collect();
+        let users_after: Vec<Value> = entries
+            .iter()
+            .filter(|e| !is_styrmin_post_renderer(e))
+            .cloned()
+            .collect();
+        assert_eq!(users_before, users_after, "the user's entries changed");
+        match wanted_post_renderer(resolved) {
+            Some(wanted) => {
+                assert_eq!(entries.last(), Some(&wanted));
+                assert_eq!(
+                    entries
+                        .iter()
+                        .filter(|e| is_styrmin_post_renderer(e))
+                        .count(),
+                    1
+                );
+            }
+            None => assert!(!entries.iter().any(is_styrmin_post_renderer)),
+        }
+        // R8: idempotent.
+        let again = decide_helm_release(resolved, None, &out);
+        assert!(again.patch.is_empty(), "second pass: {:?}", again.patch);
+        out
+    }
+
+    #[test]
+    fn adds_the_list_when_there_is_none() {
+        for object in [release(None), release(Some(Value::Null))] {
+            let decision = decide_helm_release(&dedicated(), None, &object);
+            assert_eq!(
+                decision.patch,
+                vec![
+                    json!({"op": "add", "path": "/spec/postRenderers", "value": [ours(&dedicated())]})
+                ]
+            );
+            check(&dedicated(), &object);
+        }
+    }
+
+    #[test]
+    fn appends_after_the_users_own() {
+        let object = release(Some(json!([user(1), images(), user(2)])));
+        let decision = decide_helm_release(&shared("on"), None, &object);
+        assert_eq!(
+            decision.patch,
+            vec![
+                json!({"op": "add", "path": "/spec/postRenderers/-", "value": ours(&shared("on"))})
+            ]
+        );
+        check(&shared("on"), &object);
+    }
+
+    #[test]
+    fn no_patch_when_current() {
+        let object = release(Some(json!([user(1), ours(&dedicated())])));
+        assert!(
+            decide_helm_release(&dedicated(), None, &object)
+                .patch
+                .is_empty()
+        );
+        let object = release(Some(json!([ours(&shared("nginx"))])));
+        assert!(
+            decide_helm_release(&shared("nginx"), None, &object)
+                .patch
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn refreshes_a_stale_one_in_place() {
+        let object = release(Some(json!([user(1), ours(&shared("nginx"))])));
+        let decision = decide_helm_release(&dedicated(), None, &object);
+        assert_eq!(
+            decision.patch,
+            vec![
+                json!({"op": "replace", "path": "/spec/postRenderers/1", "value": ours(&dedicated())})
+            ]
+        );
+        check(&dedicated(), &object);
+    }
+
+    #[test]
+    fn moves_ours_last_and_keeps_one() {
+        for list in [
+            json!([ours(&shared("nginx")), user(1), user(2)]),
+            json!([ours(&dedicated()), user(1)]),
+            json!([user(1), ours(&dedicated()), user(2), ours(&dedicated())]),
+        ] {
+            let out = check(&dedicated(), &release(Some(list)));
+            assert_eq!(out["spec"]["postRenderers"][0], user(1));
+        }
+    }
+
+    #[test]
+    fn r5_removes_ours_only() {
+        let object = release(Some(json!([
+            ours(&dedicated()),
+            user(1),
+            ours(&shared("x")),
+            images()
+        ])));
+        let decision = decide_helm_release(&no_class(), None, &object);
+        assert_eq!(
+            decision.patch,
+            vec![
+                json!({"op": "remove", "path": "/spec/postRenderers/2"}),
+                json!({"op": "remove", "path": "/spec/postRenderers/0"}),
+            ]
+        );
+        let out = check(&no_class(), &object);
+        assert_eq!(out["spec"]["postRenderers"], json!([user(1), images()]));
+        // Nothing of ours: nothing to do, and no list is created.
+        for object in [release(None), release(Some(json!([user(3)])))] {
+            assert!(
+                decide_helm_release(&no_class(), None, &object)
+                    .patch
+                    .is_empty()
+            );
+        }
+    }
+
+    #[test]
+    fn the_marker_decides_what_is_ours() {
+        assert!(is_styrmin_post_renderer(&ours(&dedicated())));
+        assert!(!is_styrmin_post_renderer(&user(1)));
+        assert!(!is_styrmin_post_renderer(&images()));
+        // Ours with the user's images or patches added is the user's now: kept as it is.
+        let mut mixed = ours(&dedicated());
+        mixed["kustomize"]["images"] = json!([{"name": "a"}]);
+        assert!(!is_styrmin_post_renderer(&mixed));
+        let mut mixed = ours(&dedicated());
+        mixed["kustomize"]["patches"]
+            .as_array_mut()
+            .unwrap()
+            .push(user(1)["kustomize"]["patches"][0].clone());
+        assert!(!is_styrmin_post_renderer(&mixed));
+        // A JSON6902 patch and a patch text that is not YAML are the user's.
+        assert!(!is_styrmin_post_renderer(
+            &json!({"kustomize": {"patches": [{"patch": "[{\"op\": \"remove\", \"path\": \"/x\"}]"}]}})
+        ));
+        assert!(!is_styrmin_post_renderer(
+            &json!({"kustomize": {"patches": [{"patch": "a: [b"}]}})
+        ));
+        // Reformatted by hand, still ours (the marker is read, not matched as text).
+        let reformatted = json!({"kustomize": {"patches": [{"target": {"kind": "Ingress"},
+            "patch": "{kind: Ingress, apiVersion: networking.k8s.io/v1, metadata: {name: styrmin-ingress-class}}"}]}});
+        assert!(is_styrmin_post_renderer(&reformatted));
+        check(&dedicated(), &release(Some(json!([reformatted, user(1)]))));
+    }
+
+    #[test]
+    fn leaves_other_versions_and_broken_objects_alone() {
+        let mut old = release(None);
+        old["apiVersion"] = json!("helm.toolkit.fluxcd.io/v2beta1");
+        assert!(
+            decide_helm_release(&dedicated(), None, &old)
+                .patch
+                .is_empty()
+        );
+        let mut no_spec = release(None);
+        no_spec.as_object_mut().unwrap().remove("spec");
+        assert!(
+            decide_helm_release(&dedicated(), None, &no_spec)
+                .patch
+                .is_empty()
+        );
+        let not_a_list = release(Some(json!({"kustomize": {}})));
+        assert!(
+            decide_helm_release(&dedicated(), None, &not_a_list)
+                .patch
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn r9_old_kubernetes_gets_a_warning_not_a_patch() {
+        let old = "1.26".parse().ok();
+        let decision = decide_helm_release(&shared("nginx"), old, &release(None));
+        assert!(decision.patch.is_empty());
+        assert!(
+            decision.warnings[0].contains("1.27"),
+            "{:?}",
+            decision.warnings
+        );
+        // R3 sets one field only: fine there.
+        assert!(
+            !decide_helm_release(&dedicated(), old, &release(None))
+                .patch
+                .is_empty()
+        );
+    }
+}
+
+/// `decide_with` on HelmRelease reviews: the flag, W2 first, the deployment's levels.
+#[cfg(test)]
+mod decide_tests {
+    use std::path::Path;
+
+    use serde_json::{Value, json};
+
+    use crate::admission::AdmissionRequest;
+    use crate::decide::{DecideOptions, Outcome, decide, decide_with};
+    use crate::policy_file::parse_policy;
+    use crate::view::View;
+
+    const POLICY: &str = "
+cluster: {ingress_class: contour}
+environments:
+  prod: {dedicated_ingress: {}}
+  stage: {ingress_class: haproxy}
+  blank: {ingress_class: ''}
+deployments:
+  web1: {environment: stage}
+  web2: {environment: prod}
+  web3: {environment: blank}
+  ctl9: {environment: prod, role: ingress-controller, phase: DELETING}
+";
+
+    const ON: DecideOptions = DecideOptions {
+        flux_post_renderer: true,
+    };
+
+    fn view() -> View {
+        parse_policy(Path::new("policy.yaml"), POLICY).unwrap()
+    }
+
+    fn request(
+        operation: &str,
+        namespace: &str,
+        object: Value,
+        old: Option<Value>,
+    ) -> AdmissionRequest {
+        serde_json::from_value(json!({
+            "uid": "u-1",
+            "kind": {"group": "helm.toolkit.fluxcd.io", "version": "v2", "kind": "HelmRelease"},
+            "namespace": namespace, "operation": operation,
+            "object": object, "oldObject": old,
+        }))
+        .unwrap()
+    }
+
+    fn release() -> Value {
+        json!({
+            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": "web"},
+            "spec": {"interval": "10m", "chart": {"spec": {"chart": "podinfo", "sourceRef": {"kind": "HelmRepository", "name": "podinfo"}}}},
+        })
+    }
+
+    fn apply(object: &Value, ops: &[Value]) -> Value {
+        let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops.to_vec())).unwrap();
+        let mut out = object.clone();
+        json_patch::patch(&mut out, &patch).unwrap();
+        out
+    }
+
+    fn patch_text(object: &Value) -> &str {
+        object["spec"]["postRenderers"][0]["kustomize"]["patches"][0]["patch"]
+            .as_str()
+            .unwrap()
+    }
+
+    #[test]
+    fn off_by_default() {
+        let d = decide(&view(), &request("CREATE", "styrmin-web1", release(), None));
+        assert_eq!(d.outcome, Outcome::Allowed);
+        assert!(d.patch.is_empty());
+    }
+
+    #[test]
+    fn create_and_update_get_the_deployments_rules() {
+        let v = view();
+        let d = decide_with(&v, &request("CREATE", "styrmin-web1", release(), None), &ON);
+        assert_eq!(d.outcome, Outcome::Patched);
+        let out = apply(&release(), &d.patch);
+        assert!(patch_text(&out).contains("ingressClassName: \"haproxy\""));
+        // R8: the result gets no patch, also on an UPDATE that changes nothing in spec.
+        let again = decide_with(
+            &v,
+            &request("UPDATE", "styrmin-web1", out.clone(), Some(out.clone())),
+            &ON,
+        );
+        assert!(again.patch.is_empty(), "{:?}", again.patch);
+        // The deployment moves to a dedicated environment's rules: refreshed on UPDATE.
+        let d = decide_with(
+            &v,
+            &request("UPDATE", "styrmin-web2", out.clone(), Some(out.clone())),
+            &ON,
+        );
+        assert_eq!(d.outcome, Outcome::Patched);
+        let refreshed = apply(&out, &d.patch);
+        assert!(patch_text(&refreshed).contains("ingressClassName: null"));
+        assert_eq!(
+            refreshed["spec"]["postRenderers"].as_array().unwrap().len(),
+            1
+        );
+    }
+
+    #[test]
+    fn r5_removes_ours() {
+        let v = view();
+        let with_ours = apply(
+            &release(),
+            &decide_with(&v, &request("CREATE", "styrmin-web1", release(), None), &ON).patch,
+        );
+        let d = decide_with(
+            &v,
+            &request(
+                "UPDATE",
+                "styrmin-web3",
+                with_ours.clone(),
+                Some(with_ours.clone()),
+            ),
+            &ON,
+        );
+        assert_eq!(d.outcome, Outcome::Patched);
+        assert_eq!(
+            apply(&with_ours, &d.patch)["spec"]["postRenderers"],
+            json!([])
+        );
+        let d = decide_with(&v, &request("CREATE", "styrmin-web3", release(), None), &ON);
+        assert!(d.patch.is_empty());
+    }
+
+    #[test]
+    fn w2_denial_stays_a_denial() {
+        let d = decide_with(
+            &view(),
+            &request("CREATE", "styrmin-web2", release(), None),
+            &ON,
+        );
+        assert_eq!(d.outcome, Outcome::Denied);
+        assert!(d.patch.is_empty());
+    }
+
+    #[test]
+    fn not_in_a_styrmin_namespace_or_not_create_update() {
+        let v = view();
+        let d = decide_with(&v, &request("CREATE", "flux-system", release(), None), &ON);
+        assert_eq!(d.outcome, Outcome::Allowed);
+        assert!(d.patch.is_empty());
+        let d = decide_with(
+            &v,
+            &request("DELETE", "styrmin-web1", Value::Null, Some(release())),
+            &ON,
+        );
+        assert!(d.patch.is_empty());
+    }
+}
