@@ -134,13 +134,14 @@ fn push_post_renderer(out: &mut String, renderer: &FluxPostRenderer, indent: usi
     for patch in &renderer.patches {
         let _ = writeln!(out, "{pad}      - target:");
         let _ = writeln!(out, "{pad}          kind: {}", patch.target.kind);
-        let _ = writeln!(out, "{pad}        patch: |");
+        let _ = writeln!(out, "{pad}        patch: |-");
         push_indented(out, &patch.patch, indent + 10);
     }
 }
 
-/// The lines of `text` (which ends with a newline), each indented by `indent` spaces: the
-/// body of a `|` block scalar, which then reads back as exactly `text`.
+/// The lines of `text`, each indented by `indent` spaces: the body of a block scalar,
+/// which reads back as exactly `text` with `|-` when `text` has no final newline, and
+/// with `|` when it has exactly one.
 fn push_indented(out: &mut String, text: &str, indent: usize) {
     let pad = " ".repeat(indent);
     for line in text.lines() {

@@ -1,0 +1,117 @@
+//! One post-renderer, two writers: for every configuration of the resolution table, the
+//! post-renderer the webhook (`--flux-post-renderer`) puts into a HelmRelease equals the
+//! `postRenderers` that `styrmin-postrender flux` prints, and where the CLI prints none (R5,
+//! exit 3) the webhook adds none.
+
+use std::path::Path;
+use std::process::Command;
+
+use e2e::{Scratch, release_binary, run, utf8};
+use serde_json::{Value, json};
+use styrmin_webhook::admission::AdmissionRequest;
+use styrmin_webhook::decide::{DecideOptions, Outcome, decide_with};
+use styrmin_webhook::policy_file::parse_policy;
+
+/// The resolution table's configurations (as in `postrender/tests/rendered_fixtures.rs`).
+const CONFIGS: &[&str] = &[
+    "",
+    "cluster: {ingress_class: null}",
+    "cluster: {ingress_class: \"\"}",
+    "cluster: {ingress_class: nginx}",
+    "cluster: {ingress_class: nginx}\nenvironment: {ingress_class: \"\"}",
+    "cluster: {ingress_class: null}\nenvironment: {ingress_class: haproxy}",
+    "environment: {ingress_class: haproxy}\ndeployment: {ingress_class: \"on\"}",
+    "deployment: {ingress_class: \"123\"}",
+    "cluster: {dedicated_ingress: {}}",
+    "cluster: {ingress_class: nginx}\nenvironment: {dedicated_ingress: {replicas: 2}}",
+    "environment: {ingress_class: \"\"}\ndeployment: {dedicated_ingress: {}}",
+    "cluster: {dedicated_ingress: {}}\nenvironment: {dedicated_ingress: null, ingress_class: nginx}",
+];
+
+/// The post-renderer's config as the webhook's policy: deployment `app` in environment
+/// `env`. Written as JSON (which is YAML), so `null` and `""` stay what they are.
+fn policy(config: &str) -> String {
+    let levels: Value = if config.is_empty() {
+        json!({})
+    } else {
+        serde_saphyr::from_str(config).expect("config")
+    };
+    let mut deployment = levels.get("deployment").cloned().unwrap_or(json!({}));
+    deployment["environment"] = json!("env");
+    json!({
+        "cluster": levels.get("cluster").cloned().unwrap_or(json!({})),
+        "environments": {"env": levels.get("environment").cloned().unwrap_or(json!({}))},
+        "deployments": {"app": deployment},
+    })
+    .to_string()
+}
+
+fn helm_release_create() -> AdmissionRequest {
+    serde_json::from_value(json!({
+        "uid": "u-1",
+        "kind": {"group": "helm.toolkit.fluxcd.io", "version": "v2", "kind": "HelmRelease"},
+        "namespace": "styrmin-app",
+        "operation": "CREATE",
+        "object": {
+            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": "web", "namespace": "styrmin-app"},
+            "spec": {"interval": "10m", "chart": {"spec": {"chart": "podinfo",
+                "sourceRef": {"kind": "HelmRepository", "name": "podinfo"}}}},
+        },
+    }))
+    .expect("review")
+}
+
+#[test]
+fn the_webhook_injects_exactly_what_the_cli_prints() {
+    let scratch = Scratch::new("flux-webhook");
+    let on = DecideOptions {
+        flux_post_renderer: true,
+    };
+    let (mut patched, mut none) = (0, 0);
+    for (i, config) in CONFIGS.iter().enumerate() {
+        let config_path = scratch.write(&format!("config-{i}.yaml"), config);
+        let output = run(
+            Command::new(release_binary("styrmin-postrender"))
+                .arg("flux")
+                .arg("--config")
+                .arg(&config_path),
+            None,
+        );
+        let view = parse_policy(Path::new("policy.json"), &policy(config)).expect("policy");
+        let request = helm_release_create();
+        let decision = decide_with(&view, &request, &on);
+        let object = request.object.clone().expect("object");
+        let patch: json_patch::Patch =
+            serde_json::from_value(Value::Array(decision.patch.clone())).expect("patch");
+        let mut after = object.clone();
+        json_patch::patch(&mut after, &patch).expect("apply");
+
+        match output.status.code() {
+            Some(0) => {
+                let printed: Value =
+                    serde_saphyr::from_str(&utf8(output.stdout, "flux output")).expect("yaml");
+                assert_eq!(decision.outcome, Outcome::Patched, "{config:?}");
+                assert_eq!(
+                    after["spec"]["postRenderers"], printed["postRenderers"],
+                    "{config:?}"
+                );
+                patched += 1;
+            }
+            Some(3) => {
+                assert!(
+                    decision.patch.is_empty(),
+                    "{config:?}: {:?}",
+                    decision.patch
+                );
+                assert_eq!(after, object);
+                none += 1;
+            }
+            other => panic!(
+                "{config:?}: flux exited {other:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ),
+        }
+    }
+    assert!(patched >= 8 && none >= 3, "{patched} patched, {none} R5");
+}
