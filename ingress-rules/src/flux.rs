@@ -35,10 +35,11 @@ pub struct FluxPostRenderer {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KustomizePatch {
     pub target: PatchTarget,
-    /// The patch body, YAML text without a final newline: kustomize drops a patch text's
-    /// final newline when it rewrites a HelmRelease (a Component or a patch of the
-    /// HelmRelease: `|` comes out as `|-`, measured with v5.7.1), so a text without one is
-    /// the same string whichever way it reached the HelmRelease.
+    /// The patch body, YAML text without a final newline. Kustomize trims the text of an
+    /// inline patch, so a block scalar at the very end of one (this text, inside the patch
+    /// of a Component) loses its final line break: `|` comes out as `|-` (measured with
+    /// v5.7.1). A text without one is the same string whichever way it reached the
+    /// HelmRelease.
     pub patch: String,
 }
 
