@@ -4,7 +4,8 @@
 //! `styrmin-postrender` (which turns the answer into a byte splice of the rendered
 //! YAML) and `styrmin-webhook` (which turns it into a JSON patch) call these
 //! functions, so the two can never disagree. It does no I/O and knows nothing of
-//! YAML or HTTP.
+//! YAML or HTTP, except for one fixed text: the kustomize patch of a FluxCD HelmRelease
+//! post-renderer ([`flux_post_renderer`]), which both print and inject verbatim.
 //!
 //! ```
 //! use ingress_rules::{ClassFields, Level, Levels, ResolvedIngress, Setting, enforce, resolve};
