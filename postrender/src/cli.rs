@@ -1,6 +1,6 @@
 //! The command line.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -11,7 +11,7 @@ use ingress_rules::{KubernetesVersion, Level, resolve};
 use crate::config::StyrminConfig;
 use crate::flux::{FluxError, FluxOutput, HelmReleaseRef};
 use crate::render::{self, RenderRules};
-use crate::{check, explain, flux, report};
+use crate::{check, explain, flux, report, streaming};
 
 /// Gives every Ingress of a rendered Helm chart the ingress class Styrmin's rules decide.
 ///
@@ -174,16 +174,17 @@ fn read_stdin() -> anyhow::Result<Vec<u8>> {
 const INITIAL_INPUT_CAPACITY: usize = 64 << 20;
 
 fn filter(rules: &RenderRules, report_path: Option<&PathBuf>) -> anyhow::Result<ExitCode> {
-    let input = read_stdin()?;
-    let rendered = render::render(&input, rules)?;
+    let stream = streaming::render_stream(std::io::stdin().lock(), rules, streaming::BLOCK_BYTES)?;
     // Everything is decided before the first byte goes out: no half-written stream.
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-    render::write(&input, &rendered, &mut out).context("writing the stream to stdout")?;
-    out.flush().context("writing the stream to stdout")?;
-    eprint!("{}", report::warnings(&rendered));
+    stream
+        .write(&mut out)
+        .context("writing the stream to stdout")?;
+    let rendered = &stream.rendered;
+    eprint!("{}", report::warnings(rendered));
     if let Some(path) = report_path {
-        std::fs::write(path, report::success(&rendered))
+        std::fs::write(path, report::success(rendered))
             .with_context(|| format!("writing the report {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)

@@ -17,4 +17,5 @@ pub mod ingress_edit;
 pub mod render;
 pub mod report;
 pub mod stream;
+pub mod streaming;
 pub mod yaml_tree;

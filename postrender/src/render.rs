@@ -36,6 +36,15 @@ impl fmt::Display for DocumentName {
     }
 }
 
+impl DocumentName {
+    /// The same document counted in a larger stream that has `documents` documents and
+    /// `lines` lines before the part this name was made in.
+    pub fn renumber(&mut self, documents: usize, lines: usize) {
+        self.index += documents;
+        self.first_line += lines;
+    }
+}
+
 /// An Ingress, named as `kubectl` would: `namespace/name`, or `name`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IngressName(pub String);
@@ -87,6 +96,27 @@ pub enum RenderError {
         document: DocumentName,
         ingress: IngressName,
     },
+}
+
+impl RenderError {
+    /// The same error in a larger stream with `documents` documents, `lines` lines and
+    /// `bytes` bytes before the part it was found in.
+    pub fn renumber(&mut self, documents: usize, lines: usize, bytes: usize) {
+        match self {
+            RenderError::NotUtf8 { document, offset } => {
+                document.renumber(documents, lines);
+                *offset += bytes;
+            }
+            RenderError::Syntax { document, source } => {
+                document.renumber(documents, lines);
+                source.line += lines;
+            }
+            RenderError::Edit { document, .. }
+            | RenderError::Rule { document, .. }
+            | RenderError::Verify { document, .. }
+            | RenderError::StrictNoClass { document, .. } => document.renumber(documents, lines),
+        }
+    }
 }
 
 /// What happened to one Ingress.
@@ -184,14 +214,6 @@ pub fn render(input: &[u8], rules: &RenderRules) -> Result<Rendered, RenderError
         rendered.changed.extend(part.changed);
         rendered.ingresses.extend(part.ingresses);
     }
-    if rules.strict
-        && let Some(outcome) = rendered.warnings().next()
-    {
-        return Err(RenderError::StrictNoClass {
-            document: outcome.document.clone(),
-            ingress: outcome.ingress.clone(),
-        });
-    }
     Ok(rendered)
 }
 
@@ -286,6 +308,14 @@ fn render_document(
                 source,
             }
         })?;
+        // --strict: the first Ingress left without a class fails the stream, like any
+        // other error, in stream order.
+        if rules.strict && warning.is_some() {
+            return Err(RenderError::StrictNoClass {
+                document: name.clone(),
+                ingress: ingress_name,
+            });
+        }
         let planned = ingress_edit::plan(text, ingress, &fields).map_err(edit_error)?;
         outcomes.push(IngressOutcome {
             document: name.clone(),

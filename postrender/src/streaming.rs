@@ -1,0 +1,313 @@
+//! Rendering while the stream is still arriving.
+//!
+//! Helm writes the rendered chart into a pipe. Reading all of it first and only then
+//! parsing would leave the CPU idle during the read; instead the input is kept in blocks
+//! that each end at a document boundary, and every full block is rendered on its own
+//! thread while the next one is read. Nothing is written before every block is done and
+//! checked, so an error still leaves stdout empty. The answer is the same as
+//! [`render::render`] on the whole stream: document numbers, line numbers and the first
+//! error in stream order included (tested below with tiny blocks).
+
+use std::io::{self, Read, Write};
+
+use crate::render::{self, ChangedDocument, RenderError, RenderRules, Rendered};
+use crate::stream;
+
+/// A block is handed to a renderer once it holds this many bytes and a complete document.
+pub const BLOCK_BYTES: usize = 4 << 20;
+
+/// The rendered stream: its blocks, each with the documents that change in it, and every
+/// Ingress's outcome in stream order (document numbers counted over the whole stream).
+#[derive(Debug, Default)]
+pub struct StreamRendered {
+    blocks: Vec<(Vec<u8>, Vec<ChangedDocument>)>,
+    pub rendered: Rendered,
+    pub bytes: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    #[error("reading the rendered stream from stdin: {0}")]
+    Read(#[source] io::Error),
+    #[error(transparent)]
+    Render(#[from] RenderError),
+}
+
+/// What a block's renderer hands back: the block, its result, and how many documents and
+/// lines it holds, to number the documents of the blocks after it.
+type BlockResult = (Vec<u8>, Result<Rendered, RenderError>, usize, usize);
+
+/// Reads `input` to the end, rendering full blocks as they arrive.
+pub fn render_stream(
+    mut input: impl Read,
+    rules: &RenderRules,
+    block_bytes: usize,
+) -> Result<StreamRendered, StreamError> {
+    std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        let mut block: Vec<u8> = Vec::with_capacity(block_bytes * 2);
+        let mut scratch = vec![0u8; 1 << 16];
+        // A block with one huge document has no cut yet: look again only after another
+        // block's worth of bytes, so the search stays linear in the input.
+        let mut next_attempt = block_bytes;
+        loop {
+            let n = match input.read(&mut scratch) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(StreamError::Read(e)),
+            };
+            block.extend_from_slice(&scratch[..n]);
+            if block.len() < next_attempt {
+                continue;
+            }
+            next_attempt = block.len() + block_bytes;
+            if let Some(cut) = last_complete_cut(&block) {
+                next_attempt = block_bytes;
+                let rest = block.split_off(cut);
+                let full = std::mem::replace(
+                    &mut block,
+                    Vec::with_capacity((block_bytes * 2).max(rest.len() * 2)),
+                );
+                block.extend_from_slice(&rest);
+                handles.push(scope.spawn(move || render_block(full, rules)));
+            }
+        }
+        let last = render_block(block, rules);
+        let mut results: Vec<BlockResult> = handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect();
+        results.push(last);
+        merge(results)
+    })
+}
+
+fn render_block(block: Vec<u8>, rules: &RenderRules) -> BlockResult {
+    let result = render::render(&block, rules);
+    let documents = result.as_ref().map_or(0, |r| r.documents);
+    let lines = memchr::memchr_iter(b'\n', &block).count();
+    (block, result, documents, lines)
+}
+
+/// The start of the last document of `block` whose lines are all there, when documents
+/// come before it: every document before that point is complete and final (a boundary
+/// never moves when more lines arrive, and only a trailing comment-only piece is ever
+/// joined to the document after it).
+fn last_complete_cut(block: &[u8]) -> Option<usize> {
+    let complete_lines = memchr::memrchr(b'\n', block)? + 1;
+    let text = match std::str::from_utf8(&block[..complete_lines]) {
+        Ok(text) => text,
+        // A character cut by the read ends on a later line; invalid text fails the block.
+        Err(e) => std::str::from_utf8(&block[..e.valid_up_to()]).ok()?,
+    };
+    let documents = stream::split(text);
+    let last = documents.last()?;
+    (documents.len() >= 2 && last.range.start > 0).then_some(last.range.start)
+}
+
+/// Joins the blocks' results in stream order, renumbering documents and lines.
+fn merge(results: Vec<BlockResult>) -> Result<StreamRendered, StreamError> {
+    let mut out = StreamRendered::default();
+    let (mut documents_before, mut lines_before, mut bytes_before) = (0, 0, 0);
+    for (block, result, documents, lines) in results {
+        let mut rendered = match result {
+            Ok(rendered) => rendered,
+            Err(mut error) => {
+                error.renumber(documents_before, lines_before, bytes_before);
+                return Err(error.into());
+            }
+        };
+        for changed in &mut rendered.changed {
+            changed.name.renumber(documents_before, lines_before);
+        }
+        for outcome in &mut rendered.ingresses {
+            outcome.document.renumber(documents_before, lines_before);
+        }
+        out.rendered.documents += rendered.documents;
+        out.rendered.ingresses.append(&mut rendered.ingresses);
+        out.bytes += block.len();
+        documents_before += documents;
+        lines_before += lines;
+        bytes_before += block.len();
+        out.blocks.push((block, rendered.changed));
+    }
+    Ok(out)
+}
+
+impl StreamRendered {
+    /// Writes the stream with the changed documents spliced in.
+    pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
+        for (block, changed) in &self.blocks {
+            let mut at = 0;
+            for document in changed {
+                out.write_all(&block[at..document.document.range.start])?;
+                out.write_all(document.text.as_bytes())?;
+                at = document.document.range.end;
+            }
+            out.write_all(&block[at..])?;
+        }
+        out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ingress_rules::{ClassOrigin, LevelName, ResolvedIngress};
+
+    use super::*;
+
+    fn rules(strict: bool) -> RenderRules {
+        RenderRules {
+            resolved: ResolvedIngress::Class {
+                class: "nginx".into(),
+                decided_by: ClassOrigin::Level(LevelName::Cluster),
+            },
+            kubernetes: None,
+            strict,
+        }
+    }
+
+    fn whole(input: &str, rules: &RenderRules) -> Result<(String, Vec<String>), String> {
+        let rendered = render::render(input.as_bytes(), rules).map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        render::write(input.as_bytes(), &rendered, &mut out).map_err(|e| e.to_string())?;
+        let names = rendered
+            .ingresses
+            .iter()
+            .map(|o| format!("{} {}", o.document, o.ingress))
+            .collect();
+        Ok((String::from_utf8(out).map_err(|e| e.to_string())?, names))
+    }
+
+    fn streamed(
+        input: &str,
+        rules: &RenderRules,
+        block: usize,
+    ) -> Result<(String, Vec<String>), String> {
+        // A reader that hands out a few bytes at a time, as a pipe does.
+        struct Trickle<'a>(&'a [u8]);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                let n = self.0.len().min(buf.len()).min(7);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let rendered =
+            render_stream(Trickle(input.as_bytes()), rules, block).map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        rendered.write(&mut out).map_err(|e| e.to_string())?;
+        assert_eq!(rendered.bytes, input.len());
+        let names = rendered
+            .rendered
+            .ingresses
+            .iter()
+            .map(|o| format!("{} {}", o.document, o.ingress))
+            .collect();
+        Ok((String::from_utf8(out).map_err(|e| e.to_string())?, names))
+    }
+
+    const INGRESS: &str = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  rules: []\n";
+
+    fn stream_of(n: usize) -> String {
+        (0..n)
+            .map(|i| match i % 4 {
+                0 => format!("---\n# Source: c/templates/ing{i}.yaml\n{}", INGRESS.replace("web", &format!("web{i}"))),
+                1 => format!("---\n# Source: c/templates/cm{i}.yaml\napiVersion: v1\nkind: ConfigMap\ndata:\n  a: |\n    ---x\n    text\n"),
+                2 => "# a comment between documents\n...\n# another\n".to_owned(),
+                _ => format!("--- # d{i}\nkind: Service\n"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn same_answer_as_rendering_the_whole_stream_for_any_block_size() {
+        let input = stream_of(41);
+        let expected = whole(&input, &rules(false)).unwrap();
+        for block in [1, 2, 17, 64, 300, 1 << 20] {
+            assert_eq!(
+                streamed(&input, &rules(false), block).unwrap(),
+                expected,
+                "block {block}"
+            );
+        }
+    }
+
+    #[test]
+    fn same_first_error_with_the_same_document_name() {
+        let mut input = stream_of(30);
+        input.push_str("---\n# Source: c/templates/bad.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: [\n");
+        input.push_str(&stream_of(9));
+        input.push_str("---\n# Source: c/templates/bad2.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nspec: [\n");
+        let expected = whole(&input, &rules(false)).unwrap_err();
+        assert!(expected.contains("bad.yaml"), "{expected}");
+        for block in [1, 64, 1 << 20] {
+            assert_eq!(
+                streamed(&input, &rules(false), block).unwrap_err(),
+                expected,
+                "block {block}"
+            );
+        }
+    }
+
+    #[test]
+    fn strict_mode_names_the_same_ingress() {
+        let input = format!(
+            "{}---\n{}",
+            stream_of(10),
+            INGRESS.replace("rules: []", "rules: []\n  ingressClassName: x")
+        );
+        let no_class = RenderRules {
+            resolved: ResolvedIngress::NoClass {
+                decided_by: LevelName::Cluster,
+            },
+            kubernetes: None,
+            strict: true,
+        };
+        let expected = whole(&input, &no_class).unwrap_err();
+        assert_eq!(streamed(&input, &no_class, 50).unwrap_err(), expected);
+    }
+
+    #[test]
+    fn strict_and_syntax_errors_keep_stream_order() {
+        let no_class = RenderRules {
+            resolved: ResolvedIngress::NoClass {
+                decided_by: LevelName::Cluster,
+            },
+            kubernetes: None,
+            strict: true,
+        };
+        let bad = "---\n# Source: c/templates/bad.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: [\n";
+        let input = format!("{}{bad}", stream_of(12));
+        let expected = whole(&input, &no_class).unwrap_err();
+        assert!(
+            expected.contains("R5 (--strict)"),
+            "the first error in the stream: {expected}"
+        );
+        for block in [1, 64, 1 << 20] {
+            assert_eq!(
+                streamed(&input, &no_class, block).unwrap_err(),
+                expected,
+                "block {block}"
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_is_reported_at_its_offset_in_the_stream() {
+        let mut input = stream_of(20).into_bytes();
+        input.extend_from_slice(b"---\nkind: Ingress\nx: \xff\n");
+        let whole = render::render(&input, &rules(false))
+            .unwrap_err()
+            .to_string();
+        let streamed = render_stream(&input[..], &rules(false), 64)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(streamed, whole);
+    }
+}
