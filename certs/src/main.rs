@@ -20,7 +20,12 @@ struct Args {
     )]
     namespace: String,
     /// Where to write ca.crt, ca.key, tls.crt and tls.key. An existing CA there is reused.
-    #[arg(long, env = "STYRMIN_CERTS_OUT_DIR", default_value = "certs-out")]
+    /// The default is where the self-signed overlay's Secret generator reads them.
+    #[arg(
+        long,
+        env = "STYRMIN_CERTS_OUT_DIR",
+        default_value = "manifests/overlays/self-signed/certs"
+    )]
     out_dir: PathBuf,
     /// Days the serving certificate is valid.
     #[arg(long, env = "STYRMIN_CERTS_DAYS", default_value_t = 365)]
@@ -35,7 +40,7 @@ struct Args {
     #[arg(
         long,
         env = "STYRMIN_CERTS_WEBHOOK_CONFIG",
-        default_value = "manifests/base/mutatingwebhookconfiguration.yaml"
+        default_value = "manifests/overlays/self-signed/webhook-ca-bundle.yaml"
     )]
     webhook_config: PathBuf,
     /// Do not touch the webhook configuration file.

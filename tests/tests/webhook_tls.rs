@@ -53,7 +53,7 @@ impl Certs {
         let webhook_config = dir.join("mutatingwebhookconfiguration.yaml");
         if !webhook_config.exists() {
             std::fs::copy(
-                workspace_root().join("manifests/base/mutatingwebhookconfiguration.yaml"),
+                workspace_root().join("manifests/overlays/self-signed/webhook-ca-bundle.yaml"),
                 &webhook_config,
             )
             .unwrap();
