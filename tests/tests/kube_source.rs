@@ -355,13 +355,10 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
 ///
 /// ```sh
 /// kind create cluster --name styrmin --image kindest/node:v1.30.4
-/// make build && docker build -t styrmin-webhook:dev . && kind load docker-image styrmin-webhook:dev --name styrmin
-/// target/release/styrmin-certs --out-dir certs-out --webhook-config manifests/overlays/self-signed/mutatingwebhookconfiguration-patch.yaml
-/// kubectl create namespace styrmin-system
-/// kubectl -n styrmin-system create secret tls styrmin-webhook-tls --cert certs-out/tls.crt --key certs-out/tls.key
-/// kubectl apply -k manifests/overlays/self-signed
-/// kubectl -n styrmin-system rollout status deploy/styrmin-webhook
-/// STYRMIN_E2E_CLUSTER=1 cargo test -p styrmin-e2e --test kube_source -- --ignored
+/// make build && docker build -t styrmin-webhook:0.1.0 . && kind load docker-image styrmin-webhook:0.1.0 --name styrmin
+/// target/release/styrmin-certs && kubectl apply -k manifests/overlays/self-signed
+/// kubectl -n styrmin-system rollout status deploy/styrmin-webhook --timeout=120s
+/// cargo test -p styrmin-e2e --test kube_source -- --ignored   # with the kind context current
 /// ```
 #[tokio::test]
 #[ignore = "needs cluster"]
