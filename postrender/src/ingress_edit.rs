@@ -283,9 +283,13 @@ impl<'t> Layout<'t> {
                         expected: "a string",
                     });
                 }
+                // An empty (null) value is an empty range right after the `:`, which
+                // needs a space before the new value (`key:"v"` is not a mapping entry).
+                let range = self.value_range(k, v)?;
+                let lead = if range.is_empty() { " " } else { "" };
                 edits.push(Edit {
-                    range: self.value_range(k, v)?,
-                    text: quoted(value),
+                    range,
+                    text: format!("{lead}{}", quoted(value)),
                 });
             }
             return Ok(());
@@ -732,6 +736,27 @@ mod tests {
                 "{annotations}: {out}"
             );
         }
+    }
+
+    #[test]
+    fn empty_class_values_are_replaced() {
+        // Found by the property tests: `ingressClassName: {{ .Values.className }}` with the
+        // value unset renders `ingressClassName: ` (a null), which R4 must replace with a
+        // space after the `:` (`key:"v"` does not parse as an entry).
+        for (class_name, annotation) in [("", ""), (" ", " "), ("", " # none"), (" ~", " null")] {
+            let text = format!(
+                "metadata:\n  name: a\n  annotations:\n    kubernetes.io/ingress.class:{annotation}\nspec:\n  ingressClassName:{class_name}\n  rules: []\n"
+            );
+            let out = rewrite(&text, &fields(Some("nginx"), Some("nginx")));
+            assert!(out.contains("  ingressClassName: \"nginx\""), "{out}");
+            assert!(
+                out.contains("    kubernetes.io/ingress.class: \"nginx\""),
+                "{out}"
+            );
+        }
+        // At the very end of the document, without a final line break.
+        let out = rewrite("spec:\n  ingressClassName:", &fields(Some("on"), None));
+        assert_eq!(out, "spec:\n  ingressClassName: \"on\"");
     }
 
     #[test]

@@ -316,7 +316,13 @@ fn render_document(
                 ingress: ingress_name,
             });
         }
-        let planned = ingress_edit::plan(text, ingress, &fields).map_err(edit_error)?;
+        // R5 leaves the chart's fields exactly as written: a plain `on` or `123` stays
+        // plain (R4 re-quotes them, since it sets the class as a string).
+        let planned = if matches!(rules.resolved, ResolvedIngress::NoClass { .. }) {
+            Vec::new()
+        } else {
+            ingress_edit::plan(text, ingress, &fields).map_err(edit_error)?
+        };
         outcomes.push(IngressOutcome {
             document: name.clone(),
             ingress: ingress_name,
@@ -622,6 +628,27 @@ mod tests {
     fn r7_other_groups_named_ingress_are_untouched() {
         let input = "apiVersion: voyager.appscode.com/v1beta1\nkind: Ingress\nspec:\n  ingressClassName: x\n";
         assert_eq!(run(input, &dedicated()), input);
+    }
+
+    #[test]
+    fn r5_keeps_plain_ambiguous_values_as_written() {
+        // Found by the property tests: R5 re-quoted a plain `on` or `123` (a YAML 1.1
+        // boolean or a number to Helm's reader) although it leaves the chart's fields exactly
+        // as they are. R4 still writes its class double-quoted.
+        for value in ["on", "no", "123", "true"] {
+            let input = format!(
+                "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: a\n  annotations:\n    kubernetes.io/ingress.class: {value}\nspec:\n  ingressClassName: {value}\n"
+            );
+            let rendered = render(input.as_bytes(), &no_class()).unwrap();
+            assert!(rendered.changed.is_empty(), "{value}");
+            assert!(!rendered.ingresses[0].edited, "{value}");
+            assert_eq!(run(&input, &no_class()), input);
+            let out = run(&input, &class(value));
+            assert!(
+                out.contains(&format!("ingressClassName: \"{value}\"")),
+                "{out}"
+            );
+        }
     }
 
     #[test]
