@@ -12,8 +12,8 @@
 //! R5 (keep the chart's class), Styrmin's is removed and nothing is added.
 
 use ingress_rules::{
-    ClassFields, FLUX_PATCH_NAME, FluxPostRenderer, KubernetesVersion, ResolvedIngress, enforce,
-    flux_post_renderer,
+    CLASS_ANNOTATION, ClassFields, FLUX_PATCH_NAME, FluxPostRenderer, KubernetesVersion,
+    ResolvedIngress, RuleError, enforce, flux_post_renderer,
 };
 use serde_json::{Value, json};
 
@@ -149,10 +149,18 @@ pub fn decide_helm_release(
             warnings: Vec::new(),
         };
     }
-    if let Err(error) = enforce(resolved, &ClassFields::default(), kubernetes) {
+    if let Err(RuleError::BothClassFieldsUnsupported { version, .. }) =
+        enforce(resolved, &ClassFields::default(), kubernetes)
+    {
+        // Short and without the class (any length): the API server may truncate an
+        // admission warning longer than 256 characters.
         return FluxDecision {
             patch: Vec::new(),
-            warnings: vec![format!("Styrmin added no ingress post-renderer: {error}")],
+            warnings: vec![format!(
+                "Styrmin added no ingress post-renderer: Kubernetes {version} rejects Ingresses that set \
+                 both spec.ingressClassName and the {CLASS_ANNOTATION} annotation; ingress_class needs \
+                 1.27 or later, or a dedicated ingress"
+            )],
         };
     }
     FluxDecision {
@@ -420,6 +428,15 @@ mod tests {
             "{:?}",
             decision.warnings
         );
+        // Found by the fuzz target admission_review (its property, on the seed corpus): the
+        // warning held the whole rule error (over 256 characters, which the API server may
+        // truncate) and the class, of any length.
+        let long = "x".repeat(300);
+        for class in ["haproxy", long.as_str()] {
+            let decision = decide_helm_release(&shared(class), old, &release(None));
+            let warning = &decision.warnings[0];
+            assert!(warning.len() <= 256 && !warning.contains('\n'), "{warning}");
+        }
         // R3 sets one field only: fine there.
         assert!(
             !decide_helm_release(&dedicated(), old, &release(None))
