@@ -11,6 +11,9 @@ pub enum LevelName {
     Cluster,
     Environment,
     Deployment,
+    /// Not a configuration level: a deployment's record of the settings it was last deployed
+    /// with (SPEC W5), which decides alone when it exists (see [`crate::settings_for`]).
+    LastDeployed,
 }
 
 impl fmt::Display for LevelName {
@@ -19,6 +22,7 @@ impl fmt::Display for LevelName {
             LevelName::Cluster => "cluster",
             LevelName::Environment => "environment",
             LevelName::Deployment => "deployment",
+            LevelName::LastDeployed => "last_deployed",
         })
     }
 }

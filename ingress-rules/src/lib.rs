@@ -7,6 +7,10 @@
 //! YAML or HTTP, except for one fixed text: the kustomize patch of a FluxCD HelmRelease
 //! post-renderer ([`flux_post_renderer`]), which both print and inject verbatim.
 //!
+//! Which settings apply to a deployment is [`settings_for`]: its record of what it was last
+//! deployed with ([`DeployedIngress`], SPEC W5) when it has one, else [`resolve`] over its
+//! three levels.
+//!
 //! ```
 //! use ingress_rules::{ClassFields, Level, Levels, ResolvedIngress, Setting, enforce, resolve};
 //!
@@ -24,6 +28,7 @@ mod enforce;
 mod flux;
 mod kube_version;
 mod level;
+mod record;
 mod resolve;
 
 pub use enforce::{ClassFields, Enforcement, FieldChange, NoClassWarning, RuleError, enforce};
@@ -33,6 +38,10 @@ pub use flux::{
 };
 pub use kube_version::{KubernetesVersion, ParseVersionError};
 pub use level::{DedicatedIngress, Level, LevelName, Setting};
+pub use record::{
+    AppliedSettings, DeployedIngress, ParseDeployedError, SettingsSource, decided_by_key,
+    settings_for,
+};
 pub use resolve::{ClassOrigin, Levels, ResolvedIngress, resolve};
 
 /// The annotation that names an Ingress's class, read by the dedicated controller (R3)

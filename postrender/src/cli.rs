@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use ingress_rules::{KubernetesVersion, Level, resolve};
+use ingress_rules::{DeployedIngress, KubernetesVersion, Level};
 
 use crate::config::StyrminConfig;
 use crate::flux::{FluxError, FluxOutput, HelmReleaseRef};
@@ -46,6 +46,18 @@ pub struct Cli {
     #[arg(long, env = "STYRMIN_DEDICATED_INGRESS", global = true)]
     dedicated_ingress: bool,
 
+    /// The ingress settings the deployment was last deployed with (SPEC W5): `dedicated`,
+    /// `class:<name>` or `no-class`. When given (here or as the config's `last_deployed:`
+    /// section) it decides alone, whatever the levels say: an application stays on its
+    /// current ingress until Styrmin redeploys it.
+    #[arg(
+        long,
+        env = "STYRMIN_LAST_DEPLOYED",
+        global = true,
+        value_name = "SETTINGS"
+    )]
+    last_deployed: Option<DeployedIngress>,
+
     /// The cluster's Kubernetes version (e.g. 1.30). Below 1.27 an Ingress may not set both
     /// the class annotation and spec.ingressClassName, so a shared class is an error there.
     #[arg(
@@ -70,7 +82,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Print which class or dedicated ingress the config gives, and which level decided it.
+    /// Print which class or dedicated ingress the config gives, and which level (or the
+    /// last-deployed record) decided it.
     Explain,
     /// Read a rendered stream on stdin; print a diff of what would change. Exit 0 when
     /// every Ingress conforms, 1 when some would change, 2 on error.
@@ -108,6 +121,7 @@ impl Cli {
             config,
             ingress_class,
             dedicated_ingress,
+            last_deployed,
             kube_version,
             report,
             strict,
@@ -124,18 +138,19 @@ impl Cli {
                 Some(path) => StyrminConfig::from_file(path)?,
                 None => StyrminConfig::default(),
             }
-            .with_deployment_overrides(ingress_class, dedicated_ingress);
+            .with_deployment_overrides(ingress_class, dedicated_ingress)
+            .with_last_deployed(last_deployed);
             let default_cluster = Level::default();
-            let resolved = resolve(&config.levels(&default_cluster));
+            let settings = config.settings(&default_cluster);
             let rules = RenderRules {
-                resolved,
+                resolved: settings.resolved.clone(),
                 kubernetes: kube_version,
                 strict,
             };
             match command {
                 None => filter(&rules, report.as_ref()),
                 Some(Command::Explain) => {
-                    print!("{}", explain::explain(&config, &rules.resolved));
+                    print!("{}", explain::explain(&config, &settings));
                     Ok(ExitCode::SUCCESS)
                 }
                 Some(Command::Check) => check(&rules),

@@ -1,12 +1,21 @@
-//! The post-renderer's configuration: the three levels of one deployment (SPEC §1).
+//! The post-renderer's configuration: the three levels of one deployment (SPEC §1), and
+//! optionally the ingress settings it was last deployed with (SPEC W5).
 
 use std::path::{Path, PathBuf};
 
-use ingress_rules::{DedicatedIngress, Level, LevelName, Levels, Setting};
+use ingress_rules::{
+    AppliedSettings, DedicatedIngress, DeployedIngress, Level, LevelName, Levels, Setting,
+    settings_for,
+};
 use serde::Deserialize;
 
 /// The config file: up to three sections, each with `ingress_class` and
 /// `dedicated_ingress`. A missing section is a level that sets nothing.
+///
+/// An optional fourth section, `last_deployed:`, is the deployment's record of the settings
+/// it was last deployed with (SPEC W5), in the same shape read like a cluster level
+/// (`{dedicated_ingress: {}}`, `{ingress_class: nginx}`, `{ingress_class: ""}`). When it is
+/// there it decides alone, whatever the three levels say.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StyrminConfig {
@@ -16,6 +25,8 @@ pub struct StyrminConfig {
     pub environment: Option<Level>,
     #[serde(default)]
     pub deployment: Option<Level>,
+    #[serde(default)]
+    pub last_deployed: Option<DeployedIngress>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +105,21 @@ impl StyrminConfig {
             deployment.dedicated_ingress = Setting::Value(DedicatedIngress::default());
         }
         self
+    }
+
+    /// `--last-deployed`: the record of the settings the deployment was last deployed with
+    /// (replaces the file's `last_deployed:`).
+    pub fn with_last_deployed(mut self, record: Option<DeployedIngress>) -> Self {
+        if record.is_some() {
+            self.last_deployed = record;
+        }
+        self
+    }
+
+    /// Which settings apply (SPEC W5): the `last_deployed` record when there is one, else
+    /// the three levels.
+    pub fn settings(&self, default_cluster: &Level) -> AppliedSettings {
+        settings_for(self.last_deployed.as_ref(), &self.levels(default_cluster))
     }
 
     /// The levels as the rules take them. A missing cluster section is a cluster config
@@ -200,6 +226,31 @@ mod tests {
         let e = err("cluster: {ingress_class: [a]}\n");
         assert!(e.contains("cluster.ingress_class"), "{e}");
         assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn w5_a_last_deployed_section_decides_alone() {
+        let default = Level::default();
+        let config = StyrminConfig::from_yaml(
+            "cluster: {dedicated_ingress: {}}\nlast_deployed: {ingress_class: nginx}\n",
+            "t",
+        )
+        .unwrap();
+        let settings = config.settings(&default);
+        assert_eq!(settings.source, ingress_rules::SettingsSource::Record);
+        assert_eq!(settings.resolved.enforced_class(), Some("nginx"));
+        assert!(settings.levels.is_dedicated());
+        let config = config.with_last_deployed(Some(DeployedIngress::Dedicated));
+        assert!(config.settings(&default).resolved.is_dedicated());
+        // Without it, the levels decide, as before.
+        let config = StyrminConfig::from_yaml("cluster: {dedicated_ingress: {}}", "t").unwrap();
+        let settings = config.with_last_deployed(None).settings(&default);
+        assert_eq!(settings.source, ingress_rules::SettingsSource::Levels);
+        assert!(settings.resolved.is_dedicated());
+        let e = StyrminConfig::from_yaml("last_deployed: {dedicated_ingress: true}\n", "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("last_deployed.dedicated_ingress"), "{e}");
     }
 
     #[test]

@@ -1,13 +1,14 @@
-//! `styrmin-postrender explain`: which class or dedicated ingress the config gives, and
-//! which level decided it.
+//! `styrmin-postrender explain`: which class or dedicated ingress the config gives, which
+//! level decided it, and whether the last-deployed record (SPEC W5) or the levels applied.
 
 use std::fmt::Write as _;
 
-use ingress_rules::{ClassOrigin, Level, ResolvedIngress, Setting};
+use ingress_rules::{AppliedSettings, ClassOrigin, Level, ResolvedIngress, Setting};
 
 use crate::config::StyrminConfig;
 
-pub fn explain(config: &StyrminConfig, resolved: &ResolvedIngress) -> String {
+pub fn explain(config: &StyrminConfig, settings: &AppliedSettings) -> String {
+    let resolved = &settings.resolved;
     let mut out = String::new();
     let _ = match resolved {
         ResolvedIngress::Dedicated { decided_by } => writeln!(
@@ -31,6 +32,8 @@ pub fn explain(config: &StyrminConfig, resolved: &ResolvedIngress) -> String {
              decided by: {decided_by}.ingress_class (empty)"
         ),
     };
+    // W5: the record, or the levels; `settings: record|levels` like the webhook's log.
+    let _ = writeln!(out, "settings: {} — {}", settings.source, settings.why());
     out.push_str("levels (most specific last):\n");
     for (name, level) in config.named_levels() {
         let _ = writeln!(

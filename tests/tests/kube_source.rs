@@ -16,7 +16,7 @@ use axum::http::{Request, StatusCode};
 use e2e::data;
 use e2e::fake_kube::{FakeKubeApi, Request as ApiRequest, WatchItem};
 use http_body_util::BodyExt as _;
-use ingress_rules::{ResolvedIngress, resolve};
+use ingress_rules::ResolvedIngress;
 use serde_json::{Value, json};
 use styrmin_webhook::kube_source::{API_CALLS, ApiCall, KubeSource};
 use styrmin_webhook::metrics::Metrics;
@@ -32,7 +32,7 @@ const STEP: Duration = Duration::from_secs(20);
 
 /// What an Ingress of deployment `id` gets from the view: a class, "" or "dedicated".
 fn class_of(view: &View, id: &str) -> String {
-    match resolve(&view.levels_for_deployment(id)) {
+    match view.settings_for_deployment(id).resolved {
         ResolvedIngress::Dedicated { .. } => "dedicated".to_owned(),
         other => other.enforced_class().unwrap_or("").to_owned(),
     }

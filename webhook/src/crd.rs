@@ -4,7 +4,8 @@
 //! - [`StyrminCluster`], cluster-scoped, one named `default`: the cluster level;
 //! - [`StyrminEnvironment`], cluster-scoped, named by environment id: an environment level;
 //! - [`StyrminDeployment`], namespaced, `styrmin-<id>` in namespace `styrmin-<id>`: a
-//!   deployment's environment, role, level, phase and last-deployed record (W5).
+//!   deployment's environment, role, level, phase and last-deployed record (W5), which the
+//!   view reads as the resolved [`ingress_rules::DeployedIngress`].
 //!
 //! `ingressClass` and `dedicatedIngress` keep SPEC §1's four states through the API server:
 //! both are `nullable` in the schema (so an explicit `null` is stored, not pruned), and a
@@ -167,9 +168,12 @@ pub struct StyrminDeploymentStatus {
     /// as `DELETING` whatever this says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<DeploymentPhase>,
-    /// SPEC W5: the ingress settings the deployment was last deployed with, as one level
-    /// read like a cluster level (`{dedicatedIngress: {}}`, `{ingressClass: nginx}`,
-    /// `{ingressClass: ""}`). When present it alone decides the deployment's Ingresses.
+    /// SPEC W5: the ingress settings the deployment was last deployed with, resolved:
+    /// `{dedicatedIngress: {}}` (the dedicated controller), `{ingressClass: nginx}` (a shared
+    /// class) or `{ingressClass: ""}` (no class: the chart's own). Read like a cluster level
+    /// (an object wins over a class; `{}` is `traefik`). When present it alone decides the
+    /// deployment's Ingresses, whatever the cluster, environment and deployment levels say
+    /// now; Styrmin writes it before the deploy that uses new settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_deployed: Option<IngressSettings>,
 }

@@ -2,7 +2,9 @@
 
 use std::borrow::Cow;
 
-use ingress_rules::{NoClassWarning, ResolvedIngress, enforce, is_ingress, resolve};
+use ingress_rules::{
+    AppliedSettings, NoClassWarning, ResolvedIngress, SettingsSource, enforce, is_ingress, resolve,
+};
 use serde_json::Value;
 
 use crate::admission::{AdmissionRequest, AdmissionResponse, Operation, Status};
@@ -89,6 +91,9 @@ pub struct Decision {
     pub status: Option<Status>,
     /// Why, in a few words, for the log.
     pub reason: Cow<'static, str>,
+    /// For an Ingress (or a HelmRelease given Styrmin's post-renderer): the settings that
+    /// applied and whether the deployment's record or its levels decided them (W5).
+    pub settings: Option<AppliedSettings>,
 }
 
 impl Decision {
@@ -99,6 +104,7 @@ impl Decision {
             warnings: Vec::new(),
             status: None,
             reason: reason.into(),
+            settings: None,
         }
     }
 
@@ -109,7 +115,13 @@ impl Decision {
             warnings: Vec::new(),
             status: Some(Status::failure(code, reason, message)),
             reason: Cow::Borrowed(reason),
+            settings: None,
         }
+    }
+
+    /// `record` or `levels` when settings applied (the log's `settings` field).
+    pub fn settings_source(&self) -> Option<SettingsSource> {
+        self.settings.as_ref().map(|s| s.source)
     }
 
     /// The admission response for the request with this `uid`.
@@ -175,14 +187,21 @@ pub fn decide_with(view: &View, request: &AdmissionRequest, options: &DecideOpti
     }
 }
 
-/// W1, W4, R9: the rules for an Ingress of the deployment `owner`.
+/// W1, W4, R9, W5: the rules for an Ingress of the deployment `owner`, with the settings it
+/// was last deployed with when it has such a record, else its levels.
 fn decide_ingress(view: &View, owner: &str, object: &Value) -> Decision {
-    let resolved = resolve(&view.levels_for_deployment(owner));
+    let settings = view.settings_for_deployment(owner);
+    let resolved = &settings.resolved;
     let current = class_fields(object);
-    let enforcement = match enforce(&resolved, &current, view.kubernetes_version()) {
+    let enforcement = match enforce(resolved, &current, view.kubernetes_version()) {
         Ok(enforcement) => enforcement,
         // R9: say so rather than produce an object the API server rejects.
-        Err(error) => return Decision::denied(422, "Invalid", error.to_string()),
+        Err(error) => {
+            return Decision {
+                settings: Some(settings.clone()),
+                ..Decision::denied(422, "Invalid", error.to_string())
+            };
+        }
     };
     let patch = build_patch(object, &enforcement.changes);
     let warnings = enforcement
@@ -190,7 +209,7 @@ fn decide_ingress(view: &View, owner: &str, object: &Value) -> Decision {
         .map(|_| NoClassWarning::MESSAGE.to_owned())
         .into_iter()
         .collect();
-    let (outcome, reason) = match (&resolved, patch.is_empty()) {
+    let (outcome, reason) = match (resolved, patch.is_empty()) {
         (_, true) => (Outcome::Conforming, "already conforms"),
         (ResolvedIngress::Dedicated { .. }, false) => (Outcome::Patched, "dedicated ingress (R3)"),
         (ResolvedIngress::Class { .. }, false) => (Outcome::Patched, "ingress class (R4)"),
@@ -202,18 +221,22 @@ fn decide_ingress(view: &View, owner: &str, object: &Value) -> Decision {
         warnings,
         status: None,
         reason: Cow::Borrowed(reason),
+        settings: Some(settings),
     }
 }
 
-/// `--flux-post-renderer`: Styrmin's post-renderer in a HelmRelease allowed by W2.
+/// `--flux-post-renderer`: Styrmin's post-renderer in a HelmRelease allowed by W2, for the
+/// settings the deployment's Ingresses get (W5: its record, else its levels).
 fn decide_flux(view: &View, owner: &str, object: &Value, allowed: Decision) -> Decision {
-    let resolved = resolve(&view.levels_for_deployment(owner));
-    let flux = crate::flux::decide_helm_release(&resolved, view.kubernetes_version(), object);
+    let settings = view.settings_for_deployment(owner);
+    let flux =
+        crate::flux::decide_helm_release(&settings.resolved, view.kubernetes_version(), object);
     let mut warnings = allowed.warnings;
     warnings.extend(flux.warnings);
     if flux.patch.is_empty() {
         return Decision {
             warnings,
+            settings: Some(settings),
             ..allowed
         };
     }
@@ -223,6 +246,7 @@ fn decide_flux(view: &View, owner: &str, object: &Value, allowed: Decision) -> D
         warnings,
         status: None,
         reason: Cow::Borrowed("flux post-renderer"),
+        settings: Some(settings),
     }
 }
 
@@ -279,7 +303,8 @@ fn decide_deploy(
         format!(
             "environment {environment:?}: its dedicated ingress controller {controller:?} is being removed \
              (phase {phase}), so applications in this environment cannot be deployed, updated or upgraded \
-             until the removal completes; try again after the removal completes",
+             until the removal completes; try again after the removal completes, and Styrmin installs a new \
+             ingress controller",
             phase = Phase::Deleting
         ),
     )

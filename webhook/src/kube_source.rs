@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{FutureExt as _, StreamExt as _};
-use ingress_rules::{DedicatedIngress, KubernetesVersion, Level, Setting};
+use ingress_rules::{DedicatedIngress, DeployedIngress, KubernetesVersion, Level, Setting};
 use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -133,8 +133,10 @@ pub fn level(
     })
 }
 
-fn settings_level(settings: &IngressSettings) -> Result<Level, serde_json::Error> {
+/// A `status.lastDeployed` record (W5), written as one level read like a cluster level.
+pub fn deployed(settings: &IngressSettings) -> Result<DeployedIngress, serde_json::Error> {
     level(&settings.ingress_class, &settings.dedicated_ingress)
+        .map(|level| DeployedIngress::from_record_level(&level))
 }
 
 /// The deployment id of a StyrminDeployment: `<id>` when it is named `styrmin-<id>` in the
@@ -184,7 +186,7 @@ pub fn deployment(object: &StyrminDeployment) -> Result<Deployment, InvalidObjec
     };
     let last_deployed = status
         .and_then(|s| s.last_deployed.as_ref())
-        .map(settings_level)
+        .map(deployed)
         .transpose()
         .map_err(invalid("status.lastDeployed.dedicatedIngress"))?;
     Ok(Deployment {

@@ -119,9 +119,35 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// The plain-HTTP surface of `--metrics-listen`: `/metrics`, `/healthz`, `/readyz`.
+/// The plain-HTTP surface of `--metrics-listen`: `/metrics`, `/healthz`, `/readyz`, and
+/// `GET /debug/deployments/{id}` (which settings a deployment's Ingresses get and why). The
+/// debug route is never on the TLS admission port.
 pub fn metrics_router(state: AppState) -> Router {
-    operations_routes().with_state(state)
+    operations_routes()
+        .route("/debug/deployments/{id}", get(debug_deployment))
+        .with_state(state)
+}
+
+/// `GET /debug/deployments/{id}` on the metrics listener: what the view holds for deployment
+/// `id` and which settings its Ingresses get, as JSON (`404` when the view does not know it;
+/// its Ingresses then get the cluster level).
+async fn debug_deployment(
+    State(state): State<AppState>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    let view = state.view().load();
+    let body = view::debug_deployment(&view, &id);
+    let status = if view.deployment(&id).is_some() {
+        StatusCode::OK
+    } else {
+        StatusCode::NOT_FOUND
+    };
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        format!("{body:#}\n"),
+    )
+        .into_response()
 }
 
 fn operations_routes() -> Router<AppState> {
@@ -208,10 +234,25 @@ async fn mutate(State(state): State<AppState>, body: Bytes) -> Response {
         namespace = request.namespace().unwrap_or(""),
         name = request.name().unwrap_or(""),
         decision = tracing::field::Empty,
+        settings = tracing::field::Empty,
+        applied = tracing::field::Empty,
     );
     let _entered = span.enter();
     let decision = decide_with(&state.view().load(), request, &state.inner.options);
     span.record("decision", decision.outcome.as_str());
+    if let Some(settings) = &decision.settings {
+        // W5: whether the deployment's last-deployed record or its levels decided.
+        span.record("settings", settings.source.as_str());
+        span.record("applied", tracing::field::display(settings.applied()));
+        // Only during a transition (the record holds the deployment on its old settings), so
+        // INFO: it says why an Ingress did not get the newest cluster or environment values.
+        if settings.waits_for_redeploy() {
+            tracing::info!(
+                levels = %ingress_rules::DeployedIngress::from_resolved(&settings.levels),
+                "the deployment keeps the settings it was last deployed with until Styrmin redeploys it"
+            );
+        }
+    }
     let outcome = decision.outcome;
     match outcome {
         Outcome::Denied => tracing::info!(
@@ -244,4 +285,61 @@ async fn mutate(State(state): State<AppState>, body: Bytes) -> Response {
         .request_duration
         .observe(started.elapsed().as_secs_f64());
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+
+    use super::*;
+    use crate::policy_file::parse_policy;
+
+    async fn get(app: Router, uri: &str) -> (StatusCode, String) {
+        let request = Request::get(uri).body(Body::empty()).unwrap();
+        let response = app.oneshot(request).await.unwrap();
+        let status = response.status();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    fn state() -> AppState {
+        let state = AppState::new(Arc::new(ViewStore::default()), Arc::new(Metrics::new()));
+        let view = parse_policy(
+            Path::new("policy.yaml"),
+            "cluster: {dedicated_ingress: {}}\n\
+             deployments:\n  \
+               web1: {environment: prod, last_deployed: {ingress_class: nginx}}\n  \
+               ctl: {environment: prod, role: ingress-controller, phase: DEPLOYING}\n",
+        )
+        .unwrap();
+        state.view_sink().publish(view);
+        state
+    }
+
+    #[tokio::test]
+    async fn debug_deployment_is_on_the_metrics_listener_only() {
+        let state = state();
+        let (status, body) = get(metrics_router(state.clone()), "/debug/deployments/web1").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(json["settings"], "record");
+        assert_eq!(json["applied"], "class:nginx");
+        assert_eq!(json["levels_give"], "dedicated");
+        assert_eq!(json["waits_for_redeploy"], true);
+        assert_eq!(
+            json["environment_controllers"],
+            serde_json::json!([{"id": "ctl", "phase": "DEPLOYING"}])
+        );
+        let (status, body) = get(metrics_router(state.clone()), "/debug/deployments/nobody").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(body.contains("\"settings\": \"levels\""), "{body}");
+        // Never on the admission port.
+        let (status, _) = get(router(state), "/debug/deployments/web1").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+    }
 }

@@ -11,13 +11,15 @@
 //! ```
 //!
 //! Optional keys: `kubernetes_version: "1.26"` at the top (R9), and per deployment
-//! `last_deployed: {...}`, the one level it was last deployed with (SPEC W5).
+//! `last_deployed: {...}`, the ingress settings it was last deployed with (SPEC W5), written
+//! as one level read like a cluster level: `{dedicated_ingress: {}}`, `{ingress_class: nginx}`
+//! or `{ingress_class: ""}` (no class). A deployment without it resolves from its levels.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ingress_rules::{DedicatedIngress, KubernetesVersion, Level, Setting};
+use ingress_rules::{DedicatedIngress, DeployedIngress, KubernetesVersion, Level, Setting};
 
 use crate::view::{Deployment, Phase, Role, View, ViewSink, ViewSource};
 
@@ -70,7 +72,7 @@ struct PolicyDeployment {
     #[serde(default)]
     dedicated_ingress: Setting<DedicatedIngress>,
     #[serde(default)]
-    last_deployed: Option<Level>,
+    last_deployed: Option<DeployedIngress>,
 }
 
 /// Parses the text of a policy file into a view. `path` is only used in error messages.
@@ -298,8 +300,12 @@ deployments:
         let view = parse("kubernetes_version: v1.26.3\ndeployments:\n  a: {last_deployed: {ingress_class: nginx}}\n").unwrap();
         assert_eq!(view.kubernetes_version().map(|v| v.minor), Some(26));
         assert_eq!(
-            resolve(&view.levels_for_deployment("a")).enforced_class(),
+            view.settings_for_deployment("a").resolved.enforced_class(),
             Some("nginx")
+        );
+        assert_eq!(
+            view.deployment("a").unwrap().last_deployed,
+            Some(DeployedIngress::Class("nginx".into()))
         );
     }
 
@@ -312,6 +318,10 @@ deployments:
             ),
             ("deployments: {a: {role: boss}}", "boss"),
             ("deployments: {a: {phase: running}}", "running"),
+            (
+                "deployments: {a: {last_deployed: {dedicated_ingress: true}}}",
+                "object of the dedicated controller's values",
+            ),
             ("clusters: {}", "clusters"),
             ("kubernetes_version: latest", "latest"),
             ("{{{{ not yaml", "policy.yaml"),

@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
-use ingress_rules::{KubernetesVersion, Level, Levels};
+use ingress_rules::{
+    AppliedSettings, DeployedIngress, KubernetesVersion, Level, Levels, settings_for,
+};
 
 /// What a Styrmin deployment is (issue text: `application` or `ingress-controller`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Deserialize)]
@@ -56,10 +58,9 @@ pub struct Deployment {
     pub phase: Phase,
     /// Its own configuration level.
     pub level: Level,
-    /// SPEC W5: the ingress settings it was last deployed with, as one level that decides
-    /// alone (`{dedicated_ingress: {}}`, `{ingress_class: nginx}` or `{ingress_class: ""}`).
-    /// When set, it decides instead of the three levels.
-    pub last_deployed: Option<Level>,
+    /// SPEC W5: the ingress settings it was last deployed with (dedicated, a class, or no
+    /// class). When set, it decides its Ingresses instead of the three levels.
+    pub last_deployed: Option<DeployedIngress>,
 }
 
 /// Everything the decisions need, as one immutable value.
@@ -132,18 +133,11 @@ impl View {
             .filter_map(|id| self.deployments.get(id).map(|d| (id.as_str(), d)))
     }
 
-    /// The levels that decide a deployment's Ingresses (SPEC W1, W5): its last-deployed record
-    /// when it has one, else cluster, environment and deployment, an unknown one counting as
-    /// not set.
+    /// A deployment's three levels (SPEC W1): cluster, environment and deployment, an
+    /// unknown one counting as not set. These decide its Ingresses only when it has no
+    /// last-deployed record: see [`settings_for_deployment`](Self::settings_for_deployment).
     pub fn levels_for_deployment<'a>(&'a self, deployment_id: &str) -> Levels<'a> {
         let deployment = self.deployments.get(deployment_id);
-        if let Some(record) = deployment.and_then(|d| d.last_deployed.as_ref()) {
-            return Levels {
-                cluster: record,
-                environment: None,
-                deployment: None,
-            };
-        }
         Levels {
             cluster: &self.cluster,
             environment: deployment
@@ -151,6 +145,16 @@ impl View {
                 .and_then(|env| self.environments.get(env)),
             deployment: deployment.map(|d| &d.level),
         }
+    }
+
+    /// The settings that apply to a deployment's Ingresses and why (SPEC W1, W5): its
+    /// last-deployed record when it has one, else its levels.
+    pub fn settings_for_deployment(&self, deployment_id: &str) -> AppliedSettings {
+        let record = self
+            .deployments
+            .get(deployment_id)
+            .and_then(|d| d.last_deployed.as_ref());
+        settings_for(record, &self.levels_for_deployment(deployment_id))
     }
 
     /// The levels that decide an environment's dedicated ingress (W2): cluster and environment.
@@ -161,6 +165,46 @@ impl View {
             deployment: None,
         }
     }
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Application => "application",
+            Role::IngressController => "ingress-controller",
+        }
+    }
+}
+
+/// What `GET /debug/deployments/{id}` shows: what the view holds for deployment `id`, which
+/// settings its Ingresses get and why (W5), and where its environment's controllers stand.
+pub fn debug_deployment(view: &View, id: &str) -> serde_json::Value {
+    let deployment = view.deployment(id);
+    let settings = view.settings_for_deployment(id);
+    let environment = deployment.and_then(|d| d.environment.as_deref());
+    let controllers: Vec<serde_json::Value> = environment
+        .into_iter()
+        .flat_map(|env| view.controllers_of(env))
+        .map(|(id, d)| serde_json::json!({"id": id, "phase": d.phase.to_string()}))
+        .collect();
+    serde_json::json!({
+        "deployment": id,
+        "known": deployment.is_some(),
+        "namespace": format!("{NAMESPACE_PREFIX}{id}"),
+        "environment": environment,
+        "role": deployment.map(|d| d.role.as_str()),
+        "phase": deployment.map(|d| d.phase.to_string()),
+        "last_deployed": deployment.and_then(|d| d.last_deployed.as_ref()).map(ToString::to_string),
+        "settings": settings.source.as_str(),
+        "applied": settings.applied().to_string(),
+        "levels_give": ingress_rules::DeployedIngress::from_resolved(&settings.levels).to_string(),
+        "levels_decided_by": ingress_rules::decided_by_key(&settings.levels),
+        "waits_for_redeploy": settings.waits_for_redeploy(),
+        "why": settings.why(),
+        "environment_dedicated_ingress": environment
+            .map(|env| ingress_rules::resolve(&view.levels_for_environment(env)).is_dedicated()),
+        "environment_controllers": controllers,
+    })
 }
 
 /// The namespace prefix of a Styrmin deployment: deployment `X` owns `styrmin-X`.
@@ -303,7 +347,7 @@ pub trait ViewSource: Send + 'static {
 
 #[cfg(test)]
 mod tests {
-    use ingress_rules::{DedicatedIngress, ResolvedIngress, Setting, resolve};
+    use ingress_rules::{ResolvedIngress, Setting, SettingsSource, resolve};
 
     use super::*;
 
@@ -329,10 +373,7 @@ mod tests {
             Deployment {
                 environment: Some("prod".into()),
                 level: class("haproxy"),
-                last_deployed: Some(Level {
-                    dedicated_ingress: Setting::Value(DedicatedIngress::default()),
-                    ..Level::default()
-                }),
+                last_deployed: Some(DeployedIngress::Dedicated),
                 ..Deployment::default()
             },
         );
@@ -376,10 +417,42 @@ mod tests {
     #[test]
     fn w5_last_deployed_record_decides_alone() {
         let v = view();
+        let applied = v.settings_for_deployment("pinned");
         assert!(matches!(
-            resolve(&v.levels_for_deployment("pinned")),
+            applied.resolved,
             ResolvedIngress::Dedicated { .. }
         ));
+        assert_eq!(applied.source, SettingsSource::Record);
+        assert_eq!(applied.levels.enforced_class(), Some("haproxy"));
+        assert!(applied.waits_for_redeploy());
+        // Without a record, the levels decide.
+        let applied = v.settings_for_deployment("web1");
+        assert_eq!(applied.source, SettingsSource::Levels);
+        assert_eq!(applied.resolved.enforced_class(), Some("haproxy"));
+    }
+
+    #[test]
+    fn debug_deployment_says_which_settings_and_why() {
+        let v = view();
+        let pinned = debug_deployment(&v, "pinned");
+        assert_eq!(pinned["settings"], "record");
+        assert_eq!(pinned["applied"], "dedicated");
+        assert_eq!(pinned["last_deployed"], "dedicated");
+        assert_eq!(pinned["levels_give"], "class:haproxy");
+        assert_eq!(pinned["levels_decided_by"], "deployment.ingress_class");
+        assert_eq!(pinned["waits_for_redeploy"], true);
+        assert_eq!(pinned["environment"], "prod");
+        assert_eq!(
+            pinned["environment_controllers"],
+            serde_json::json!([{"id": "ctl9", "phase": "DELETING"}])
+        );
+        let web1 = debug_deployment(&v, "web1");
+        assert_eq!(web1["settings"], "levels");
+        assert_eq!(web1["last_deployed"], serde_json::Value::Null);
+        assert_eq!(web1["applied"], "class:haproxy");
+        let nobody = debug_deployment(&v, "nobody");
+        assert_eq!(nobody["known"], false);
+        assert_eq!(nobody["applied"], "class:contour");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ingress_rules::{ResolvedIngress, resolve};
+use ingress_rules::ResolvedIngress;
 use rstest::rstest;
 use serde_json::json;
 
@@ -51,7 +51,7 @@ fn build(
 
 /// The class an Ingress of deployment `id` gets, or "dedicated", or "" for none (R1, R2).
 fn outcome(view: &View, id: &str) -> String {
-    match resolve(&view.levels_for_deployment(id)) {
+    match view.settings_for_deployment(id).resolved {
         ResolvedIngress::Dedicated { .. } => "dedicated".to_owned(),
         other => other.enforced_class().unwrap_or("").to_owned(),
     }
@@ -181,6 +181,39 @@ fn w5_last_deployed_decides_alone() {
         )],
     );
     assert_eq!(outcome(&built.view, "web1"), "nginx");
+    assert_eq!(
+        built.view.deployment("web1").unwrap().last_deployed,
+        Some(ingress_rules::DeployedIngress::Class("nginx".into()))
+    );
+}
+
+#[test]
+fn w5_every_record_form() {
+    for (record, expected) in [
+        (json!({"dedicatedIngress": {}}), "dedicated"),
+        (
+            json!({"dedicatedIngress": {"replicas": 2}, "ingressClass": "x"}),
+            "dedicated",
+        ),
+        (json!({"ingressClass": "kong"}), "kong"),
+        (json!({"ingressClass": ""}), ""),
+        (json!({"ingressClass": null}), ""),
+    ] {
+        let built = build(
+            &[cluster("default", json!({"ingressClass": "nginx"}))],
+            &[],
+            &[styrmin_deployment(
+                "web1",
+                json!({"environmentId": "prod"}),
+                json!({"phase": "RUNNING", "lastDeployed": record}),
+            )],
+        );
+        assert_eq!(outcome(&built.view, "web1"), expected, "{record}");
+        assert_eq!(
+            built.view.settings_for_deployment("web1").source,
+            ingress_rules::SettingsSource::Record
+        );
+    }
 }
 
 #[test]
