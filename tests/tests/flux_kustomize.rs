@@ -17,63 +17,18 @@
 //! same patch text and so the same kustomize run.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 
-use e2e::{Scratch, data, describe, release_binary, run, run_ok, split_documents, tool, utf8};
+use e2e::{Scratch, describe, release_binary, run, run_ok, split_documents, tool, utf8};
 use serde_json::{Value, json};
+use support::{RESOLUTION_TABLE, is_ingress, rendered_streams as streams};
 
-/// The resolution table's configurations, as a user writes them (the same list as
-/// `postrender/tests/rendered_fixtures.rs` `CONFIGS`).
-const CONFIGS: &[&str] = &[
-    "",
-    "cluster: {ingress_class: null}",
-    "cluster: {ingress_class: \"\"}",
-    "cluster: {ingress_class: nginx}",
-    "cluster: {ingress_class: nginx}\nenvironment: {ingress_class: \"\"}",
-    "cluster: {ingress_class: null}\nenvironment: {ingress_class: haproxy}",
-    "environment: {ingress_class: haproxy}\ndeployment: {ingress_class: \"on\"}",
-    "deployment: {ingress_class: \"123\"}",
-    "cluster: {dedicated_ingress: {}}",
-    "cluster: {ingress_class: nginx}\nenvironment: {dedicated_ingress: {replicas: 2}}",
-    "environment: {ingress_class: \"\"}\ndeployment: {dedicated_ingress: {}}",
-    "cluster: {dedicated_ingress: {}}\nenvironment: {dedicated_ingress: null, ingress_class: nginx}",
-];
-
-const INGRESS_API_VERSIONS: [&str; 3] = [
-    "networking.k8s.io/v1",
-    "networking.k8s.io/v1beta1",
-    "extensions/v1beta1",
-];
+mod support;
 
 /// `styrmin-postrender flux`'s exit code for R5 (nothing to patch).
 const FLUX_NO_CLASS_EXIT: i32 = 3;
-
-fn streams() -> Vec<(String, PathBuf)> {
-    let mut files: Vec<_> = std::fs::read_dir(data("rendered"))
-        .expect("tests/data/rendered")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .map(|p| {
-            (
-                p.file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned(),
-                p,
-            )
-        })
-        .collect();
-    files.sort();
-    assert!(files.len() >= 20, "expected the rendered fixtures");
-    files
-}
-
-fn is_ingress(object: &Value) -> bool {
-    object["kind"] == "Ingress"
-        && INGRESS_API_VERSIONS.contains(&object["apiVersion"].as_str().unwrap_or_default())
-}
 
 /// The objects of a stream as kustomize sees them: blank documents dropped, a `List` (or
 /// `<Kind>List`) with `items` unwrapped into its items.
@@ -206,10 +161,10 @@ fn post_render(stream: &Path, config_path: &Path) -> String {
 fn kustomize_with_the_flux_patch_equals_the_post_renderer() {
     let scratch = Scratch::new("flux-kustomize");
     let streams = streams();
-    let patches: Vec<Option<Vec<Value>>> = CONFIGS
+    let patches: Vec<Option<Vec<Value>>> = RESOLUTION_TABLE
         .iter()
         .enumerate()
-        .map(|(i, config)| flux_patches(&scratch, config, i))
+        .map(|(i, config)| flux_patches(&scratch, &config.config_yaml(), i))
         .collect();
     assert!(patches.iter().any(Option::is_none), "R5 is in the table");
     assert!(
@@ -245,7 +200,7 @@ fn kustomize_with_the_flux_patch_equals_the_post_renderer() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     let checked = checked.into_inner().expect("lock");
     assert!(
-        checked >= 20 * CONFIGS.len(),
+        checked >= 20 * RESOLUTION_TABLE.len(),
         "only {checked} Ingresses compared"
     );
 }
@@ -262,7 +217,7 @@ fn check_stream(
     let input_objects = by_id(objects(&input), name);
     let mut kustomized: HashMap<String, BTreeMap<String, Value>> = HashMap::new();
     let mut compared = 0;
-    for (c, config) in CONFIGS.iter().enumerate() {
+    for (c, config) in RESOLUTION_TABLE.iter().enumerate() {
         let context = format!("{name} with config {config:?}");
         let config_path = scratch.join(&format!("config-{c}.yaml"));
         let rendered = by_id(objects(&post_render(path, &config_path)), &context);

@@ -11,40 +11,9 @@ use serde_json::{Value, json};
 use styrmin_webhook::admission::AdmissionRequest;
 use styrmin_webhook::decide::{DecideOptions, Outcome, decide_with};
 use styrmin_webhook::policy_file::parse_policy;
+use support::RESOLUTION_TABLE;
 
-/// The resolution table's configurations (as in `postrender/tests/rendered_fixtures.rs`).
-const CONFIGS: &[&str] = &[
-    "",
-    "cluster: {ingress_class: null}",
-    "cluster: {ingress_class: \"\"}",
-    "cluster: {ingress_class: nginx}",
-    "cluster: {ingress_class: nginx}\nenvironment: {ingress_class: \"\"}",
-    "cluster: {ingress_class: null}\nenvironment: {ingress_class: haproxy}",
-    "environment: {ingress_class: haproxy}\ndeployment: {ingress_class: \"on\"}",
-    "deployment: {ingress_class: \"123\"}",
-    "cluster: {dedicated_ingress: {}}",
-    "cluster: {ingress_class: nginx}\nenvironment: {dedicated_ingress: {replicas: 2}}",
-    "environment: {ingress_class: \"\"}\ndeployment: {dedicated_ingress: {}}",
-    "cluster: {dedicated_ingress: {}}\nenvironment: {dedicated_ingress: null, ingress_class: nginx}",
-];
-
-/// The post-renderer's config as the webhook's policy: deployment `app` in environment
-/// `env`. Written as JSON (which is YAML), so `null` and `""` stay what they are.
-fn policy(config: &str) -> String {
-    let levels: Value = if config.is_empty() {
-        json!({})
-    } else {
-        serde_saphyr::from_str(config).expect("config")
-    };
-    let mut deployment = levels.get("deployment").cloned().unwrap_or(json!({}));
-    deployment["environment"] = json!("env");
-    json!({
-        "cluster": levels.get("cluster").cloned().unwrap_or(json!({})),
-        "environments": {"env": levels.get("environment").cloned().unwrap_or(json!({}))},
-        "deployments": {"app": deployment},
-    })
-    .to_string()
-}
+mod support;
 
 fn helm_release_create() -> AdmissionRequest {
     serde_json::from_value(json!({
@@ -69,8 +38,8 @@ fn the_webhook_injects_exactly_what_the_cli_prints() {
         flux_post_renderer: true,
     };
     let (mut patched, mut none) = (0, 0);
-    for (i, config) in CONFIGS.iter().enumerate() {
-        let config_path = scratch.write(&format!("config-{i}.yaml"), config);
+    for (i, config) in RESOLUTION_TABLE.iter().enumerate() {
+        let config_path = scratch.write(&format!("config-{i}.yaml"), &config.config_yaml());
         let output = run(
             Command::new(release_binary("styrmin-postrender"))
                 .arg("flux")
@@ -78,7 +47,7 @@ fn the_webhook_injects_exactly_what_the_cli_prints() {
                 .arg(&config_path),
             None,
         );
-        let view = parse_policy(Path::new("policy.json"), &policy(config)).expect("policy");
+        let view = parse_policy(Path::new("policy.json"), &config.policy_yaml()).expect("policy");
         let request = helm_release_create();
         let decision = decide_with(&view, &request, &on);
         let object = request.object.clone().expect("object");

@@ -16,7 +16,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use base64::Engine as _;
 use http_body_util::BodyExt as _;
-use ingress_rules::{INGRESS_API_VERSIONS, Level, is_ingress_container_list, resolve};
+use ingress_rules::{Level, is_ingress_container_list, resolve};
 use postrender::config::StyrminConfig;
 use postrender::render::{self, RenderRules};
 use postrender::stream;
@@ -25,120 +25,16 @@ use styrmin_webhook::metrics::Metrics;
 use styrmin_webhook::policy_file::parse_policy;
 use styrmin_webhook::view::ViewStore;
 use styrmin_webhook::{AppState, router};
+use support::{RESOLUTION_TABLE, is_ingress, rendered_streams};
 use tower::ServiceExt as _;
 
-/// (cluster, environment, deployment) sections, as flow mappings; `None` leaves a section out.
-type Config = (
-    Option<&'static str>,
-    Option<&'static str>,
-    Option<&'static str>,
-);
-
-/// The resolution table: each level × absent / null / "" / value, and dedicated at each level.
-const CONFIGS: &[Config] = &[
-    (None, None, None),
-    (Some("{ingress_class: null}"), None, None),
-    (Some("{ingress_class: \"\"}"), None, None),
-    (Some("{ingress_class: nginx}"), None, None),
-    (
-        Some("{ingress_class: nginx}"),
-        Some("{ingress_class: null}"),
-        None,
-    ),
-    (
-        Some("{ingress_class: nginx}"),
-        Some("{ingress_class: \"\"}"),
-        None,
-    ),
-    (
-        Some("{ingress_class: null}"),
-        Some("{ingress_class: haproxy}"),
-        None,
-    ),
-    (
-        Some("{ingress_class: nginx}"),
-        Some("{ingress_class: haproxy}"),
-        Some("{ingress_class: null}"),
-    ),
-    (
-        Some("{ingress_class: nginx}"),
-        Some("{ingress_class: haproxy}"),
-        Some("{ingress_class: \"\"}"),
-    ),
-    (
-        None,
-        Some("{ingress_class: haproxy}"),
-        Some("{ingress_class: \"on\"}"),
-    ),
-    (None, None, Some("{ingress_class: \"123\"}")),
-    (Some("{dedicated_ingress: {}}"), None, None),
-    (
-        Some("{ingress_class: nginx}"),
-        Some("{dedicated_ingress: {replicas: 2}}"),
-        None,
-    ),
-    (
-        None,
-        Some("{ingress_class: \"\"}"),
-        Some("{dedicated_ingress: {}}"),
-    ),
-    (
-        Some("{dedicated_ingress: {}}"),
-        Some("{dedicated_ingress: null, ingress_class: nginx}"),
-        Some("{ingress_class: contour}"),
-    ),
-];
-
-fn postrender_config((cluster, environment, deployment): Config) -> String {
-    let mut text = String::new();
-    for (name, section) in [
-        ("cluster", cluster),
-        ("environment", environment),
-        ("deployment", deployment),
-    ] {
-        if let Some(section) = section {
-            text.push_str(&format!("{name}: {section}\n"));
-        }
-    }
-    text
-}
-
-/// The same levels as the webhook's policy file: deployment `app` of environment `env`.
-fn policy((cluster, environment, deployment): Config) -> String {
-    let mut text = String::new();
-    if let Some(cluster) = cluster {
-        text.push_str(&format!("cluster: {cluster}\n"));
-    }
-    if let Some(environment) = environment {
-        text.push_str(&format!("environments:\n  env: {environment}\n"));
-    }
-    let own = deployment.map_or(String::new(), |d| format!(", {}", &d[1..d.len() - 1]));
-    text.push_str(&format!("deployments:\n  app: {{environment: env{own}}}\n"));
-    text
-}
+mod support;
 
 fn streams() -> Vec<(String, String)> {
-    let dir = e2e::data("rendered");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    files
+    rendered_streams()
         .into_iter()
-        .map(|p| {
-            (
-                p.file_name().unwrap().to_string_lossy().into_owned(),
-                std::fs::read_to_string(&p).unwrap(),
-            )
-        })
+        .map(|(name, path)| (name, std::fs::read_to_string(&path).unwrap()))
         .collect()
-}
-
-fn is_ingress(v: &Value) -> bool {
-    v["kind"] == "Ingress"
-        && INGRESS_API_VERSIONS.contains(&v["apiVersion"].as_str().unwrap_or_default())
 }
 
 /// The Ingresses of a stream, in order, as JSON (List items included).
@@ -231,14 +127,14 @@ impl Webhook {
 async fn post_renderer_output_equals_webhook_patched_object() {
     let default_cluster = Level::default();
     let mut compared = 0;
-    for config in CONFIGS {
-        let styrmin_config = StyrminConfig::from_yaml(&postrender_config(*config), "test").unwrap();
+    for config in RESOLUTION_TABLE {
+        let styrmin_config = StyrminConfig::from_yaml(&config.config_yaml(), "test").unwrap();
         let rules = RenderRules {
             resolved: resolve(&styrmin_config.levels(&default_cluster)),
             kubernetes: None,
             strict: false,
         };
-        let webhook = Webhook::new(&policy(*config));
+        let webhook = Webhook::new(&config.policy_yaml());
         for (name, text) in streams() {
             let rendered = render::render(text.as_bytes(), &rules).unwrap();
             let mut output = Vec::new();
@@ -278,7 +174,7 @@ async fn post_renderer_output_equals_webhook_patched_object() {
     }
     // 27 streams, most with one or more Ingresses, × the table × two operations.
     assert!(
-        compared >= 20 * CONFIGS.len() * 2,
+        compared >= 20 * RESOLUTION_TABLE.len() * 2,
         "only {compared} comparisons"
     );
 }
@@ -288,9 +184,9 @@ fn policy_and_config_describe_the_same_levels() {
     // The translation itself: the webhook's view resolves each configuration as the
     // post-renderer's config does.
     let default_cluster = Level::default();
-    for config in CONFIGS {
-        let styrmin_config = StyrminConfig::from_yaml(&postrender_config(*config), "test").unwrap();
-        let view = parse_policy(Path::new("p.yaml"), &policy(*config)).unwrap();
+    for config in RESOLUTION_TABLE {
+        let styrmin_config = StyrminConfig::from_yaml(&config.config_yaml(), "test").unwrap();
+        let view = parse_policy(Path::new("p.yaml"), &config.policy_yaml()).unwrap();
         assert_eq!(
             resolve(&view.levels_for_deployment("app")),
             resolve(&styrmin_config.levels(&default_cluster)),
