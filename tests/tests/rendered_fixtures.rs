@@ -3,59 +3,21 @@
 //! table: the Ingresses get the rule's fields, nothing else changes, and the output is a
 //! fixed point.
 
-use std::path::PathBuf;
-
 use ingress_rules::{Level, ResolvedIngress, resolve};
 use postrender::config::StyrminConfig;
 use postrender::render::{self, RenderRules};
 use postrender::stream;
 use serde_json::Value;
+use support::{RESOLUTION_TABLE, is_ingress, rendered_streams};
 
-fn rendered_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/rendered")
-}
+mod support;
 
 fn fixtures() -> Vec<(String, String)> {
-    let mut files: Vec<_> = std::fs::read_dir(rendered_dir())
-        .expect("tests/data/rendered")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    assert!(
-        files.len() >= 20,
-        "expected the rendered fixtures, found {}",
-        files.len()
-    );
-    files
+    rendered_streams()
         .into_iter()
-        .map(|p| {
-            (
-                p.file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned(),
-                std::fs::read_to_string(&p).expect("read"),
-            )
-        })
+        .map(|(name, path)| (name, std::fs::read_to_string(&path).expect("read")))
         .collect()
 }
-
-/// The resolution table's configurations, as a user writes them.
-const CONFIGS: &[&str] = &[
-    "",
-    "cluster: {ingress_class: null}",
-    "cluster: {ingress_class: \"\"}",
-    "cluster: {ingress_class: nginx}",
-    "cluster: {ingress_class: nginx}\nenvironment: {ingress_class: \"\"}",
-    "cluster: {ingress_class: null}\nenvironment: {ingress_class: haproxy}",
-    "environment: {ingress_class: haproxy}\ndeployment: {ingress_class: \"on\"}",
-    "deployment: {ingress_class: \"123\"}",
-    "cluster: {dedicated_ingress: {}}",
-    "cluster: {ingress_class: nginx}\nenvironment: {dedicated_ingress: {replicas: 2}}",
-    "environment: {ingress_class: \"\"}\ndeployment: {dedicated_ingress: {}}",
-    "cluster: {dedicated_ingress: {}}\nenvironment: {dedicated_ingress: null, ingress_class: nginx}",
-];
 
 fn rules(config: &str) -> RenderRules {
     let config = StyrminConfig::from_yaml(config, "test").expect("config");
@@ -72,11 +34,6 @@ fn run(input: &str, rules: &RenderRules) -> String {
     let mut out = Vec::new();
     render::write(input.as_bytes(), &rendered, &mut out).expect("write");
     String::from_utf8(out).expect("utf-8")
-}
-
-fn is_ingress(v: &Value) -> bool {
-    let api = v["apiVersion"].as_str().unwrap_or_default();
-    v["kind"] == "Ingress" && ingress_rules::INGRESS_API_VERSIONS.contains(&api)
 }
 
 /// Every Ingress of a parsed document (itself, or its List items).
@@ -140,7 +97,8 @@ fn parse_all(text: &str) -> Vec<Value> {
 fn every_fixture_under_every_configuration() {
     let mut ingresses_seen = 0;
     for (name, input) in fixtures() {
-        for config in CONFIGS {
+        for table_config in RESOLUTION_TABLE {
+            let config = &table_config.config_yaml();
             let rules = rules(config);
             let output = run(&input, &rules);
             let context = format!("{name} with config {config:?}");
@@ -193,7 +151,7 @@ fn every_fixture_under_every_configuration() {
         }
     }
     assert!(
-        ingresses_seen >= 20 * CONFIGS.len(),
+        ingresses_seen >= 20 * RESOLUTION_TABLE.len(),
         "only {ingresses_seen} Ingresses checked"
     );
 }
