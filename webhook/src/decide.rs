@@ -312,3 +312,6 @@ fn decide_deploy(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod scenarios;
