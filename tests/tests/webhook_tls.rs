@@ -723,3 +723,438 @@ async fn policy_file_replaced_by_garbage_then_fixed() {
             .contains("styrmin_webhook_view_source_valid 1")
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Fault drill: malformed bodies mixed into valid traffic. Security: TLS versions and
+// ciphers, listeners, header limits (SECURITY.md).
+
+impl Connection {
+    /// POSTs `body` as it is, with extra header fields; the status and the answer's bytes.
+    async fn post_raw(
+        &mut self,
+        body: Vec<u8>,
+        extra_headers: &[(String, String)],
+    ) -> Result<(u16, Bytes), String> {
+        self.sender
+            .ready()
+            .await
+            .map_err(|e| format!("connection not ready: {e}"))?;
+        let mut request = hyper::Request::post("/mutate?timeout=10s")
+            .header("host", SERVER_NAME)
+            .header("content-type", "application/json");
+        for (name, value) in extra_headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let request = request.body(Full::new(Bytes::from(body))).unwrap();
+        let response = self
+            .sender
+            .send_request(request)
+            .await
+            .map_err(|e| format!("no answer: {e}"))?;
+        let status = response.status().as_u16();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("truncated answer: {e}"))?
+            .to_bytes();
+        Ok((status, bytes))
+    }
+}
+
+/// The resident memory of a process (`VmRSS` of /proc/<pid>/status), in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// The `i`-th malformed body: each is one the webhook must answer 400 (not JSON, or JSON
+/// that is not an AdmissionReview it can answer).
+fn malformed(i: usize, valid: &[u8]) -> Vec<u8> {
+    // A small deterministic generator (xorshift), seeded by `i`.
+    let mut x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let review = |edit: &dyn Fn(&mut Value)| {
+        let mut v: Value = serde_json::from_slice(valid).unwrap();
+        edit(&mut v);
+        serde_json::to_vec(&v).unwrap()
+    };
+    match i % 12 {
+        // A strict prefix of a JSON object is never JSON.
+        0 => valid[..(next() as usize) % valid.len()].to_vec(),
+        1 => (0..1 + next() % 2000).map(|_| next() as u8).collect(),
+        2 => b"[]".to_vec(),
+        3 => br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(),
+        4 => review(&|v| v["kind"] = json!("AdmissionResponse")),
+        5 => review(&|v| v["apiVersion"] = json!("admission.k8s.io/v2")),
+        6 => review(&|v| v["request"]["uid"] = json!("")),
+        7 => review(&|v| v["request"]["uid"] = json!(12345)),
+        8 => review(&|v| v["request"]["operation"] = json!(1)),
+        // Deeper than serde_json's recursion limit.
+        9 => "[".repeat(10_000 + (next() as usize) % 10_000).into_bytes(),
+        // A byte that is not UTF-8 inside a string.
+        10 => {
+            let mut body = valid.to_vec();
+            let at = body.iter().position(|&b| b == b'"').unwrap() + 1;
+            body.insert(at, 0xff);
+            body
+        }
+        _ => {
+            let mut body = valid.to_vec();
+            body.extend_from_slice(b"}");
+            body
+        }
+    }
+}
+
+#[tokio::test]
+async fn ten_thousand_malformed_bodies_mixed_into_valid_traffic() {
+    const MALFORMED: usize = 10_000;
+    const VALID_EVERY: usize = 4; // one valid review after every 4 malformed bodies
+    const WORKERS: usize = 4;
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path());
+    let config = tls_config(&certs.bundle());
+    let webhook = Webhook::start(&certs, &policy_file(dir.path())).await;
+    let pid = webhook.child.id();
+    let valid = [
+        (review_in(INGRESS, "styrmin-web1"), (None, Some("traefik"))),
+        (
+            review_in(INGRESS, "styrmin-web2"),
+            (Some("haproxy"), Some("haproxy")),
+        ),
+    ];
+    let valid_bytes = serde_json::to_vec(&valid[0].0).unwrap();
+
+    // Warm-up: the same valid traffic, so that what the allocator keeps is counted before.
+    let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
+        .await
+        .unwrap();
+    for i in 0..1_000 {
+        conn.review(&valid[i % 2].0).await.unwrap();
+    }
+    drop(conn);
+    let rss_before = rss_kib(pid);
+
+    let run = |range: std::ops::Range<usize>| {
+        let tasks: Vec<_> = (0..WORKERS)
+            .map(|w| {
+                let (config, valid, valid_bytes) =
+                    (config.clone(), valid.clone(), valid_bytes.clone());
+                let addr = webhook.addr;
+                let range = range.clone();
+                tokio::spawn(async move {
+                    let (mut bad_400, mut good, mut wrong) = (0usize, 0usize, Vec::new());
+                    let mut conn = Connection::open(addr, config.clone(), SERVER_NAME)
+                        .await
+                        .unwrap();
+                    for i in range.filter(|i| i % WORKERS == w) {
+                        if conn.is_closed() {
+                            conn = Connection::open(addr, config.clone(), SERVER_NAME)
+                                .await
+                                .unwrap();
+                        }
+                        match conn.post_raw(malformed(i, &valid_bytes), &[]).await {
+                            Ok((400, _)) => bad_400 += 1,
+                            other => wrong.push(format!("malformed #{i} ({}): {other:?}", i % 12)),
+                        }
+                        if i % VALID_EVERY == 0 {
+                            let (body, expected) = &valid[(i / VALID_EVERY) % 2];
+                            match conn.review(body).await {
+                                Ok(answer) => {
+                                    let expected = (
+                                        expected.0.map(str::to_owned),
+                                        expected.1.map(str::to_owned),
+                                    );
+                                    if answer["response"]["allowed"] == true
+                                        && classes(&patched(body, &answer)) == expected
+                                    {
+                                        good += 1;
+                                    } else {
+                                        wrong.push(format!("valid after #{i}: {answer}"));
+                                    }
+                                }
+                                Err(e) => wrong.push(format!("valid after #{i}: {e}")),
+                            }
+                        }
+                    }
+                    (bad_400, good, wrong)
+                })
+            })
+            .collect();
+        async move {
+            let mut totals = (0, 0, Vec::new());
+            for task in tasks {
+                let (bad, good, wrong) = task.await.unwrap();
+                totals.0 += bad;
+                totals.1 += good;
+                totals.2.extend(wrong);
+            }
+            totals
+        }
+    };
+    let first = run(0..MALFORMED / 2).await;
+    let rss_middle = rss_kib(pid);
+    let second = run(MALFORMED / 2..MALFORMED).await;
+    let rss_after = rss_kib(pid);
+
+    let (answered_400, valid_ok) = (first.0 + second.0, first.1 + second.1);
+    let wrong: Vec<_> = first.2.iter().chain(&second.2).collect();
+    let valid_sent = MALFORMED.div_ceil(VALID_EVERY);
+    println!(
+        "malformed drill: {MALFORMED} malformed bodies answered 400: {answered_400}; \
+         {valid_sent} valid reviews answered correctly: {valid_ok}; wrong: {}; \
+         RSS KiB before {rss_before}, after 5,000 {rss_middle}, after 10,000 {rss_after}",
+        wrong.len()
+    );
+    assert!(
+        wrong.is_empty(),
+        "{} wrong answers, first: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+    assert_eq!(answered_400, MALFORMED);
+    assert_eq!(valid_ok, valid_sent);
+    // The webhook counted each one.
+    let metrics = webhook.metrics();
+    let counted: usize = metrics
+        .lines()
+        .find(|l| l.contains(r#"outcome="bad_request""#))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert_eq!(counted, MALFORMED);
+    // Memory flat: the second 5,000 add (next to) nothing to what the first 5,000 left, and
+    // all 10,000 little to the warmed-up process.
+    assert!(
+        rss_after <= rss_middle + 4 * 1024,
+        "RSS grew from {rss_middle} KiB to {rss_after} KiB over the second 5,000"
+    );
+    assert!(
+        rss_after <= rss_before + 16 * 1024,
+        "RSS grew from {rss_before} KiB to {rss_after} KiB"
+    );
+
+    // Bodies over the 7 MiB limit: 413, and the webhook goes on answering.
+    for _ in 0..3 {
+        let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
+            .await
+            .unwrap();
+        let (status, _) = conn
+            .post_raw(vec![b' '; 7 * 1024 * 1024 + 1], &[])
+            .await
+            .unwrap();
+        assert_eq!(status, 413);
+    }
+    let mut conn = Connection::open(webhook.addr, config, SERVER_NAME)
+        .await
+        .unwrap();
+    assert_eq!(
+        classes(&patched(
+            &valid[0].0,
+            &conn.review(&valid[0].0).await.unwrap()
+        )),
+        (None, Some("traefik".to_owned()))
+    );
+}
+
+#[tokio::test]
+async fn header_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path());
+    let config = tls_config(&certs.bundle());
+    let webhook = Webhook::start(&certs, &policy_file(dir.path())).await;
+    let body = serde_json::to_vec(&review_in(INGRESS, "styrmin-web1")).unwrap();
+    let headers = |count: usize, size: usize| -> Vec<(String, String)> {
+        (0..count)
+            .map(|i| (format!("x-extra-{i}"), "v".repeat(size)))
+            .collect()
+    };
+    for (what, extra, status) in [
+        ("50 extra header fields", headers(50, 10), 200),
+        ("100 extra header fields", headers(100, 10), 431),
+        ("a 12 KiB header field", headers(1, 12 * 1024), 200),
+        ("a 20 KiB header field", headers(1, 20 * 1024), 431),
+        ("20 header fields of 1 KiB", headers(20, 1024), 431),
+    ] {
+        let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
+            .await
+            .unwrap();
+        let (got, _) = conn.post_raw(body.clone(), &extra).await.unwrap();
+        assert_eq!(got, status, "{what}");
+    }
+}
+
+/// Runs `openssl s_client` against the webhook; whether the handshake succeeded, and what
+/// it printed.
+fn s_client(addr: SocketAddr, args: &[&str]) -> (bool, String) {
+    let output = Command::new("openssl")
+        .arg("s_client")
+        .arg("-connect")
+        .arg(addr.to_string())
+        .args(["-servername", SERVER_NAME])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("openssl (SECURITY.md: the TLS checks need the openssl command)");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    (
+        output.status.success() && !text.contains("Cipher is (NONE)"),
+        text,
+    )
+}
+
+#[tokio::test]
+async fn tls_versions_and_ciphers_offered() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path());
+    let webhook = Webhook::start(&certs, &policy_file(dir.path())).await;
+    let ca = certs.dir.join("ca.crt");
+    let ca = ca.to_str().unwrap();
+    // SECLEVEL=0 lets the client offer TLS 1.0 and 1.1 at all: the server must refuse them.
+    for (version, accepted) in [
+        ("-tls1", false),
+        ("-tls1_1", false),
+        ("-tls1_2", true),
+        ("-tls1_3", true),
+    ] {
+        let (ok, text) = s_client(
+            webhook.addr,
+            &[version, "-cipher", "ALL:@SECLEVEL=0", "-CAfile", ca],
+        );
+        assert_eq!(ok, accepted, "{version}: {text}");
+        if accepted {
+            assert!(text.contains("Verify return code: 0 (ok)"), "{text}");
+        }
+    }
+    // Every TLS 1.2 cipher this openssl knows, one at a time: only ECDHE with AEAD.
+    let list = Command::new("openssl")
+        .args(["ciphers", "-s", "-tls1_2", "ALL:@SECLEVEL=0"])
+        .output()
+        .unwrap();
+    let list = String::from_utf8(list.stdout).unwrap();
+    let ciphers: Vec<&str> = list.trim().split(':').collect();
+    assert!(ciphers.len() > 30, "{list}");
+    let accepted: Vec<&str> = ciphers
+        .iter()
+        .copied()
+        .filter(|c| {
+            s_client(
+                webhook.addr,
+                &["-tls1_2", "-cipher", &format!("{c}:@SECLEVEL=0")],
+            )
+            .0
+        })
+        .collect();
+    println!(
+        "TLS 1.2: {} of {} ciphers accepted: {accepted:?}",
+        accepted.len(),
+        ciphers.len()
+    );
+    assert_eq!(
+        accepted,
+        [
+            "ECDHE-ECDSA-AES256-GCM-SHA384",
+            "ECDHE-ECDSA-CHACHA20-POLY1305",
+            "ECDHE-ECDSA-AES128-GCM-SHA256"
+        ]
+        .iter()
+        .filter(|c| ciphers.contains(c))
+        .copied()
+        .collect::<Vec<_>>()
+    );
+    for suite in [
+        "TLS_AES_128_GCM_SHA256",
+        "TLS_AES_256_GCM_SHA384",
+        "TLS_CHACHA20_POLY1305_SHA256",
+    ] {
+        let (ok, text) = s_client(webhook.addr, &["-tls1_3", "-ciphersuites", suite]);
+        assert!(ok, "{suite}: {text}");
+    }
+}
+
+/// The listening TCP sockets of a process: its socket inodes in /proc/net/tcp{,6} in state
+/// LISTEN (0A), as local `address:port` in hex.
+fn listening_sockets(pid: u32) -> Vec<String> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|target| {
+            let t = target.to_string_lossy().into_owned();
+            Some(t.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let mut found = Vec::new();
+    for table in [
+        "/proc/net/tcp",
+        "/proc/net/tcp6",
+        "/proc/net/udp",
+        "/proc/net/udp6",
+    ] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let listening = fields[3] == "0A" || table.contains("udp");
+            if listening && inodes.iter().any(|i| i == fields[9]) {
+                found.push(format!("{table} {}", fields[1]));
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn no_plaintext_listener_but_the_metrics_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path());
+    let webhook = Webhook::start(&certs, &policy_file(dir.path())).await;
+    // Exactly two listening sockets: HTTPS and metrics; no UDP.
+    let sockets = listening_sockets(webhook.child.id());
+    let port = |addr: SocketAddr| format!(":{:04X}", addr.port());
+    assert_eq!(sockets.len(), 2, "{sockets:?}");
+    assert!(
+        sockets.iter().any(|s| s.ends_with(&port(webhook.addr))),
+        "{sockets:?}"
+    );
+    assert!(
+        sockets
+            .iter()
+            .any(|s| s.ends_with(&port(webhook.metrics_addr))),
+        "{sockets:?}"
+    );
+    // Plain HTTP to the HTTPS port gets no HTTP answer (a TLS alert, or nothing).
+    let mut stream = std::net::TcpStream::connect(webhook.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+        .write_all(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    assert!(
+        !String::from_utf8_lossy(&answer).contains("HTTP/1."),
+        "{:?}",
+        String::from_utf8_lossy(&answer)
+    );
+    // The metrics port serves only /metrics, /healthz, /readyz: no /mutate.
+    let mut stream = std::net::TcpStream::connect(webhook.metrics_addr).unwrap();
+    stream
+        .write_all(
+            b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+        )
+        .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 404"), "{text}");
+}

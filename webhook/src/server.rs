@@ -23,6 +23,10 @@ use crate::AppState;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// After the drain timeout, how long in-flight requests still get.
 const FINAL_GRACE: Duration = Duration::from_secs(5);
+/// The most header fields a request may carry (the API server sends about ten); more get 431.
+pub const MAX_HEADERS: usize = 64;
+/// The largest request head (request line and header fields); a larger one gets 431.
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
 
 struct ActiveGuard(Arc<AtomicUsize>);
 
@@ -85,6 +89,8 @@ pub async fn serve_tls(
             };
             let connection = hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
+                .max_headers(MAX_HEADERS)
+                .max_header_size(MAX_HEADER_BYTES)
                 .serve_connection(TokioIo::new(tls), service);
             if let Err(error) = watcher.watch(connection).await {
                 tracing::debug!(%peer, %error, "connection ended with an error");
