@@ -110,6 +110,9 @@ pub enum DeploymentPhase {
     Deploying,
     Running,
     Failed,
+    // A backup restore is re-creating the deployment's namespace (a plain comment: a doc
+    // comment on one variant changes the generated schema's form).
+    Restoring,
     Deleting,
 }
 
@@ -164,8 +167,8 @@ pub struct StyrminDeploymentSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StyrminDeploymentStatus {
-    /// `PENDING`, `DEPLOYING`, `RUNNING`, `FAILED` or `DELETING`. A deletion timestamp counts
-    /// as `DELETING` whatever this says.
+    /// `PENDING`, `DEPLOYING`, `RUNNING`, `FAILED`, `RESTORING` or `DELETING`. A deletion
+    /// timestamp counts as `DELETING` whatever this says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<DeploymentPhase>,
     /// SPEC W5: the ingress settings the deployment was last deployed with, resolved:

@@ -181,6 +181,7 @@ pub fn deployment(object: &StyrminDeployment) -> Result<Deployment, InvalidObjec
             Some(DeploymentPhase::Deploying) => Phase::Deploying,
             Some(DeploymentPhase::Running) => Phase::Running,
             Some(DeploymentPhase::Failed) => Phase::Failed,
+            Some(DeploymentPhase::Restoring) => Phase::Restoring,
             Some(DeploymentPhase::Deleting) => Phase::Deleting,
         }
     };

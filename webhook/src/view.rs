@@ -34,6 +34,9 @@ pub enum Phase {
     #[default]
     Running,
     Failed,
+    /// An application whose namespace a backup restore is re-creating (product page); no
+    /// rule depends on it, but Styrmin writes it and the view must accept it.
+    Restoring,
     Deleting,
 }
 
@@ -44,6 +47,7 @@ impl fmt::Display for Phase {
             Phase::Deploying => "DEPLOYING",
             Phase::Running => "RUNNING",
             Phase::Failed => "FAILED",
+            Phase::Restoring => "RESTORING",
             Phase::Deleting => "DELETING",
         })
     }

@@ -153,9 +153,19 @@ fn phase_role_and_deletion() {
                 json!({"phase": "FAILED"}),
             ),
             styrmin_deployment("empty-env", json!({"environmentId": ""}), json!({})),
+            // The product page's RESTORING (a backup restore re-creates the namespace).
+            styrmin_deployment(
+                "restoring",
+                json!({"environmentId": "prod"}),
+                json!({"phase": "RESTORING"}),
+            ),
         ],
     );
     let view = &built.view;
+    assert_eq!(
+        view.deployment("restoring").unwrap().phase,
+        Phase::Restoring
+    );
     let ctl = view.deployment("ctl").unwrap();
     assert_eq!(
         (ctl.role, ctl.phase),
