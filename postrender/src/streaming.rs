@@ -14,7 +14,7 @@ use crate::render::{self, ChangedDocument, RenderError, RenderRules, Rendered};
 use crate::stream;
 
 /// A block is handed to a renderer once it holds this many bytes and a complete document.
-pub const BLOCK_BYTES: usize = 4 << 20;
+pub const BLOCK_BYTES: usize = 1 << 20;
 
 /// The rendered stream: its blocks, each with the documents that change in it, and every
 /// Ingress's outcome in stream order (document numbers counted over the whole stream).
