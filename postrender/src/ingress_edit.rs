@@ -156,21 +156,9 @@ fn dotted(path: &[&str]) -> String {
 }
 
 /// A YAML double-quoted scalar: a class can be `on`, `no` or `123`, which Go's YAML
-/// readers (Helm, kubectl) would take for a boolean or a number if written plain.
-pub fn quoted(value: &str) -> String {
-    let mut out = String::with_capacity(value.len() + 2);
-    out.push('"');
-    for c in value.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+/// readers (Helm, kubectl) would take for a boolean or a number if written plain. The
+/// same function writes the class into the FluxCD patch, so both spell it alike.
+pub use ingress_rules::double_quoted as quoted;
 
 /// Whether a scalar node already holds `value` as a string for every YAML reader: quoted,
 /// or plain and unambiguous (not a YAML 1.1 boolean, null or number).
