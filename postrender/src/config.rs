@@ -79,7 +79,9 @@ impl StyrminConfig {
                 key: if key.is_empty() || key == "." {
                     "(top level)".to_owned()
                 } else {
-                    key
+                    // A key may hold line breaks (`{ingres\r\rcluster: x}`): escaped, so the
+                    // error stays one line.
+                    key.escape_debug().to_string()
                 },
                 message: one_line(&e.to_string()),
             }),
@@ -223,6 +225,13 @@ mod tests {
         assert!(e.contains("clusters"), "{e}");
         let e = err("cluster: [a]\n");
         assert!(e.contains("cluster"), "{e}");
+        // Found by fuzzing (postrender_config): a key with line breaks made the message
+        // span lines, and Helm shows only the first line of a failing post-renderer.
+        let e = err("cluster: {ingres\r\r\rcluster: {ng\r\rress\r_\rc");
+        assert!(!e.contains('\n') && !e.contains('\r'), "{e:?}");
+        let e = err("deployment:\n  \"ingress\\nclass\": x\n");
+        assert!(e.contains("ingress\\nclass"), "{e:?}");
+        assert!(!e.contains('\n'), "{e:?}");
         let e = err("cluster: {ingress_class: [a]}\n");
         assert!(e.contains("cluster.ingress_class"), "{e}");
         assert!(!e.contains('\n'), "{e}");
