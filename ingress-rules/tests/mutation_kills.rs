@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use ingress_rules::{
-    ClassOrigin, DedicatedIngress, Level, LevelName, ResolvedIngress, double_quoted,
-    is_ingress_container_list,
+    ClassOrigin, DedicatedIngress, DeployedIngress, Level, LevelName, Levels, ResolvedIngress,
+    Setting, SettingsSource, double_quoted, is_ingress_container_list, settings_for,
 };
 
 #[test]
@@ -85,4 +85,62 @@ fn a_dedicated_ingress_key_that_is_not_a_scalar_is_reported() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("a key"), "{error}");
+}
+
+#[test]
+fn w5_a_record_with_an_empty_class_is_no_class() {
+    let empty = DeployedIngress::Class(String::new());
+    assert_eq!(
+        empty.resolved(),
+        ResolvedIngress::NoClass {
+            decided_by: LevelName::LastDeployed
+        }
+    );
+    assert_eq!(empty.enforced_class(), None);
+    assert_eq!(
+        DeployedIngress::Class("nginx".into()).resolved(),
+        ResolvedIngress::Class {
+            class: "nginx".into(),
+            decided_by: ClassOrigin::Level(LevelName::LastDeployed)
+        }
+    );
+    assert_eq!(
+        DeployedIngress::Class("nginx".into()).enforced_class(),
+        Some("nginx")
+    );
+    assert_eq!(DeployedIngress::Dedicated.enforced_class(), Some("traefik"));
+    assert_eq!(DeployedIngress::NoClass.enforced_class(), None);
+}
+
+#[test]
+fn w5_only_a_dedicated_record_is_dedicated() {
+    assert!(DeployedIngress::Dedicated.is_dedicated());
+    assert!(!DeployedIngress::Class("traefik".into()).is_dedicated());
+    assert!(!DeployedIngress::NoClass.is_dedicated());
+}
+
+#[test]
+fn w5_settings_source_names() {
+    assert_eq!(SettingsSource::Record.as_str(), "record");
+    assert_eq!(SettingsSource::Levels.as_str(), "levels");
+    assert_eq!(SettingsSource::Record.to_string(), "record");
+    assert_eq!(SettingsSource::Levels.to_string(), "levels");
+}
+
+#[test]
+fn w5_why_says_whether_the_record_and_the_levels_agree() {
+    let cluster = Level {
+        ingress_class: Setting::Value("nginx".into()),
+        ..Level::default()
+    };
+    let levels = Levels {
+        cluster: &cluster,
+        environment: None,
+        deployment: None,
+    };
+    let same = settings_for(Some(&DeployedIngress::Class("nginx".into())), &levels).why();
+    assert!(same.contains("also what the levels give now"), "{same}");
+    let other = settings_for(Some(&DeployedIngress::Dedicated), &levels).why();
+    assert!(other.contains("only when Styrmin redeploys it"), "{other}");
+    assert!(!other.contains("also what the levels give now"), "{other}");
 }
