@@ -5,7 +5,8 @@ CARGO ?= cargo
 TOOLS := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 
-.PHONY: all build tools demo test lint unit deny deny-advisories bench bench-webhook clean
+.PHONY: all build tools demo test lint unit deny deny-advisories bench bench-webhook clean \
+	fuzz-tools fuzz fuzz-smoke mutants
 
 all: build
 
@@ -48,6 +49,31 @@ bench: tools build
 
 bench-webhook:
 	webhook/bench/bench.sh
+
+# Fuzzing (not part of `make test`: installing cargo-fuzz and building the instrumented
+# targets takes longer than a test run should; `cargo test` runs the targets' bodies over
+# the seed corpus instead, tests/tests/fuzz_bodies.rs). fuzz/README.md has the numbers.
+FUZZ_SECONDS ?= 600
+fuzz-tools:
+	test -x $(TOOLS)/cargo-fuzz || $(CARGO) install cargo-fuzz --locked --root .tools
+
+# Each target for FUZZ_SECONDS (default 10 minutes), one at a time, at the lowest priority.
+fuzz: fuzz-tools
+	fuzz/run.sh $(FUZZ_SECONDS)
+
+# Builds every target and runs each for a few seconds.
+fuzz-smoke: fuzz-tools
+	fuzz/run.sh 5
+
+# Mutation testing of the rule crate and the webhook's decisions (not part of `make test`:
+# about 15 minutes here). Fails when a mutant survives; MUTANTS.md has the score.
+mutants:
+	test -x $(TOOLS)/cargo-mutants || $(CARGO) install cargo-mutants --locked --root .tools
+	nice -n 19 $(TOOLS)/cargo-mutants mutants --package styrmin-ingress-rules --no-shuffle \
+		--timeout 120 -o target/mutants/ingress-rules
+	nice -n 19 $(TOOLS)/cargo-mutants mutants --package styrmin-webhook --no-shuffle --timeout 120 \
+		--file webhook/src/decide.rs --file webhook/src/patch.rs --file webhook/src/flux.rs \
+		-o target/mutants/webhook
 
 clean:
 	rm -rf target .tools
