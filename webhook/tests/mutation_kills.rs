@@ -110,6 +110,13 @@ fn decisions_name_the_settings_they_applied() {
     assert_eq!(decision.settings_source(), Some(SettingsSource::Levels));
     let decision = decide(&view(""), &request("styrmin-rec1", None, ingress()));
     assert_eq!(decision.settings_source(), Some(SettingsSource::Record));
+    // R9 on Kubernetes 1.24: denied, and the log still names the settings.
+    let decision = decide(
+        &view("kubernetes_version: \"1.24\"\n"),
+        &request("styrmin-web2", None, ingress()),
+    );
+    assert_eq!(decision.outcome, Outcome::Denied);
+    assert_eq!(decision.settings_source(), Some(SettingsSource::Levels));
     // Not Styrmin's: no settings.
     let decision = decide(&view(""), &request("default", None, ingress()));
     assert_eq!(decision.settings_source(), None);
