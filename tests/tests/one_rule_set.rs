@@ -10,23 +10,12 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use std::path::Path;
-use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use base64::Engine as _;
-use http_body_util::BodyExt as _;
-use ingress_rules::{Level, is_ingress_container_list, resolve};
+use ingress_rules::{Level, resolve};
 use postrender::config::StyrminConfig;
 use postrender::render::{self, RenderRules};
-use postrender::stream;
-use serde_json::{Value, json};
-use styrmin_webhook::metrics::Metrics;
 use styrmin_webhook::policy_file::parse_policy;
-use styrmin_webhook::view::ViewStore;
-use styrmin_webhook::{AppState, router};
-use support::{RESOLUTION_TABLE, is_ingress, rendered_streams};
-use tower::ServiceExt as _;
+use support::{Admitted, RESOLUTION_TABLE, Webhook, ingresses, rendered_streams};
 
 mod support;
 
@@ -35,92 +24,6 @@ fn streams() -> Vec<(String, String)> {
         .into_iter()
         .map(|(name, path)| (name, std::fs::read_to_string(&path).unwrap()))
         .collect()
-}
-
-/// The Ingresses of a stream, in order, as JSON (List items included).
-fn ingresses(text: &str) -> Vec<Value> {
-    let mut found = Vec::new();
-    for document in stream::split(text) {
-        let doc: Option<Value> = serde_saphyr::from_str(&text[document.range]).unwrap();
-        let Some(doc) = doc else { continue };
-        if is_ingress(&doc) {
-            found.push(doc);
-        } else if is_ingress_container_list(
-            doc["apiVersion"].as_str().unwrap_or_default(),
-            doc["kind"].as_str().unwrap_or_default(),
-        ) {
-            found.extend(
-                doc["items"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter(|i| is_ingress(i))
-                    .cloned(),
-            );
-        }
-    }
-    found
-}
-
-struct Webhook {
-    state: AppState,
-}
-
-impl Webhook {
-    fn new(policy: &str) -> Self {
-        let state = AppState::new(Arc::new(ViewStore::default()), Arc::new(Metrics::new()));
-        let view = parse_policy(Path::new("one_rule_set.yaml"), policy).unwrap();
-        state.view_sink().publish(view);
-        Webhook { state }
-    }
-
-    /// The object after the webhook's answer, and its warnings.
-    async fn admit(&self, operation: &str, object: &Value, uid: usize) -> (Value, Vec<String>) {
-        let name = object["metadata"]["name"].clone();
-        let review = json!({
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": format!("uid-{uid}"),
-                "kind": {"group": "networking.k8s.io", "version": "v1", "kind": "Ingress"},
-                "resource": {"group": "networking.k8s.io", "version": "v1", "resource": "ingresses"},
-                "name": name,
-                "namespace": "styrmin-app",
-                "operation": operation,
-                "userInfo": {"username": "system:serviceaccount:flux-system:helm-controller"},
-                "object": object,
-                "oldObject": if operation == "UPDATE" { object.clone() } else { Value::Null },
-                "dryRun": false,
-            }
-        });
-        let request = Request::post("/mutate?timeout=10s")
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Body::from(serde_json::to_vec(&review).unwrap()))
-            .unwrap();
-        let response = router(self.state.clone()).oneshot(request).await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let answer: Value = serde_json::from_slice(&bytes).unwrap();
-        let response = &answer["response"];
-        assert_eq!(response["uid"], format!("uid-{uid}"));
-        assert_eq!(response["allowed"], true, "{answer}");
-        let mut patched = object.clone();
-        if let Some(patch) = response.get("patch") {
-            assert_eq!(response["patchType"], "JSONPatch");
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(patch.as_str().unwrap())
-                .unwrap();
-            let patch: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
-            json_patch::patch(&mut patched, &patch).unwrap();
-        }
-        let warnings = response["warnings"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|w| w.as_str().unwrap().to_owned())
-            .collect();
-        (patched, warnings)
-    }
 }
 
 #[tokio::test]
@@ -154,7 +57,13 @@ async fn post_renderer_output_equals_webhook_patched_object() {
             );
             for (i, (object, post_rendered)) in before.iter().zip(&after).enumerate() {
                 for operation in ["CREATE", "UPDATE"] {
-                    let (admitted, warnings) = webhook.admit(operation, object, compared).await;
+                    let Admitted {
+                        object: admitted,
+                        warnings,
+                        ..
+                    } = webhook
+                        .admit(operation, object, &format!("uid-{compared}"))
+                        .await;
                     assert_eq!(
                         &admitted, post_rendered,
                         "{name}, config {config:?}, {operation} of Ingress {}",

@@ -15,55 +15,18 @@
 mod ingress_gen;
 
 use std::path::Path;
-use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use base64::Engine as _;
-use http_body_util::BodyExt as _;
-use ingress_rules::{INGRESS_API_VERSIONS, Level, is_ingress_container_list, resolve};
+use ingress_rules::{Level, resolve};
 use postrender::config::StyrminConfig;
 use postrender::render::{self, RenderRules};
-use postrender::stream;
 use proptest::prelude::*;
-use serde_json::{Value, json};
-use styrmin_webhook::metrics::Metrics;
+use serde_json::Value;
 use styrmin_webhook::policy_file::parse_policy;
-use styrmin_webhook::view::ViewStore;
-use styrmin_webhook::{AppState, router};
-use tower::ServiceExt as _;
+use support::{Webhook, ingresses};
 
 use ingress_gen::{ConfigGen, StreamGen};
 
-fn is_ingress(v: &Value) -> bool {
-    v["kind"] == "Ingress"
-        && INGRESS_API_VERSIONS.contains(&v["apiVersion"].as_str().unwrap_or_default())
-}
-
-/// The Ingresses of a stream, in order, as JSON (List items included).
-fn ingresses(text: &str) -> Vec<Value> {
-    let mut found = Vec::new();
-    for document in stream::split(text) {
-        let doc: Option<Value> = serde_saphyr::from_str(&text[document.range]).unwrap();
-        let Some(doc) = doc else { continue };
-        if is_ingress(&doc) {
-            found.push(doc);
-        } else if is_ingress_container_list(
-            doc["apiVersion"].as_str().unwrap_or_default(),
-            doc["kind"].as_str().unwrap_or_default(),
-        ) {
-            found.extend(
-                doc["items"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter(|i| is_ingress(i))
-                    .cloned(),
-            );
-        }
-    }
-    found
-}
+mod support;
 
 /// The object as the API server holds it, sends it to webhooks and stores it: a `null`
 /// of an optional field is no field, and an empty `annotations` map is omitted.
@@ -84,50 +47,6 @@ fn as_stored(value: &Value) -> Value {
         Value::Array(items) => Value::Array(items.iter().map(as_stored).collect()),
         other => other.clone(),
     }
-}
-
-/// The object after the webhook's answer, whether it warned, and whether it patched.
-async fn admit(state: &AppState, operation: &str, object: &Value) -> (Value, bool, bool) {
-    let review = json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "property",
-            "kind": {"group": "networking.k8s.io", "version": "v1", "kind": "Ingress"},
-            "resource": {"group": "networking.k8s.io", "version": "v1", "resource": "ingresses"},
-            "name": "generated",
-            "namespace": "styrmin-app",
-            "operation": operation,
-            "userInfo": {"username": "kubectl"},
-            "object": object,
-            "oldObject": if operation == "UPDATE" { object.clone() } else { Value::Null },
-            "dryRun": false,
-        }
-    });
-    let request = Request::post("/mutate?timeout=10s")
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(serde_json::to_vec(&review).unwrap()))
-        .unwrap();
-    let response = router(state.clone()).oneshot(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let answer: Value = serde_json::from_slice(&bytes).unwrap();
-    let response = &answer["response"];
-    assert_eq!(response["uid"], "property");
-    assert_eq!(response["allowed"], true, "{answer}");
-    let mut patched = object.clone();
-    let has_patch = response.get("patch").is_some();
-    if let Some(patch) = response.get("patch") {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(patch.as_str().unwrap())
-            .unwrap();
-        let patch: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
-        json_patch::patch(&mut patched, &patch).unwrap();
-    }
-    let warned = response["warnings"]
-        .as_array()
-        .is_some_and(|w| !w.is_empty());
-    (patched, warned, has_patch)
 }
 
 fn check(
@@ -151,8 +70,7 @@ fn check(
         "policy:\n{}",
         config.policy_yaml()
     );
-    let state = AppState::new(Arc::new(ViewStore::default()), Arc::new(Metrics::new()));
-    state.view_sink().publish(view);
+    let webhook = Webhook::new(&config.policy_yaml());
 
     let rendered = render::render(text.as_bytes(), &rules)
         .map_err(|e| TestCaseError::fail(format!("render: {e}\n{text}")))?;
@@ -168,8 +86,9 @@ fn check(
     );
     for ((object, post_rendered), outcome) in before.iter().zip(&after).zip(&rendered.ingresses) {
         for operation in ["CREATE", "UPDATE"] {
-            let (admitted, warned, _) =
-                runtime.block_on(admit(&state, operation, &as_stored(object)));
+            let admitted =
+                runtime.block_on(webhook.admit(operation, &as_stored(object), "property"));
+            let (admitted, warned) = (admitted.object, !admitted.warnings.is_empty());
             prop_assert_eq!(
                 &as_stored(&admitted),
                 &as_stored(post_rendered),
@@ -180,8 +99,9 @@ fn check(
             );
             prop_assert_eq!(warned, outcome.warning.is_some(), "W4 = R5\n{}", context);
             // R8: no patch for what already conforms.
-            let (_, _, patched_again) =
-                runtime.block_on(admit(&state, operation, &as_stored(post_rendered)));
+            let patched_again = runtime
+                .block_on(webhook.admit(operation, &as_stored(post_rendered), "property"))
+                .patched;
             prop_assert!(
                 !patched_again,
                 "a second patch for {}\n{}",
