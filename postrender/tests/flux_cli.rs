@@ -1,24 +1,15 @@
 //! `styrmin-postrender flux` as users and scripts run it: exit codes, stdout, stderr.
 
-use std::process::{Command, Output, Stdio};
+#[path = "support/binary.rs"]
+mod binary;
 
-fn flux(args: &[&str], envs: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_styrmin-postrender"));
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("STYRMIN_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.arg("flux")
-        .args(args)
-        .envs(envs.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run styrmin-postrender flux")
-}
+use binary::{run, text};
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+fn flux(args: &[&str], envs: &[(&str, &str)]) -> std::process::Output {
+    let args: Vec<&str> = std::iter::once("flux")
+        .chain(args.iter().copied())
+        .collect();
+    run(&args, envs, "")
 }
 
 #[test]

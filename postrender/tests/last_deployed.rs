@@ -1,42 +1,10 @@
 //! SPEC W5 through the binary: the config's `last_deployed:` section and `--last-deployed`
 //! decide alone, and `explain` says whether the record or the levels applied.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+#[path = "support/binary.rs"]
+mod binary;
 
-const INGRESS: &str = "---\n# Source: web/templates/ingress.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  ingressClassName: nginx\n  rules: []\n";
-
-fn run(args: &[&str], envs: &[(&str, &str)], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_styrmin-postrender"))
-        .args(args)
-        .env_remove("STYRMIN_CONFIG")
-        .env_remove("STYRMIN_LAST_DEPLOYED")
-        .envs(envs.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let written = child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes());
-    if let Err(e) = written {
-        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "write stdin: {e}");
-    }
-    child.wait_with_output().expect("wait")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn config_file(yaml: &str) -> tempfile::NamedTempFile {
-    let mut file = tempfile::NamedTempFile::new().expect("temp");
-    file.write_all(yaml.as_bytes()).expect("write");
-    file
-}
+use binary::{INGRESS, config_file, run, text};
 
 /// The cluster has just turned dedicated_ingress on; the application was last deployed
 /// with the shared class `contour` and keeps it until Styrmin redeploys it.
