@@ -16,7 +16,7 @@
 //! Every request is recorded ([`FakeKubeApi::requests`]). Anything but `GET` gets 405.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -242,31 +242,7 @@ fn serve(stream: TcpStream, shared: &Shared) {
         return;
     };
     let mut reader = BufReader::new(stream);
-    loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut content_length = 0usize;
-        loop {
-            let mut header = String::new();
-            if reader.read_line(&mut header).unwrap_or(0) == 0 {
-                return;
-            }
-            let header = header.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':')
-                && name.eq_ignore_ascii_case("content-length")
-            {
-                content_length = value.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0u8; content_length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
+    while let Some((request_line, _body)) = crate::read_http_request(&mut reader) {
         let mut parts = request_line.split_whitespace();
         let method = parts.next().unwrap_or("").to_owned();
         let target = parts.next().unwrap_or("");

@@ -447,38 +447,40 @@ impl Drop for FakeApiServer {
     }
 }
 
-fn serve_connection(stream: std::net::TcpStream, log: &std::sync::Mutex<Vec<String>>) {
-    use std::io::{BufRead, BufReader};
+/// Reads one HTTP/1.1 request (its request line and its body, by `Content-Length`) from a
+/// connection of the fake API servers; `None` when the client closed it.
+pub(crate) fn read_http_request(reader: &mut impl std::io::BufRead) -> Option<(String, Vec<u8>)> {
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+        return None;
+    }
+    let mut content_length = 0usize;
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).unwrap_or(0) == 0 {
+            return None;
+        }
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            content_length = value.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0u8; content_length];
+    reader.read_exact(&mut body).ok()?;
+    Some((request_line, body))
+}
 
+fn serve_connection(stream: std::net::TcpStream, log: &std::sync::Mutex<Vec<String>>) {
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
-    let mut reader = BufReader::new(stream);
-    loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut content_length = 0usize;
-        loop {
-            let mut header = String::new();
-            if reader.read_line(&mut header).unwrap_or(0) == 0 {
-                return;
-            }
-            let header = header.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':')
-                && name.eq_ignore_ascii_case("content-length")
-            {
-                content_length = value.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0u8; content_length];
-        if std::io::Read::read_exact(&mut reader, &mut body).is_err() {
-            return;
-        }
+    let mut reader = std::io::BufReader::new(stream);
+    while let Some((request_line, _body)) = read_http_request(&mut reader) {
         let mut parts = request_line.split_whitespace();
         let method = parts.next().unwrap_or("").to_owned();
         let target = parts.next().unwrap_or("").to_owned();
