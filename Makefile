@@ -31,7 +31,7 @@ lint:
 deny: tools
 	$(TOOLS)/cargo-deny check licenses bans sources
 
-# Needs the RustSec advisory database from GitHub (not reachable from this workplace).
+# Needs the RustSec advisory database from GitHub (network access), so it is not in `make test`.
 deny-advisories: tools
 	$(TOOLS)/cargo-deny check advisories
 

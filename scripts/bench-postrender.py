@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """make bench: styrmin-postrender against `cat` (the floor) and `kubectl kustomize` with an
-equivalent Ingress patch (what users use today), in one run on this machine.
+equivalent Ingress patch (what users use today), in one run.
 
-Machines here are noisy, so every number is a median of repeated runs and every target is
+Shared machines are noisy, so every number is a median of repeated runs and every target is
 a ratio against a baseline measured in the same run, never an absolute time.
 """
 import os

@@ -1,5 +1,5 @@
 //! One configuration level (cluster, environment or deployment) and the three states a
-//! key can be in there (SPEC §1).
+//! key can be in there (docs/rules.md §1).
 
 use std::fmt;
 
@@ -12,7 +12,7 @@ pub enum LevelName {
     Environment,
     Deployment,
     /// Not a configuration level: a deployment's record of the settings it was last deployed
-    /// with (SPEC W5), which decides alone when it exists (see [`crate::settings_for`]).
+    /// with (rule W5), which decides alone when it exists (see [`crate::settings_for`]).
     LastDeployed,
 }
 
@@ -67,7 +67,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Setting<T> {
 
 /// A `dedicated_ingress` value: any object turns the dedicated controller on, `{}`
 /// included; its keys are the controller's values, which do not affect the class.
-/// Anything that is not an object is a configuration error (SPEC §1).
+/// Anything that is not an object is a configuration error (docs/rules.md §1).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DedicatedIngress {
     /// The top-level keys of the object, kept so that `explain` can show them.

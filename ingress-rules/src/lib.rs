@@ -1,6 +1,7 @@
 //! The rule set that decides which ingress controller serves an Ingress.
 //!
-//! This crate is the one place where SPEC R1–R9 are written down as code. Both
+//! This crate is the one place where the rules R1–R9 (`docs/rules.md`) are written down as
+//! code. Both
 //! `styrmin-postrender` (which turns the answer into a byte splice of the rendered
 //! YAML) and `styrmin-webhook` (which turns it into a JSON patch) call these
 //! functions, so the two can never disagree. It does no I/O and knows nothing of
@@ -8,7 +9,7 @@
 //! post-renderer ([`flux_post_renderer`]), which both print and inject verbatim.
 //!
 //! Which settings apply to a deployment is [`settings_for`]: its record of what it was last
-//! deployed with ([`DeployedIngress`], SPEC W5) when it has one, else [`resolve`] over its
+//! deployed with ([`DeployedIngress`], W5) when it has one, else [`resolve`] over its
 //! three levels.
 //!
 //! ```
@@ -52,7 +53,7 @@ pub const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
 /// serves Ingresses by the annotation only (R3).
 pub const DEDICATED_CONTROLLER_CLASS: &str = "traefik";
 
-/// The class a cluster gets when its config does not mention `ingress_class` (SPEC §1).
+/// The class a cluster gets when its config does not mention `ingress_class` (docs/rules.md §1).
 pub const DEFAULT_CLUSTER_CLASS: &str = "traefik";
 
 /// `(group/version, kind)` pairs that are Ingresses (R6). Anything else is left alone (R7).

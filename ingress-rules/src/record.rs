@@ -1,4 +1,4 @@
-//! SPEC W5: the ingress settings a deployment was last deployed with, and which settings
+//! W5: the ingress settings a deployment was last deployed with, and which settings
 //! apply to its Ingresses — that record, or the three levels when it has none.
 //!
 //! Styrmin never moves an application onto a dedicated controller that is not `RUNNING`
@@ -25,7 +25,7 @@ use crate::DEDICATED_CONTROLLER_CLASS;
 use crate::level::{DedicatedIngress, Level, LevelName, Setting};
 use crate::resolve::{ClassOrigin, Levels, ResolvedIngress, resolve};
 
-/// The ingress settings a deployment was last deployed with (SPEC W5).
+/// The ingress settings a deployment was last deployed with (rule W5).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum DeployedIngress {
     /// Served by the environment's dedicated controller (R3).

@@ -4,7 +4,7 @@ use crate::level::{Level, LevelName, Setting};
 use crate::{DEDICATED_CONTROLLER_CLASS, DEFAULT_CLUSTER_CLASS};
 
 /// The three levels of one deployment. An unknown environment or deployment counts as
-/// not set (SPEC W1), which is what `None` means here.
+/// not set (rule W1), which is what `None` means here.
 #[derive(Clone, Copy, Debug)]
 pub struct Levels<'a> {
     pub cluster: &'a Level,
@@ -137,7 +137,8 @@ mod tests {
     const ENV: ClassOrigin = ClassOrigin::Level(LevelName::Environment);
     const DEPL: ClassOrigin = ClassOrigin::Level(LevelName::Deployment);
 
-    // R2: three levels × absent/null/""/value. Expected values come from SPEC §1's table.
+    // R2: three levels × absent/null/""/value. Expected values come from the table of
+    // docs/rules.md §1.
     #[rstest]
     #[case::all_absent(
         C::Absent,

@@ -46,7 +46,7 @@ pub struct Cli {
     #[arg(long, env = "STYRMIN_DEDICATED_INGRESS", global = true)]
     dedicated_ingress: bool,
 
-    /// The ingress settings the deployment was last deployed with (SPEC W5): `dedicated`,
+    /// The ingress settings the deployment was last deployed with (rule W5): `dedicated`,
     /// `class:<name>` or `no-class`. When given (here or as the config's `last_deployed:`
     /// section) it decides alone, whatever the levels say: an application stays on its
     /// current ingress until Styrmin redeploys it.

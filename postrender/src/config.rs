@@ -1,5 +1,5 @@
-//! The post-renderer's configuration: the three levels of one deployment (SPEC §1), and
-//! optionally the ingress settings it was last deployed with (SPEC W5).
+//! The post-renderer's configuration: the three levels of one deployment (docs/rules.md §1), and
+//! optionally the ingress settings it was last deployed with (rule W5).
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +13,7 @@ use serde::Deserialize;
 /// `dedicated_ingress`. A missing section is a level that sets nothing.
 ///
 /// An optional fourth section, `last_deployed:`, is the deployment's record of the settings
-/// it was last deployed with (SPEC W5), in the same shape read like a cluster level
+/// it was last deployed with (rule W5), in the same shape read like a cluster level
 /// (`{dedicated_ingress: {}}`, `{ingress_class: nginx}`, `{ingress_class: ""}`). When it is
 /// there it decides alone, whatever the three levels say.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -118,7 +118,7 @@ impl StyrminConfig {
         self
     }
 
-    /// Which settings apply (SPEC W5): the `last_deployed` record when there is one, else
+    /// Which settings apply (rule W5): the `last_deployed` record when there is one, else
     /// the three levels.
     pub fn settings(&self, default_cluster: &Level) -> AppliedSettings {
         settings_for(self.last_deployed.as_ref(), &self.levels(default_cluster))

@@ -1,5 +1,5 @@
 //! `styrmin-postrender explain`: which class or dedicated ingress the config gives, which
-//! level decided it, and whether the last-deployed record (SPEC W5) or the levels applied.
+//! level decided it, and whether the last-deployed record (rule W5) or the levels applied.
 
 use std::fmt::Write as _;
 

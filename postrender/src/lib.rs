@@ -1,5 +1,5 @@
 //! `styrmin-postrender`: a Helm post-renderer that gives every Ingress of a rendered
-//! chart the class Styrmin's rules decide (SPEC R1–R9).
+//! chart the class Styrmin's rules decide (rules R1–R9).
 //!
 //! The pipeline: [`stream::split`] cuts the stream into documents by bytes,
 //! [`yaml_tree::top_level_type`] reads each one's `apiVersion` and `kind` (parsing no

@@ -1,4 +1,4 @@
-//! SPEC W5 through the binary: the config's `last_deployed:` section and `--last-deployed`
+//! W5 through the binary: the config's `last_deployed:` section and `--last-deployed`
 //! decide alone, and `explain` says whether the record or the levels applied.
 
 #[path = "support/binary.rs"]

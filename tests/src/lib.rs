@@ -112,7 +112,7 @@ impl Drop for Scratch {
 /// Helm 4 installs plugins under `$HELM_DATA_HOME/plugins` but looks them up in
 /// `HELM_PLUGINS`, so for Helm 4 `HELM_PLUGINS` is exactly that folder; Helm 3 gets a folder
 /// of its own, because a Helm 4 plugin in its folder breaks it
-/// (`postrender/helm-plugin/NOTES.md`).
+/// (`docs/helm.md`).
 #[derive(Debug)]
 pub struct HelmHome {
     scratch: Scratch,

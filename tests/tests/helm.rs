@@ -16,7 +16,7 @@
 //! - warnings (R5) are reported, one per Ingress left without a class.
 //!
 //! Both Helm versions discard a post-renderer's stderr when it succeeds
-//! (`postrender/helm-plugin/NOTES.md`), so the warnings are read from `--report`.
+//! (`docs/helm.md`), so the warnings are read from `--report`.
 //! No cluster is used: `helm template` and `helm install --dry-run=client` run without one
 //! in Helm 4; Helm 3's `helm install --dry-run` needs a reachable API server even on the
 //! client side, so it talks to [`FakeApiServer`] (discovery only, every object 404).

@@ -351,7 +351,8 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
 
 /// The same against a real API server (kind), for what a recording cannot show: that the
 /// CRDs are accepted and keep `null`, that the ClusterRole is enough, that the webhook is
-/// called with the configuration's selectors. Recipe (not run here: no cluster, no Docker):
+/// called with the configuration's selectors. Recipe (needs a cluster and Docker, so
+/// `make test` skips it):
 ///
 /// ```sh
 /// kind create cluster --name styrmin --image kindest/node:v1.30.4

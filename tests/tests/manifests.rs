@@ -2,7 +2,7 @@
 //! real `kubectl kustomize` (`make tools`), and every object it yields is a valid object of
 //! its Kubernetes API type (k8s-openapi, unknown fields rejected: a typo fails here); the
 //! ClusterRole grants exactly the calls the code makes; the webhook configuration, the
-//! Deployment and the Dockerfile are what `webhook/README.md` ("In a cluster") says.
+//! Deployment and the Dockerfile are what `docs/webhook.md` ("In a cluster") says.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -658,7 +658,7 @@ fn the_deployment_is_highly_available_and_locked_down() {
     assert!(pod.termination_grace_period_seconds.unwrap_or(30) > 20);
 }
 
-// ---- the Dockerfile (no Docker engine here: what can be checked without one) ---------------
+// ---- the Dockerfile (building it needs Docker: what can be checked without one) -----------
 
 #[test]
 fn the_dockerfile_copies_what_make_builds_and_runs_as_the_manifests_user() {

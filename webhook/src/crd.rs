@@ -1,4 +1,4 @@
-//! The custom resources the webhook watches in a cluster (SPEC W3), group `styrmin.io`,
+//! The custom resources the webhook watches in a cluster (rule W3), group `styrmin.io`,
 //! version `v1alpha1`:
 //!
 //! - [`StyrminCluster`], cluster-scoped, one named `default`: the cluster level;
@@ -7,9 +7,10 @@
 //!   deployment's environment, role, level, phase and last-deployed record (W5), which the
 //!   view reads as the resolved [`ingress_rules::DeployedIngress`].
 //!
-//! `ingressClass` and `dedicatedIngress` keep SPEC §1's four states through the API server:
-//! both are `nullable` in the schema (so an explicit `null` is stored, not pruned), and a
-//! `dedicatedIngress` object keeps whatever keys it has (`x-kubernetes-preserve-unknown-fields`).
+//! `ingressClass` and `dedicatedIngress` keep the four states of docs/rules.md §1 through the
+//! API server: both are `nullable` in the schema (so an explicit `null` is stored, not
+//! pruned), and a `dedicatedIngress` object keeps whatever keys it has
+//! (`x-kubernetes-preserve-unknown-fields`).
 //! In Rust they are the rule crate's [`Setting`]: a left-out key is `Absent`, `null` is `Null`.
 //!
 //! The CRD manifests in `manifests/base/crds/` are generated from these types:
@@ -30,7 +31,8 @@ pub const VERSION: &str = "v1alpha1";
 /// The name of the one StyrminCluster that counts.
 pub const CLUSTER_NAME: &str = "default";
 
-/// The cluster level (SPEC §1): `ingressClass` absent means `traefik`, `null` or `""` no class.
+/// The cluster level (docs/rules.md §1): `ingressClass` absent means `traefik`, `null` or `""`
+/// no class.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "styrmin.io",
@@ -62,7 +64,7 @@ pub struct StyrminClusterSpec {
     pub dedicated_ingress: Setting<Value>,
 }
 
-/// An environment level (SPEC §1): a left-out or `null` key is not set (inherited).
+/// An environment level (docs/rules.md §1): a left-out or `null` key is not set (inherited).
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "styrmin.io",
@@ -102,7 +104,7 @@ pub enum DeploymentRole {
     IngressController,
 }
 
-/// A deployment's state (SPEC §3).
+/// A deployment's state (docs/rules.md §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum DeploymentPhase {
@@ -171,7 +173,7 @@ pub struct StyrminDeploymentStatus {
     /// timestamp counts as `DELETING` whatever this says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<DeploymentPhase>,
-    /// SPEC W5: the ingress settings the deployment was last deployed with, resolved:
+    /// W5: the ingress settings the deployment was last deployed with, resolved:
     /// `{dedicatedIngress: {}}` (the dedicated controller), `{ingressClass: nginx}` (a shared
     /// class) or `{ingressClass: ""}` (no class: the chart's own). Read like a cluster level
     /// (an object wins over a class; `{}` is `traefik`). When present it alone decides the
@@ -217,7 +219,7 @@ fn serialize_setting<T: Serialize, S: Serializer>(
 
 fn ingress_class_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
-        "description": "An IngressClass name, \"\" for none, or null (see SPEC §1 for what absent and null mean at each level).",
+        "description": "An IngressClass name, \"\" for none, or null (see docs/rules.md §1 for what absent and null mean at each level).",
         "type": "string",
         "nullable": true
     })

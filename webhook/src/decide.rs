@@ -1,4 +1,4 @@
-//! The decisions (SPEC W1, W2, W4, R9), as pure functions of the view and one request.
+//! The decisions (rules W1, W2, W4, R9), as pure functions of the view and one request.
 
 use std::borrow::Cow;
 

@@ -1,4 +1,4 @@
-//! The `--source kubernetes` view source (SPEC W3): kube-rs reflectors on the three Styrmin
+//! The `--source kubernetes` view source (rule W3): kube-rs reflectors on the three Styrmin
 //! custom resources, turned into the same [`View`] that `--policy-file` feeds.
 //!
 //! The part that talks to the API server is small: [`KubeSource::run`] starts one

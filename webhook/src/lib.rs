@@ -1,5 +1,5 @@
 //! `styrmin-webhook`: the mutating admission webhook that enforces Styrmin's ingress rules
-//! (SPEC W1–W4) and blocks deploys while an environment's dedicated ingress controller is
+//! (rules W1–W4) and blocks deploys while an environment's dedicated ingress controller is
 //! being removed (W2).
 //!
 //! Layout: [`decide`] holds the decisions as pure functions of a [`view::View`] and one

@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Optional keys: `kubernetes_version: "1.26"` at the top (R9), and per deployment
-//! `last_deployed: {...}`, the ingress settings it was last deployed with (SPEC W5), written
+//! `last_deployed: {...}`, the ingress settings it was last deployed with (rule W5), written
 //! as one level read like a cluster level: `{dedicated_ingress: {}}`, `{ingress_class: nginx}`
 //! or `{ingress_class: ""}` (no class). A deployment without it resolves from its levels.
 

@@ -1,4 +1,4 @@
-//! The in-memory view the webhook decides from (SPEC W3), and the seam its sources plug into.
+//! The in-memory view the webhook decides from (rule W3), and the seam its sources plug into.
 //!
 //! A source (the policy file today, kube-rs reflectors later) builds a whole [`View`] and
 //! publishes it through a [`ViewSink`]; request handlers read the current one from the
@@ -25,7 +25,7 @@ pub enum Role {
     IngressController,
 }
 
-/// The state of a deployment (SPEC §3).
+/// The state of a deployment (docs/rules.md §3).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Phase {
@@ -62,7 +62,7 @@ pub struct Deployment {
     pub phase: Phase,
     /// Its own configuration level.
     pub level: Level,
-    /// SPEC W5: the ingress settings it was last deployed with (dedicated, a class, or no
+    /// W5: the ingress settings it was last deployed with (dedicated, a class, or no
     /// class). When set, it decides its Ingresses instead of the three levels.
     pub last_deployed: Option<DeployedIngress>,
 }
@@ -137,7 +137,7 @@ impl View {
             .filter_map(|id| self.deployments.get(id).map(|d| (id.as_str(), d)))
     }
 
-    /// A deployment's three levels (SPEC W1): cluster, environment and deployment, an
+    /// A deployment's three levels (rule W1): cluster, environment and deployment, an
     /// unknown one counting as not set. These decide its Ingresses only when it has no
     /// last-deployed record: see [`settings_for_deployment`](Self::settings_for_deployment).
     pub fn levels_for_deployment<'a>(&'a self, deployment_id: &str) -> Levels<'a> {
@@ -151,7 +151,7 @@ impl View {
         }
     }
 
-    /// The settings that apply to a deployment's Ingresses and why (SPEC W1, W5): its
+    /// The settings that apply to a deployment's Ingresses and why (rules W1, W5): its
     /// last-deployed record when it has one, else its levels.
     pub fn settings_for_deployment(&self, deployment_id: &str) -> AppliedSettings {
         let record = self

@@ -40,7 +40,7 @@ const fn config(
     }
 }
 
-/// The resolution table (SPEC §1): each level × absent / null / "" / value, and
+/// The resolution table (docs/rules.md §1): each level × absent / null / "" / value, and
 /// dedicated at each level, with classes that YAML would misread if written plain.
 pub const RESOLUTION_TABLE: &[TableConfig] = &[
     config(None, None, None),

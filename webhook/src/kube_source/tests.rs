@@ -57,7 +57,7 @@ fn outcome(view: &View, id: &str) -> String {
     }
 }
 
-// SPEC §1, R1, R2 through the CRDs: absent, null, "" and a value at each level.
+// docs/rules.md §1, R1, R2 through the CRDs: absent, null, "" and a value at each level.
 #[rstest]
 #[case::nothing_anywhere(json!({}), json!({}), json!({}), "traefik")]
 #[case::cluster_null(json!({"ingressClass": null}), json!({}), json!({}), "")]
