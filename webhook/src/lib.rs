@@ -4,7 +4,8 @@
 //!
 //! Layout: [`decide`] holds the decisions as pure functions of a [`view::View`] and one
 //! request; [`view`] the in-memory view and the seam its sources plug into ([`policy_file`]
-//! today); [`router`] the HTTP surface; [`server`] the TLS accept loop; [`cli`] the wiring.
+//! and [`kube_source`]); [`router`] the HTTP surface; [`server`] the TLS accept loop; [`cli`]
+//! the wiring.
 
 pub mod admission;
 pub mod cli;

@@ -1,8 +1,8 @@
 //! The in-memory view the webhook decides from (rule W3), and the seam its sources plug into.
 //!
-//! A source (the policy file today, kube-rs reflectors later) builds a whole [`View`] and
-//! publishes it through a [`ViewSink`]; request handlers read the current one from the
-//! [`ViewStore`] with one atomic load and never wait for a source.
+//! A source (the policy file, or kube-rs reflectors on the custom resources) builds a whole
+//! [`View`] and publishes it through a [`ViewSink`]; request handlers read the current one
+//! from the [`ViewStore`] with one atomic load and never wait for a source.
 
 use std::collections::HashMap;
 use std::fmt;
