@@ -8,7 +8,7 @@
 //! `additionalProperties`, `x-kubernetes-int-or-string`, and unknown fields rejected
 //! except under `x-kubernetes-preserve-unknown-fields` — the API server's pruning would
 //! silently drop them, which for a post-renderer means it silently does nothing. Not
-//! checked: `pattern` and `format` (no regex engine here) and the CEL rules
+//! checked: `pattern` and `format` (this checker has no regex engine) and the CEL rules
 //! (`x-kubernetes-validations`), of which the one that concerns the example, "either
 //! chart or chartRef must be set", is checked by hand.
 
