@@ -7,6 +7,8 @@
 //!
 //! promtool missing fails these tests (run `make tools`); they are never skipped.
 
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -419,10 +421,9 @@ fn metric_names(expr: &str) -> BTreeSet<String> {
             let word: String = bytes[start..i].iter().collect();
             // Label matchers ({outcome="denied"}) are words inside braces: skip to the end.
             let next = bytes[i..].iter().find(|c| !c.is_whitespace()).copied();
-            if word.starts_with("styrmin_") || next == Some('{') || next == Some('[') {
-                if !(next == Some('=') || next == Some('!')) {
-                    names.insert(word);
-                }
+            let selected = word.starts_with("styrmin_") || next == Some('{') || next == Some('[');
+            if selected && !(next == Some('=') || next == Some('!')) {
+                names.insert(word);
             }
             if next == Some('{') {
                 while i < bytes.len() && bytes[i] != '}' {

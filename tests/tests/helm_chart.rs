@@ -8,6 +8,8 @@
 //! it). The objects themselves are checked against the Kubernetes API types in
 //! `tests/tests/manifests.rs`.
 
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;

@@ -360,10 +360,25 @@ const CHART_EVERYTHING: &[&str] = &[
     "--set=fluxPostRenderer=true",
 ];
 
+/// What was built, its objects, and the kinds it lacks and adds compared with the base.
+type BuildCase = (
+    String,
+    Vec<Value>,
+    &'static [&'static str],
+    &'static [&'static str],
+);
+/// A chart mode: its name, `helm template` arguments, kinds it lacks and adds.
+type ChartMode = (
+    &'static str,
+    &'static [&'static str],
+    &'static [&'static str],
+    &'static [&'static str],
+);
+
 #[test]
 fn every_overlay_and_chart_mode_builds_into_valid_kubernetes_objects() {
     let self_signed = self_signed();
-    let mut cases: Vec<(String, Vec<Value>, &[&str], &[&str])> = vec![
+    let mut cases: Vec<BuildCase> = vec![
         ("base".into(), base(), &[], &[]),
         (
             "overlays/self-signed".into(),
@@ -379,7 +394,7 @@ fn every_overlay_and_chart_mode_builds_into_valid_kubernetes_objects() {
         ),
     ];
     for helm in ["helm3", "helm4"] {
-        let modes: [(&str, &[&str], &[&str], &[&str]); 5] = [
+        let modes: [ChartMode; 5] = [
             (
                 "defaults (generated certificate)",
                 &[],
