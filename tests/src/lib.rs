@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 
+pub mod crd_schema;
 pub mod fake_kube;
 
 /// The workspace root.
@@ -300,13 +301,18 @@ pub fn get_str<'a>(value: &'a Value, path: &[&str]) -> &'a str {
 /// fixed set of resource types, and 404 for every object, so nothing "exists" yet. It
 /// answers GET only; any other method gets 405 and is recorded, so a test can assert that a
 /// dry run wrote nothing. Helm must run with `--disable-openapi-validation` (no OpenAPI
-/// schema is served).
+/// schema is served). [`FakeApiServer::serve_object`] makes one object exist (for Helm's
+/// `lookup`).
 #[derive(Debug)]
 pub struct FakeApiServer {
     addr: std::net::SocketAddr,
     requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    objects: ObjectStore,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
+
+/// Objects the fake API server answers with, by path (`/api/v1/namespaces/x/secrets/y`).
+type ObjectStore = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>;
 
 /// (group, version, plural, kind, namespaced) the fake API server serves.
 const FAKE_RESOURCES: &[(&str, &str, &str, &str, bool)] = &[
@@ -380,6 +386,58 @@ const FAKE_RESOURCES: &[(&str, &str, &str, &str, bool)] = &[
         "GRPCRoute",
         true,
     ),
+    // What the styrmin-webhook chart renders.
+    (
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        true,
+    ),
+    (
+        "networking.k8s.io",
+        "v1",
+        "networkpolicies",
+        "NetworkPolicy",
+        true,
+    ),
+    (
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        false,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        false,
+    ),
+    ("cert-manager.io", "v1", "certificates", "Certificate", true),
+    ("cert-manager.io", "v1", "issuers", "Issuer", true),
+    (
+        "monitoring.coreos.com",
+        "v1",
+        "servicemonitors",
+        "ServiceMonitor",
+        true,
+    ),
+    (
+        "monitoring.coreos.com",
+        "v1",
+        "podmonitors",
+        "PodMonitor",
+        true,
+    ),
+    (
+        "monitoring.coreos.com",
+        "v1",
+        "prometheusrules",
+        "PrometheusRule",
+        true,
+    ),
 ];
 
 impl FakeApiServer {
@@ -394,22 +452,35 @@ impl FakeApiServer {
             .local_addr()
             .unwrap_or_else(|e| panic!("the fake API server's address: {e}"));
         let requests = Arc::new(Mutex::new(Vec::new()));
+        let objects: ObjectStore = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
-        let (log, stopping) = (Arc::clone(&requests), Arc::clone(&stop));
+        let (log, stopping, store) = (
+            Arc::clone(&requests),
+            Arc::clone(&stop),
+            Arc::clone(&objects),
+        );
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 if stopping.load(Ordering::Relaxed) {
                     break;
                 }
                 let Ok(stream) = stream else { continue };
-                let log = Arc::clone(&log);
-                std::thread::spawn(move || serve_connection(stream, &log));
+                let (log, store) = (Arc::clone(&log), Arc::clone(&store));
+                std::thread::spawn(move || serve_connection(stream, &log, &store));
             }
         });
         Self {
             addr,
             requests,
+            objects,
             stop,
+        }
+    }
+
+    /// From now on, a GET of `path` answers `object` (JSON) instead of 404.
+    pub fn serve_object(&self, path: &str, object: &Value) {
+        if let Ok(mut objects) = self.objects.lock() {
+            objects.insert(path.to_owned(), object.to_string());
         }
     }
 
@@ -475,7 +546,11 @@ pub(crate) fn read_http_request(reader: &mut impl std::io::BufRead) -> Option<(S
     Some((request_line, body))
 }
 
-fn serve_connection(stream: std::net::TcpStream, log: &std::sync::Mutex<Vec<String>>) {
+fn serve_connection(
+    stream: std::net::TcpStream,
+    log: &std::sync::Mutex<Vec<String>>,
+    objects: &ObjectStore,
+) {
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
@@ -487,8 +562,12 @@ fn serve_connection(stream: std::net::TcpStream, log: &std::sync::Mutex<Vec<Stri
         if let Ok(mut log) = log.lock() {
             log.push(format!("{method} {target}"));
         }
-        let (status, body) = if method == "GET" {
-            fake_api_answer(target.split('?').next().unwrap_or(""))
+        let path = target.split('?').next().unwrap_or("");
+        let stored = objects.lock().ok().and_then(|o| o.get(path).cloned());
+        let (status, body) = if let (true, Some(object)) = (method == "GET", stored) {
+            (200, object)
+        } else if method == "GET" {
+            fake_api_answer(path)
         } else {
             (405, status_json(405, "MethodNotAllowed"))
         };
