@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::LazyLock;
 
 use base64::Engine as _;
-use ingress_rules::{INGRESS_API_VERSIONS, Level, ResolvedIngress, is_ingress_container_list};
+use ingress_rules::{INGRESS_API_VERSIONS, IngressTarget, Level, is_ingress_container_list};
 use postrender::config::StyrminConfig;
 use postrender::render::{self, RenderRules};
 use postrender::stream;
@@ -121,12 +121,12 @@ pub fn rendered_stream(data: &[u8]) {
     for (first, second) in rendered.ingresses.iter().zip(&again.ingresses) {
         assert_eq!(first.after, second.before, "{}", first.ingress);
         assert_eq!(second.before, second.after, "{}", first.ingress);
-        match &rules.resolved {
-            ResolvedIngress::Dedicated { .. } => {
+        match &rules.resolved.target {
+            IngressTarget::Dedicated => {
                 assert_eq!(first.after.ingress_class_name, None);
                 assert_eq!(first.after.class_annotation.as_deref(), Some("traefik"));
             }
-            ResolvedIngress::Class { class, .. } => {
+            IngressTarget::Class(class) => {
                 assert_eq!(
                     first.after.ingress_class_name.as_deref(),
                     Some(class.as_str())
@@ -136,7 +136,7 @@ pub fn rendered_stream(data: &[u8]) {
                     Some(class.as_str())
                 );
             }
-            ResolvedIngress::NoClass { .. } => assert_eq!(first.after, first.before),
+            IngressTarget::NoClass => assert_eq!(first.after, first.before),
         }
     }
 }
@@ -156,7 +156,7 @@ pub fn postrender_config(data: &[u8]) {
                 .named_levels()
                 .iter()
                 .any(|(_, level)| level.is_some_and(|l| l.dedicated_ingress.value().is_some()));
-            assert_eq!(resolved.is_dedicated(), dedicated_set, "{text:?}");
+            assert_eq!(resolved.target.is_dedicated(), dedicated_set, "{text:?}");
         }
         Err(e) => {
             let message = e.to_string();

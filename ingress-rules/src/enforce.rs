@@ -1,7 +1,7 @@
 //! R3–R5 and R9: what an Ingress's two class fields become.
 
 use crate::kube_version::KubernetesVersion;
-use crate::resolve::ResolvedIngress;
+use crate::target::IngressTarget;
 use crate::{CLASS_ANNOTATION, DEDICATED_CONTROLLER_CLASS};
 
 /// The two fields that name an Ingress's class. `None` is a field that is not there
@@ -58,20 +58,21 @@ pub enum RuleError {
     },
 }
 
-/// Applies R3–R5 to an Ingress whose class fields are `current`.
+/// Applies R3–R5 to an Ingress whose class fields are `current`, for the `target` the
+/// rules resolved to (or the deployment's record, W5).
 ///
 /// `kubernetes` is the API server's version where it is known: R4 sets both fields, which
 /// 1.18–1.26 reject, so on those the answer is an error rather than an object the API
 /// server will refuse (R9).
 pub fn enforce(
-    resolved: &ResolvedIngress,
+    target: &IngressTarget,
     current: &ClassFields,
     kubernetes: Option<KubernetesVersion>,
 ) -> Result<Enforcement, RuleError> {
-    let (fields, warning) = match resolved {
+    let (fields, warning) = match target {
         // R3: the dedicated controller reads the annotation only, and ignores an Ingress
         // that names a class in the spec, whatever the value.
-        ResolvedIngress::Dedicated { .. } => (
+        IngressTarget::Dedicated => (
             ClassFields {
                 ingress_class_name: None,
                 class_annotation: Some(DEDICATED_CONTROLLER_CLASS.to_owned()),
@@ -79,23 +80,23 @@ pub fn enforce(
             None,
         ),
         // R4: both fields, whatever the chart set.
-        ResolvedIngress::Class { class, .. } => {
+        IngressTarget::Class(class) => {
             if let Some(version) = kubernetes.filter(|v| !v.accepts_both_class_fields()) {
                 return Err(RuleError::BothClassFieldsUnsupported {
                     version,
-                    class: class.clone(),
+                    class: class.as_str().to_owned(),
                 });
             }
             (
                 ClassFields {
-                    ingress_class_name: Some(class.clone()),
-                    class_annotation: Some(class.clone()),
+                    ingress_class_name: Some(class.as_str().to_owned()),
+                    class_annotation: Some(class.as_str().to_owned()),
                 },
                 None,
             )
         }
         // R5: the chart's fields as they are; a warning when that is no class at all.
-        ResolvedIngress::NoClass { .. } => {
+        IngressTarget::NoClass => {
             let classless =
                 current.ingress_class_name.is_none() && current.class_annotation.is_none();
             (current.clone(), classless.then_some(NoClassWarning))
@@ -132,8 +133,6 @@ mod tests {
     use rstest::rstest;
 
     use super::*;
-    use crate::level::LevelName;
-    use crate::resolve::ClassOrigin;
 
     fn fields(class_name: Option<&str>, annotation: Option<&str>) -> ClassFields {
         ClassFields {
@@ -142,23 +141,16 @@ mod tests {
         }
     }
 
-    fn dedicated() -> ResolvedIngress {
-        ResolvedIngress::Dedicated {
-            decided_by: LevelName::Environment,
-        }
+    fn dedicated() -> IngressTarget {
+        IngressTarget::Dedicated
     }
 
-    fn shared(class: &str) -> ResolvedIngress {
-        ResolvedIngress::Class {
-            class: class.to_owned(),
-            decided_by: ClassOrigin::Level(LevelName::Cluster),
-        }
+    fn shared(class: &str) -> IngressTarget {
+        IngressTarget::class(class)
     }
 
-    fn no_class() -> ResolvedIngress {
-        ResolvedIngress::NoClass {
-            decided_by: LevelName::Cluster,
-        }
+    fn no_class() -> IngressTarget {
+        IngressTarget::NoClass
     }
 
     // Every combination of what a chart may write, under each of R3, R4, R5.
@@ -216,14 +208,14 @@ mod tests {
     )]
     #[case::r5_keeps_nothing(no_class(), fields(None, None), fields(None, None))]
     fn r3_r4_r5_resulting_fields(
-        #[case] resolved: ResolvedIngress,
+        #[case] target: IngressTarget,
         #[case] chart: ClassFields,
         #[case] expected: ClassFields,
     ) {
-        let out = enforce(&resolved, &chart, None).unwrap();
+        let out = enforce(&target, &chart, None).unwrap();
         assert_eq!(out.fields, expected);
         // R8: the result of the rules is a fixed point.
-        let again = enforce(&resolved, &out.fields, None).unwrap();
+        let again = enforce(&target, &out.fields, None).unwrap();
         assert_eq!(again.fields, expected);
         assert!(again.changes.is_empty(), "{:?}", again.changes);
     }
@@ -313,13 +305,13 @@ mod tests {
 
     #[test]
     fn r9_result_never_sets_two_different_classes() {
-        for resolved in [dedicated(), shared("nginx")] {
+        for target in [dedicated(), shared("nginx")] {
             for chart in [
                 fields(None, None),
                 fields(Some("a"), Some("b")),
                 fields(Some("a"), None),
             ] {
-                let f = enforce(&resolved, &chart, None).unwrap().fields;
+                let f = enforce(&target, &chart, None).unwrap().fields;
                 if let (Some(a), Some(b)) = (&f.ingress_class_name, &f.class_annotation) {
                     assert_eq!(a, b);
                 }

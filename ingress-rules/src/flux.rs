@@ -13,7 +13,7 @@
 //! into HelmReleases as JSON) take the patch text from [`flux_post_renderer`], so the two
 //! are the same string.
 
-use crate::resolve::ResolvedIngress;
+use crate::target::IngressTarget;
 use crate::{CLASS_ANNOTATION, DEDICATED_CONTROLLER_CLASS};
 
 /// `metadata.name` of the patch body, which marks the post-renderer as Styrmin's.
@@ -52,13 +52,13 @@ pub struct PatchTarget {
 /// The post-renderer that applies R3 (dedicated) or R4 (a shared class) to every Ingress
 /// of a release; `None` for R5, which leaves the chart's class alone and so has nothing to
 /// patch.
-pub fn flux_post_renderer(resolved: &ResolvedIngress) -> Option<FluxPostRenderer> {
-    let (class_name, annotation) = match resolved {
-        ResolvedIngress::Dedicated { .. } => {
-            ("null".to_owned(), double_quoted(DEDICATED_CONTROLLER_CLASS))
+pub fn flux_post_renderer(target: &IngressTarget) -> Option<FluxPostRenderer> {
+    let (class_name, annotation) = match target {
+        IngressTarget::Dedicated => ("null".to_owned(), double_quoted(DEDICATED_CONTROLLER_CLASS)),
+        IngressTarget::Class(class) => {
+            (double_quoted(class.as_str()), double_quoted(class.as_str()))
         }
-        ResolvedIngress::Class { class, .. } => (double_quoted(class), double_quoted(class)),
-        ResolvedIngress::NoClass { .. } => return None,
+        IngressTarget::NoClass => return None,
     };
     let patch = format!(
         "apiVersion: networking.k8s.io/v1\n\
@@ -103,28 +103,21 @@ pub fn double_quoted(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::level::LevelName;
-    use crate::resolve::ClassOrigin;
 
-    fn patch_of(resolved: &ResolvedIngress) -> String {
-        let renderer = flux_post_renderer(resolved).unwrap();
+    fn patch_of(target: &IngressTarget) -> String {
+        let renderer = flux_post_renderer(target).unwrap();
         assert_eq!(renderer.patches.len(), 1);
         assert_eq!(renderer.patches[0].target.kind, "Ingress");
         renderer.patches[0].patch.clone()
     }
 
-    fn shared(class: &str) -> ResolvedIngress {
-        ResolvedIngress::Class {
-            class: class.to_owned(),
-            decided_by: ClassOrigin::Level(LevelName::Deployment),
-        }
+    fn shared(class: &str) -> IngressTarget {
+        IngressTarget::class(class)
     }
 
     #[test]
     fn r3_removes_the_class_name_and_sets_the_annotation() {
-        let patch = patch_of(&ResolvedIngress::Dedicated {
-            decided_by: LevelName::Environment,
-        });
+        let patch = patch_of(&IngressTarget::Dedicated);
         assert_eq!(
             patch,
             "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: styrmin-ingress-class\n  annotations:\n    kubernetes.io/ingress.class: \"traefik\"\nspec:\n  ingressClassName: null"
@@ -144,12 +137,7 @@ mod tests {
 
     #[test]
     fn r5_has_no_post_renderer() {
-        assert_eq!(
-            flux_post_renderer(&ResolvedIngress::NoClass {
-                decided_by: LevelName::Cluster
-            }),
-            None
-        );
+        assert_eq!(flux_post_renderer(&IngressTarget::NoClass), None);
     }
 
     #[test]
@@ -175,6 +163,25 @@ mod tests {
                 "{patch}"
             );
             assert_eq!(value["metadata"]["name"], FLUX_PATCH_NAME);
+        }
+    }
+
+    #[test]
+    fn double_quoted_escapes_control_characters_and_unicode_line_breaks() {
+        // Escaped so that the text stays one line of YAML, and reads back as the same string.
+        for (value, expected) in [
+            ("a\u{1}b", "\"a\\u0001b\""),
+            ("a\nb", "\"a\\u000Ab\""),
+            ("\u{7f}", "\"\\u007F\""),
+            ("a\u{2028}b", "\"a\\u2028b\""),
+            ("\u{2029}", "\"\\u2029\""),
+            ("\u{feff}x", "\"\\uFEFFx\""),
+            ("é✓", "\"é✓\""),
+        ] {
+            let quoted = double_quoted(value);
+            assert_eq!(quoted, expected, "{value:?}");
+            let back: String = serde_saphyr::from_str(&quoted).unwrap();
+            assert_eq!(back, value);
         }
     }
 }

@@ -11,9 +11,6 @@ pub enum LevelName {
     Cluster,
     Environment,
     Deployment,
-    /// Not a configuration level: a deployment's record of the settings it was last deployed
-    /// with (rule W5), which decides alone when it exists (see [`crate::settings_for`]).
-    LastDeployed,
 }
 
 impl fmt::Display for LevelName {
@@ -22,7 +19,6 @@ impl fmt::Display for LevelName {
             LevelName::Cluster => "cluster",
             LevelName::Environment => "environment",
             LevelName::Deployment => "deployment",
-            LevelName::LastDeployed => "last_deployed",
         })
     }
 }
@@ -218,5 +214,27 @@ mod tests {
         assert_eq!(level.ingress_class, Setting::Null);
         assert!(level.dedicated_ingress.value().is_some());
         assert!(serde_json::from_str::<Level>(r#"{"dedicated_ingress":true}"#).is_err());
+    }
+
+    #[test]
+    fn level_names_as_shown_in_messages() {
+        assert_eq!(LevelName::Cluster.to_string(), "cluster");
+        assert_eq!(LevelName::Environment.to_string(), "environment");
+        assert_eq!(LevelName::Deployment.to_string(), "deployment");
+    }
+
+    #[test]
+    fn dedicated_ingress_keys_of_every_scalar_type_are_kept() {
+        let level = parse("dedicated_ingress: {replicas: 2, true: 1, 3: x, 1.5: y}\n").unwrap();
+        let dedicated: &DedicatedIngress = level.dedicated_ingress.value().unwrap();
+        assert_eq!(dedicated.value_keys, ["replicas", "true", "3", "1.5"]);
+    }
+
+    #[test]
+    fn a_dedicated_ingress_key_that_is_not_a_scalar_is_reported() {
+        let error = parse("dedicated_ingress: {[a]: 1}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("a key"), "{error}");
     }
 }

@@ -1,26 +1,30 @@
 //! The rule set that decides which ingress controller serves an Ingress.
 //!
-//! This crate is the one place where the rules R1–R9 (`docs/rules.md`) are written down as
-//! code. Both
+//! This crate is the one place where rules R1–R9 (docs/rules.md) are written down as code. Both
 //! `styrmin-postrender` (which turns the answer into a byte splice of the rendered
 //! YAML) and `styrmin-webhook` (which turns it into a JSON patch) call these
 //! functions, so the two can never disagree. It does no I/O and knows nothing of
 //! YAML or HTTP, except for one fixed text: the kustomize patch of a FluxCD HelmRelease
 //! post-renderer ([`flux_post_renderer`]), which both print and inject verbatim.
 //!
-//! Which settings apply to a deployment is [`settings_for`]: its record of what it was last
-//! deployed with ([`DeployedIngress`], W5) when it has one, else [`resolve`] over its
-//! three levels.
+//! An answer is a [`ResolvedIngress`]: its [`IngressTarget`] (dedicated, a non-empty
+//! [`ClassName`], or no class) and its [`Origin`] (the level whose key decided, the cluster
+//! default, or the deployment's last-deployed record). Which settings apply to a deployment
+//! is [`settings_for`]: its record of what it was last deployed with (an [`IngressTarget`],
+//! rule W5) when it has one, else [`resolve`] over its three levels.
 //!
 //! ```
-//! use ingress_rules::{ClassFields, Level, Levels, ResolvedIngress, Setting, enforce, resolve};
+//! use ingress_rules::{ClassFields, IngressTarget, Level, Levels, Origin, Setting, enforce, resolve};
+//! use ingress_rules::LevelName;
 //!
 //! let cluster = Level { ingress_class: Setting::Value("nginx".into()), ..Level::default() };
 //! let resolved = resolve(&Levels { cluster: &cluster, environment: None, deployment: None });
-//! assert!(matches!(resolved, ResolvedIngress::Class { ref class, .. } if class == "nginx"));
+//! assert_eq!(resolved.target, IngressTarget::class("nginx"));
+//! assert_eq!(resolved.origin, Origin::Level(LevelName::Cluster));
+//! assert_eq!(resolved.decided_by().to_string(), "cluster.ingress_class");
 //!
 //! let chart = ClassFields { ingress_class_name: Some("haproxy".into()), class_annotation: None };
-//! let outcome = enforce(&resolved, &chart, None).unwrap();
+//! let outcome = enforce(&resolved.target, &chart, None).unwrap();
 //! assert_eq!(outcome.fields.ingress_class_name.as_deref(), Some("nginx"));
 //! assert_eq!(outcome.fields.class_annotation.as_deref(), Some("nginx"));
 //! ```
@@ -31,6 +35,7 @@ mod kube_version;
 mod level;
 mod record;
 mod resolve;
+mod target;
 
 pub use enforce::{ClassFields, Enforcement, FieldChange, NoClassWarning, RuleError, enforce};
 pub use flux::{
@@ -39,11 +44,9 @@ pub use flux::{
 };
 pub use kube_version::{KubernetesVersion, ParseVersionError};
 pub use level::{DedicatedIngress, Level, LevelName, Setting};
-pub use record::{
-    AppliedSettings, DeployedIngress, ParseDeployedError, SettingsSource, decided_by_key,
-    settings_for,
-};
-pub use resolve::{ClassOrigin, Levels, ResolvedIngress, resolve};
+pub use record::{AppliedSettings, SettingsSource, settings_for};
+pub use resolve::{Levels, Origin, ResolvedIngress, resolve};
+pub use target::{ClassName, IngressTarget, ParseTargetError};
 
 /// The annotation that names an Ingress's class, read by the dedicated controller (R3)
 /// and set next to `spec.ingressClassName` by R4.
@@ -105,5 +108,18 @@ mod tests {
         ));
         assert!(!is_ingress_container_list("v1", "ConfigMapList"));
         assert!(!is_ingress_container_list("example.com/v1", "List"));
+    }
+
+    #[test]
+    fn r6_a_list_is_v1_list_or_an_ingress_group_ingress_list() {
+        // Both halves of each condition count: `List` only in `v1`, `IngressList` only in an
+        // Ingress group.
+        assert!(!is_ingress_container_list("networking.k8s.io/v1", "List"));
+        assert!(!is_ingress_container_list("example.com/v1", "IngressList"));
+        assert!(!is_ingress_container_list("v1", "IngressList"));
+        assert!(is_ingress_container_list(
+            "extensions/v1beta1",
+            "IngressList"
+        ));
     }
 }

@@ -1,7 +1,10 @@
 //! R1 and R2: from three levels to one answer.
 
+use std::fmt;
+
+use crate::DEFAULT_CLUSTER_CLASS;
 use crate::level::{Level, LevelName, Setting};
-use crate::{DEDICATED_CONTROLLER_CLASS, DEFAULT_CLUSTER_CLASS};
+use crate::target::IngressTarget;
 
 /// The three levels of one deployment. An unknown environment or deployment counts as
 /// not set (rule W1), which is what `None` means here.
@@ -12,44 +15,50 @@ pub struct Levels<'a> {
     pub deployment: Option<&'a Level>,
 }
 
-/// Where a resolved class came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClassOrigin {
-    /// The most specific level that sets `ingress_class`.
+/// Where an answer came from: the key that decided it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Origin {
+    /// The most specific level that sets the deciding key (`dedicated_ingress` for a
+    /// dedicated answer, else `ingress_class`; for no class, the level that set `""`, or the
+    /// cluster's `null`).
     Level(LevelName),
     /// No level mentions `ingress_class`: the cluster default, `traefik`.
     ClusterDefault,
+    /// The deployment's record of what it was last deployed with (rule W5), which decides
+    /// alone when it exists (see [`crate::settings_for`]).
+    LastDeployed,
 }
 
-/// What the rules say an application's Ingresses get.
+/// What the rules say an application's Ingresses get, and what decided it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ResolvedIngress {
-    /// R1 on: the environment's dedicated controller serves them (R3).
-    Dedicated { decided_by: LevelName },
-    /// R1 off, R2 non-empty: this shared class serves them (R4).
-    Class {
-        class: String,
-        decided_by: ClassOrigin,
-    },
-    /// R1 off, R2 empty: the chart's own class is kept (R5). `decided_by` is the level that
-    /// set `""`, or the cluster's `null` when no level set a class.
-    NoClass { decided_by: LevelName },
+pub struct ResolvedIngress {
+    pub target: IngressTarget,
+    pub origin: Origin,
 }
 
 impl ResolvedIngress {
-    /// The class an Ingress is served by, when the rules decide one: the dedicated
-    /// controller's implementation or the shared class.
-    pub fn enforced_class(&self) -> Option<&str> {
-        match self {
-            ResolvedIngress::Dedicated { .. } => Some(DEDICATED_CONTROLLER_CLASS),
-            ResolvedIngress::Class { class, .. } => Some(class),
-            ResolvedIngress::NoClass { .. } => None,
-        }
+    /// The key that decided the answer, as `explain`, the webhook's log and its debug
+    /// endpoint show it: `environment.dedicated_ingress`, `cluster.ingress_class`,
+    /// `last_deployed.ingress_class`, or `the cluster default`.
+    pub fn decided_by(&self) -> impl fmt::Display + '_ {
+        DecidedBy(self)
     }
+}
 
-    /// True when the dedicated controller serves the application (R1).
-    pub fn is_dedicated(&self) -> bool {
-        matches!(self, ResolvedIngress::Dedicated { .. })
+struct DecidedBy<'a>(&'a ResolvedIngress);
+
+impl fmt::Display for DecidedBy<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let key = if self.0.target.is_dedicated() {
+            "dedicated_ingress"
+        } else {
+            "ingress_class"
+        };
+        match self.0.origin {
+            Origin::Level(level) => write!(f, "{level}.{key}"),
+            Origin::LastDeployed => write!(f, "last_deployed.{key}"),
+            Origin::ClusterDefault => f.write_str("the cluster default"),
+        }
     }
 }
 
@@ -67,28 +76,31 @@ pub fn resolve(levels: &Levels<'_>) -> ResolvedIngress {
     let dedicated = specific_first
         .iter()
         .find_map(|(name, level)| (*level)?.dedicated_ingress.value().map(|_| *name));
-    if let Some(decided_by) = dedicated {
-        return ResolvedIngress::Dedicated { decided_by };
+    if let Some(level) = dedicated {
+        return ResolvedIngress {
+            target: IngressTarget::Dedicated,
+            origin: Origin::Level(level),
+        };
     }
 
-    // R2: the most specific level that sets a value, `""` included.
+    // R2: the most specific level that sets a value, `""` (no class) included.
     let set = specific_first
         .iter()
         .find_map(|(name, level)| (*level)?.ingress_class.value().map(|class| (*name, class)));
     match set {
-        Some((decided_by, class)) if class.is_empty() => ResolvedIngress::NoClass { decided_by },
-        Some((decided_by, class)) => ResolvedIngress::Class {
-            class: class.clone(),
-            decided_by: ClassOrigin::Level(decided_by),
+        Some((level, class)) => ResolvedIngress {
+            target: IngressTarget::class(class.as_str()),
+            origin: Origin::Level(level),
         },
         None => match levels.cluster.ingress_class {
             // Only the cluster tells `null` from absent.
-            Setting::Null => ResolvedIngress::NoClass {
-                decided_by: LevelName::Cluster,
+            Setting::Null => ResolvedIngress {
+                target: IngressTarget::NoClass,
+                origin: Origin::Level(LevelName::Cluster),
             },
-            Setting::Absent | Setting::Value(_) => ResolvedIngress::Class {
-                class: DEFAULT_CLUSTER_CLASS.to_owned(),
-                decided_by: ClassOrigin::ClusterDefault,
+            Setting::Absent | Setting::Value(_) => ResolvedIngress {
+                target: IngressTarget::class(DEFAULT_CLUSTER_CLASS),
+                origin: Origin::ClusterDefault,
             },
         },
     }
@@ -126,16 +138,30 @@ mod tests {
         }
     }
 
-    fn class(class: &str, decided_by: ClassOrigin) -> ResolvedIngress {
-        ResolvedIngress::Class {
-            class: class.to_owned(),
-            decided_by,
+    fn class(class: &str, origin: Origin) -> ResolvedIngress {
+        ResolvedIngress {
+            target: IngressTarget::class(class),
+            origin,
         }
     }
 
-    const CLUSTER: ClassOrigin = ClassOrigin::Level(LevelName::Cluster);
-    const ENV: ClassOrigin = ClassOrigin::Level(LevelName::Environment);
-    const DEPL: ClassOrigin = ClassOrigin::Level(LevelName::Deployment);
+    fn no_class(level: LevelName) -> ResolvedIngress {
+        ResolvedIngress {
+            target: IngressTarget::NoClass,
+            origin: Origin::Level(level),
+        }
+    }
+
+    fn dedicated(level: LevelName) -> ResolvedIngress {
+        ResolvedIngress {
+            target: IngressTarget::Dedicated,
+            origin: Origin::Level(level),
+        }
+    }
+
+    const CLUSTER: Origin = Origin::Level(LevelName::Cluster);
+    const ENV: Origin = Origin::Level(LevelName::Environment);
+    const DEPL: Origin = Origin::Level(LevelName::Deployment);
 
     // R2: three levels × absent/null/""/value. Expected values come from the table of
     // docs/rules.md §1.
@@ -144,16 +170,16 @@ mod tests {
         C::Absent,
         C::Absent,
         C::Absent,
-        class("traefik", ClassOrigin::ClusterDefault)
+        class("traefik", Origin::ClusterDefault)
     )]
-    #[case::cluster_null(C::Null, C::Absent, C::Absent, ResolvedIngress::NoClass { decided_by: LevelName::Cluster })]
-    #[case::cluster_empty(C::Empty, C::Absent, C::Absent, ResolvedIngress::NoClass { decided_by: LevelName::Cluster })]
+    #[case::cluster_null(C::Null, C::Absent, C::Absent, no_class(LevelName::Cluster))]
+    #[case::cluster_empty(C::Empty, C::Absent, C::Absent, no_class(LevelName::Cluster))]
     #[case::cluster_value(C::Named("nginx"), C::Absent, C::Absent, class("nginx", CLUSTER))]
     #[case::env_null_inherits_cluster_default(
         C::Absent,
         C::Null,
         C::Absent,
-        class("traefik", ClassOrigin::ClusterDefault)
+        class("traefik", Origin::ClusterDefault)
     )]
     #[case::env_null_inherits_cluster_value(
         C::Named("nginx"),
@@ -161,8 +187,18 @@ mod tests {
         C::Absent,
         class("nginx", CLUSTER)
     )]
-    #[case::env_null_inherits_cluster_null(C::Null, C::Null, C::Absent, ResolvedIngress::NoClass { decided_by: LevelName::Cluster })]
-    #[case::env_empty_overrides_cluster(C::Named("nginx"), C::Empty, C::Absent, ResolvedIngress::NoClass { decided_by: LevelName::Environment })]
+    #[case::env_null_inherits_cluster_null(
+        C::Null,
+        C::Null,
+        C::Absent,
+        no_class(LevelName::Cluster)
+    )]
+    #[case::env_empty_overrides_cluster(
+        C::Named("nginx"),
+        C::Empty,
+        C::Absent,
+        no_class(LevelName::Environment)
+    )]
     #[case::env_value_overrides_cluster(
         C::Named("nginx"),
         C::Named("haproxy"),
@@ -187,8 +223,18 @@ mod tests {
         C::Null,
         class("haproxy", ENV)
     )]
-    #[case::depl_null_inherits_env_empty(C::Named("nginx"), C::Empty, C::Null, ResolvedIngress::NoClass { decided_by: LevelName::Environment })]
-    #[case::depl_empty_overrides_all(C::Named("nginx"), C::Named("haproxy"), C::Empty, ResolvedIngress::NoClass { decided_by: LevelName::Deployment })]
+    #[case::depl_null_inherits_env_empty(
+        C::Named("nginx"),
+        C::Empty,
+        C::Null,
+        no_class(LevelName::Environment)
+    )]
+    #[case::depl_empty_overrides_all(
+        C::Named("nginx"),
+        C::Named("haproxy"),
+        C::Empty,
+        no_class(LevelName::Deployment)
+    )]
     #[case::depl_value_overrides_all(
         C::Named("nginx"),
         C::Named("haproxy"),
@@ -207,7 +253,12 @@ mod tests {
         C::Named("contour"),
         class("contour", DEPL)
     )]
-    #[case::depl_null_env_absent_cluster_null(C::Null, C::Absent, C::Null, ResolvedIngress::NoClass { decided_by: LevelName::Cluster })]
+    #[case::depl_null_env_absent_cluster_null(
+        C::Null,
+        C::Absent,
+        C::Null,
+        no_class(LevelName::Cluster)
+    )]
     #[case::yaml_bool_words_are_classes(C::Named("on"), C::Absent, C::Absent, class("on", CLUSTER))]
     fn r2_class_resolution(
         #[case] cluster: C,
@@ -254,7 +305,7 @@ mod tests {
             deployment: Some(&d),
         });
         match decided_by {
-            Some(decided_by) => assert_eq!(got, ResolvedIngress::Dedicated { decided_by }),
+            Some(level) => assert_eq!(got, dedicated(level)),
             None => assert_eq!(got, class("contour", DEPL)),
         }
     }
@@ -275,12 +326,7 @@ mod tests {
             environment: Some(&env),
             deployment: Some(&deployment),
         });
-        assert_eq!(
-            got,
-            ResolvedIngress::Dedicated {
-                decided_by: LevelName::Cluster
-            }
-        );
+        assert_eq!(got, dedicated(LevelName::Cluster));
     }
 
     #[test]
@@ -298,25 +344,31 @@ mod tests {
             environment: None,
             deployment: None,
         });
-        assert_eq!(got, class("traefik", ClassOrigin::ClusterDefault));
+        assert_eq!(got, class("traefik", Origin::ClusterDefault));
     }
 
-    #[test]
-    fn enforced_class_names_the_controller() {
-        assert_eq!(
-            ResolvedIngress::Dedicated {
-                decided_by: LevelName::Cluster
-            }
-            .enforced_class(),
-            Some("traefik")
-        );
-        assert_eq!(class("nginx", CLUSTER).enforced_class(), Some("nginx"));
-        assert_eq!(
-            ResolvedIngress::NoClass {
-                decided_by: LevelName::Cluster
-            }
-            .enforced_class(),
-            None
-        );
+    // The "decided by" text of `explain`, the webhook's log and its debug endpoint.
+    #[rstest]
+    #[case::dedicated_by_a_level(
+        dedicated(LevelName::Environment),
+        "environment.dedicated_ingress"
+    )]
+    #[case::class_by_a_level(class("nginx", CLUSTER), "cluster.ingress_class")]
+    #[case::no_class_by_a_level(no_class(LevelName::Deployment), "deployment.ingress_class")]
+    #[case::cluster_default(class("traefik", Origin::ClusterDefault), "the cluster default")]
+    #[case::dedicated_record(
+        ResolvedIngress { target: IngressTarget::Dedicated, origin: Origin::LastDeployed },
+        "last_deployed.dedicated_ingress"
+    )]
+    #[case::class_record(
+        ResolvedIngress { target: IngressTarget::class("nginx"), origin: Origin::LastDeployed },
+        "last_deployed.ingress_class"
+    )]
+    #[case::no_class_record(
+        ResolvedIngress { target: IngressTarget::NoClass, origin: Origin::LastDeployed },
+        "last_deployed.ingress_class"
+    )]
+    fn decided_by_names_the_key(#[case] resolved: ResolvedIngress, #[case] expected: &str) {
+        assert_eq!(resolved.decided_by().to_string(), expected);
     }
 }

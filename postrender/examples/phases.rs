@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use ingress_rules::{ClassOrigin, LevelName, ResolvedIngress};
+use ingress_rules::{IngressTarget, LevelName, Origin, ResolvedIngress};
 use postrender::render::{self, RenderRules};
 use postrender::{stream, yaml_tree};
 
@@ -14,9 +14,9 @@ fn main() -> anyhow::Result<()> {
     let input = std::fs::read(&path)?;
     let text = std::str::from_utf8(&input)?;
     let rules = RenderRules {
-        resolved: ResolvedIngress::Class {
-            class: "haproxy".into(),
-            decided_by: ClassOrigin::Level(LevelName::Environment),
+        resolved: ResolvedIngress {
+            target: IngressTarget::class("haproxy"),
+            origin: Origin::Level(LevelName::Environment),
         },
         kubernetes: None,
         strict: false,

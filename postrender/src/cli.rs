@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use ingress_rules::{DeployedIngress, KubernetesVersion, Level};
+use ingress_rules::{IngressTarget, KubernetesVersion, Level};
 
 use crate::config::StyrminConfig;
 use crate::flux::{FluxError, FluxOutput, HelmReleaseRef};
@@ -56,7 +56,7 @@ pub struct Cli {
         global = true,
         value_name = "SETTINGS"
     )]
-    last_deployed: Option<DeployedIngress>,
+    last_deployed: Option<IngressTarget>,
 
     /// The cluster's Kubernetes version (e.g. 1.30). Below 1.27 an Ingress may not set both
     /// the class annotation and spec.ingressClassName, so a shared class is an error there.

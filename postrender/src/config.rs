@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use ingress_rules::{
-    AppliedSettings, DedicatedIngress, DeployedIngress, Level, LevelName, Levels, Setting,
+    AppliedSettings, DedicatedIngress, IngressTarget, Level, LevelName, Levels, Setting,
     settings_for,
 };
 use serde::Deserialize;
@@ -26,7 +26,7 @@ pub struct StyrminConfig {
     #[serde(default)]
     pub deployment: Option<Level>,
     #[serde(default)]
-    pub last_deployed: Option<DeployedIngress>,
+    pub last_deployed: Option<IngressTarget>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +111,7 @@ impl StyrminConfig {
 
     /// `--last-deployed`: the record of the settings the deployment was last deployed with
     /// (replaces the file's `last_deployed:`).
-    pub fn with_last_deployed(mut self, record: Option<DeployedIngress>) -> Self {
+    pub fn with_last_deployed(mut self, record: Option<IngressTarget>) -> Self {
         if record.is_some() {
             self.last_deployed = record;
         }
@@ -157,7 +157,7 @@ fn one_line(message: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use ingress_rules::{ClassOrigin, ResolvedIngress, resolve};
+    use ingress_rules::{IngressTarget, Origin, ResolvedIngress, resolve};
 
     use super::*;
 
@@ -171,9 +171,9 @@ mod tests {
     fn no_config_is_the_cluster_default() {
         assert_eq!(
             resolved(""),
-            ResolvedIngress::Class {
-                class: "traefik".into(),
-                decided_by: ClassOrigin::ClusterDefault
+            ResolvedIngress {
+                target: IngressTarget::class("traefik"),
+                origin: Origin::ClusterDefault
             }
         );
         assert_eq!(resolved("# nothing\n"), resolved("{}"));
@@ -184,21 +184,23 @@ mod tests {
     fn sections_are_levels() {
         assert_eq!(
             resolved("cluster: {ingress_class: null}"),
-            ResolvedIngress::NoClass {
-                decided_by: LevelName::Cluster
+            ResolvedIngress {
+                target: IngressTarget::NoClass,
+                origin: Origin::Level(LevelName::Cluster)
             }
         );
         assert_eq!(
             resolved("cluster: {ingress_class: nginx}\nenvironment: {dedicated_ingress: {}}"),
-            ResolvedIngress::Dedicated {
-                decided_by: LevelName::Environment
+            ResolvedIngress {
+                target: IngressTarget::Dedicated,
+                origin: Origin::Level(LevelName::Environment)
             }
         );
         assert_eq!(
             resolved("cluster: {dedicated_ingress: null}\ndeployment:\n  ingress_class: haproxy\n"),
-            ResolvedIngress::Class {
-                class: "haproxy".into(),
-                decided_by: ClassOrigin::Level(LevelName::Deployment)
+            ResolvedIngress {
+                target: IngressTarget::class("haproxy"),
+                origin: Origin::Level(LevelName::Deployment)
             }
         );
     }
@@ -246,16 +248,16 @@ mod tests {
         )
         .unwrap();
         let settings = config.settings(&default);
-        assert_eq!(settings.source, ingress_rules::SettingsSource::Record);
-        assert_eq!(settings.resolved.enforced_class(), Some("nginx"));
-        assert!(settings.levels.is_dedicated());
-        let config = config.with_last_deployed(Some(DeployedIngress::Dedicated));
-        assert!(config.settings(&default).resolved.is_dedicated());
+        assert_eq!(settings.source(), ingress_rules::SettingsSource::Record);
+        assert_eq!(settings.resolved.target.enforced_class(), Some("nginx"));
+        assert!(settings.levels.target.is_dedicated());
+        let config = config.with_last_deployed(Some(IngressTarget::Dedicated));
+        assert!(config.settings(&default).resolved.target.is_dedicated());
         // Without it, the levels decide, as before.
         let config = StyrminConfig::from_yaml("cluster: {dedicated_ingress: {}}", "t").unwrap();
         let settings = config.with_last_deployed(None).settings(&default);
-        assert_eq!(settings.source, ingress_rules::SettingsSource::Levels);
-        assert!(settings.resolved.is_dedicated());
+        assert_eq!(settings.source(), ingress_rules::SettingsSource::Levels);
+        assert!(settings.resolved.target.is_dedicated());
         let e = StyrminConfig::from_yaml("last_deployed: {dedicated_ingress: true}\n", "t")
             .unwrap_err()
             .to_string();
@@ -269,12 +271,12 @@ mod tests {
         let default = Level::default();
         assert_eq!(
             resolve(&config.levels(&default)),
-            ResolvedIngress::Class {
-                class: "contour".into(),
-                decided_by: ClassOrigin::Level(LevelName::Deployment)
+            ResolvedIngress {
+                target: IngressTarget::class("contour"),
+                origin: Origin::Level(LevelName::Deployment)
             }
         );
         let config = config.with_deployment_overrides(None, true);
-        assert!(resolve(&config.levels(&default)).is_dedicated());
+        assert!(resolve(&config.levels(&default)).target.is_dedicated());
     }
 }

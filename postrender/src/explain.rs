@@ -3,37 +3,41 @@
 
 use std::fmt::Write as _;
 
-use ingress_rules::{AppliedSettings, ClassOrigin, Level, ResolvedIngress, Setting};
+use ingress_rules::{AppliedSettings, IngressTarget, Level, Origin, Setting};
 
 use crate::config::StyrminConfig;
 
 pub fn explain(config: &StyrminConfig, settings: &AppliedSettings) -> String {
     let resolved = &settings.resolved;
+    // The same "decided by" text as the webhook's log, with a word on what it means.
+    let decided_by = resolved.decided_by();
     let mut out = String::new();
-    let _ = match resolved {
-        ResolvedIngress::Dedicated { decided_by } => writeln!(
+    let _ = match &resolved.target {
+        IngressTarget::Dedicated => writeln!(
             out,
             "dedicated ingress controller (R3): every Ingress gets the annotation kubernetes.io/ingress.class: \"traefik\" \
-             and no spec.ingressClassName\ndecided by: {decided_by}.dedicated_ingress (ingress_class at every level is ignored)"
+             and no spec.ingressClassName\ndecided by: {decided_by} (ingress_class at every level is ignored)"
         ),
-        ResolvedIngress::Class { class, decided_by } => writeln!(
-            out,
-            "shared ingress class {class:?} (R4): every Ingress gets spec.ingressClassName and the annotation \
-             kubernetes.io/ingress.class both set to {class:?}\ndecided by: {}",
-            match decided_by {
-                ClassOrigin::Level(level) => format!("{level}.ingress_class"),
-                ClassOrigin::ClusterDefault =>
-                    "the cluster default (no level sets ingress_class)".to_owned(),
-            }
-        ),
-        ResolvedIngress::NoClass { decided_by } => writeln!(
+        IngressTarget::Class(class) => {
+            let class = class.as_str();
+            writeln!(
+                out,
+                "shared ingress class {class:?} (R4): every Ingress gets spec.ingressClassName and the annotation \
+                 kubernetes.io/ingress.class both set to {class:?}\ndecided by: {decided_by}{}",
+                match resolved.origin {
+                    Origin::ClusterDefault => " (no level sets ingress_class)",
+                    Origin::Level(_) | Origin::LastDeployed => "",
+                }
+            )
+        }
+        IngressTarget::NoClass => writeln!(
             out,
             "no class (R5): Ingresses keep the class the chart gives them; one with no class gets a warning\n\
-             decided by: {decided_by}.ingress_class (empty)"
+             decided by: {decided_by} (empty)"
         ),
     };
     // W5: the record, or the levels; `settings: record|levels` like the webhook's log.
-    let _ = writeln!(out, "settings: {} — {}", settings.source, settings.why());
+    let _ = writeln!(out, "settings: {} — {}", settings.source(), settings.why());
     out.push_str("levels (most specific last):\n");
     for (name, level) in config.named_levels() {
         let _ = writeln!(

@@ -9,8 +9,8 @@
 use std::fmt::Write as _;
 
 use ingress_rules::{
-    ClassFields, FluxPostRenderer, KubernetesVersion, NoClassWarning, ResolvedIngress, RuleError,
-    double_quoted, enforce, flux_post_renderer,
+    ClassFields, FluxPostRenderer, IngressTarget, KubernetesVersion, NoClassWarning,
+    ResolvedIngress, RuleError, double_quoted, enforce, flux_post_renderer,
 };
 
 /// The Flux API group and version the printed objects use (helm-controller v1.x).
@@ -56,12 +56,9 @@ pub fn generate(
     resolved: &ResolvedIngress,
     kubernetes: Option<KubernetesVersion>,
 ) -> Result<FluxPostRenderer, FluxError> {
-    enforce(resolved, &ClassFields::default(), kubernetes)?;
-    flux_post_renderer(resolved).ok_or_else(|| FluxError::NoClass {
-        decided: match resolved {
-            ResolvedIngress::NoClass { decided_by } => format!("decided by the {decided_by}"),
-            _ => String::new(),
-        },
+    enforce(&resolved.target, &ClassFields::default(), kubernetes)?;
+    flux_post_renderer(&resolved.target).ok_or_else(|| FluxError::NoClass {
+        decided: format!("decided by {}", resolved.decided_by()),
         warning: format!(
             "An Ingress the chart gives no class keeps none: {}",
             NoClassWarning::MESSAGE
@@ -77,10 +74,10 @@ pub fn render(
     release: &HelmReleaseRef,
 ) -> Result<String, FluxError> {
     let mut out = String::new();
-    let rule = match resolved {
-        ResolvedIngress::Dedicated { .. } => "R3, dedicated ingress",
-        ResolvedIngress::Class { .. } => "R4, shared ingress class",
-        ResolvedIngress::NoClass { .. } => "R5",
+    let rule = match resolved.target {
+        IngressTarget::Dedicated => "R3, dedicated ingress",
+        IngressTarget::Class(_) => "R4, shared ingress class",
+        IngressTarget::NoClass => "R5",
     };
     let _ = writeln!(
         out,
@@ -155,21 +152,22 @@ fn push_indented(out: &mut String, text: &str, indent: usize) {
 
 #[cfg(test)]
 mod tests {
-    use ingress_rules::{ClassOrigin, LevelName};
+    use ingress_rules::{LevelName, Origin};
     use serde_json::Value;
 
     use super::*;
 
     fn shared(class: &str) -> ResolvedIngress {
-        ResolvedIngress::Class {
-            class: class.to_owned(),
-            decided_by: ClassOrigin::Level(LevelName::Cluster),
+        ResolvedIngress {
+            target: IngressTarget::class(class),
+            origin: Origin::Level(LevelName::Cluster),
         }
     }
 
     fn dedicated() -> ResolvedIngress {
-        ResolvedIngress::Dedicated {
-            decided_by: LevelName::Environment,
+        ResolvedIngress {
+            target: IngressTarget::Dedicated,
+            origin: Origin::Level(LevelName::Environment),
         }
     }
 
@@ -180,7 +178,7 @@ mod tests {
     }
 
     fn expected_entry(resolved: &ResolvedIngress) -> Value {
-        let renderer = flux_post_renderer(resolved).unwrap();
+        let renderer = flux_post_renderer(&resolved.target).unwrap();
         serde_json::json!({"kustomize": {"patches": [
             {"target": {"kind": "Ingress"}, "patch": renderer.patches[0].patch}
         ]}})
@@ -251,15 +249,19 @@ mod tests {
     #[test]
     fn r5_is_an_error_that_says_why() {
         let error = generate(
-            &ResolvedIngress::NoClass {
-                decided_by: LevelName::Environment,
+            &ResolvedIngress {
+                target: IngressTarget::NoClass,
+                origin: Origin::Level(LevelName::Environment),
             },
             None,
         )
         .unwrap_err()
         .to_string();
         assert!(error.contains("R5"), "{error}");
-        assert!(error.contains("decided by the environment"), "{error}");
+        assert!(
+            error.contains("decided by environment.ingress_class"),
+            "{error}"
+        );
         assert!(error.contains("default IngressClass"), "{error}");
     }
 

@@ -8,8 +8,8 @@ use std::sync::LazyLock;
 use memchr::memmem;
 
 use ingress_rules::{
-    ClassFields, Enforcement, KubernetesVersion, NoClassWarning, ResolvedIngress, RuleError,
-    enforce, is_ingress, is_ingress_container_list,
+    ClassFields, Enforcement, IngressTarget, KubernetesVersion, NoClassWarning, ResolvedIngress,
+    RuleError, enforce, is_ingress, is_ingress_container_list,
 };
 
 use crate::ingress_edit::{self, EditError};
@@ -301,7 +301,7 @@ fn render_document(
         let before = ingress_edit::read_class_fields(ingress).map_err(edit_error)?;
         let Enforcement {
             fields, warning, ..
-        } = enforce(&rules.resolved, &before, rules.kubernetes).map_err(|source| {
+        } = enforce(&rules.resolved.target, &before, rules.kubernetes).map_err(|source| {
             RenderError::Rule {
                 document: name.clone(),
                 ingress: ingress_name.clone(),
@@ -318,7 +318,7 @@ fn render_document(
         }
         // R5 leaves the chart's fields exactly as written: a plain `on` or `123` stays
         // plain (R4 re-quotes them, since it sets the class as a string).
-        let planned = if matches!(rules.resolved, ResolvedIngress::NoClass { .. }) {
+        let planned = if rules.resolved.target == IngressTarget::NoClass {
             Vec::new()
         } else {
             ingress_edit::plan(text, ingress, &fields).map_err(edit_error)?
@@ -541,7 +541,7 @@ impl LineCounter {
 
 #[cfg(test)]
 mod tests {
-    use ingress_rules::{ClassOrigin, LevelName};
+    use ingress_rules::{LevelName, Origin};
 
     use super::*;
 
@@ -554,21 +554,23 @@ mod tests {
     }
 
     fn class(c: &str) -> RenderRules {
-        rules(ResolvedIngress::Class {
-            class: c.to_owned(),
-            decided_by: ClassOrigin::Level(LevelName::Cluster),
+        rules(ResolvedIngress {
+            target: IngressTarget::class(c),
+            origin: Origin::Level(LevelName::Cluster),
         })
     }
 
     fn dedicated() -> RenderRules {
-        rules(ResolvedIngress::Dedicated {
-            decided_by: LevelName::Cluster,
+        rules(ResolvedIngress {
+            target: IngressTarget::Dedicated,
+            origin: Origin::Level(LevelName::Cluster),
         })
     }
 
     fn no_class() -> RenderRules {
-        rules(ResolvedIngress::NoClass {
-            decided_by: LevelName::Cluster,
+        rules(ResolvedIngress {
+            target: IngressTarget::NoClass,
+            origin: Origin::Level(LevelName::Cluster),
         })
     }
 

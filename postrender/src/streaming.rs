@@ -156,15 +156,15 @@ impl StreamRendered {
 
 #[cfg(test)]
 mod tests {
-    use ingress_rules::{ClassOrigin, LevelName, ResolvedIngress};
+    use ingress_rules::{IngressTarget, LevelName, Origin, ResolvedIngress};
 
     use super::*;
 
     fn rules(strict: bool) -> RenderRules {
         RenderRules {
-            resolved: ResolvedIngress::Class {
-                class: "nginx".into(),
-                decided_by: ClassOrigin::Level(LevelName::Cluster),
+            resolved: ResolvedIngress {
+                target: IngressTarget::class("nginx"),
+                origin: Origin::Level(LevelName::Cluster),
             },
             kubernetes: None,
             strict,
@@ -263,8 +263,9 @@ mod tests {
             INGRESS.replace("rules: []", "rules: []\n  ingressClassName: x")
         );
         let no_class = RenderRules {
-            resolved: ResolvedIngress::NoClass {
-                decided_by: LevelName::Cluster,
+            resolved: ResolvedIngress {
+                target: IngressTarget::NoClass,
+                origin: Origin::Level(LevelName::Cluster),
             },
             kubernetes: None,
             strict: true,
@@ -276,8 +277,9 @@ mod tests {
     #[test]
     fn strict_and_syntax_errors_keep_stream_order() {
         let no_class = RenderRules {
-            resolved: ResolvedIngress::NoClass {
-                decided_by: LevelName::Cluster,
+            resolved: ResolvedIngress {
+                target: IngressTarget::NoClass,
+                origin: Origin::Level(LevelName::Cluster),
             },
             kubernetes: None,
             strict: true,

@@ -42,7 +42,10 @@ fn r5_prints_nothing_and_exits_3() {
     assert!(out.stdout.is_empty());
     let stderr = text(&out.stderr);
     assert!(stderr.contains("R5"), "{stderr}");
-    assert!(stderr.contains("decided by the deployment"), "{stderr}");
+    assert!(
+        stderr.contains("decided by deployment.ingress_class"),
+        "{stderr}"
+    );
 }
 
 #[test]

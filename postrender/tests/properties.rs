@@ -17,7 +17,7 @@
 #[path = "support/ingress_gen.rs"]
 mod ingress_gen;
 
-use ingress_rules::{INGRESS_API_VERSIONS, Level, ResolvedIngress, is_ingress_container_list};
+use ingress_rules::{INGRESS_API_VERSIONS, IngressTarget, Level, is_ingress_container_list};
 use postrender::config::StyrminConfig;
 use postrender::render::{self, RenderRules};
 use postrender::stream;
@@ -145,16 +145,16 @@ fn check_stream(stream_gen: &StreamGen, config: &ConfigGen) -> Result<(), TestCa
         prop_assert_eq!(ins.len(), outs.len(), "Ingress count\n{}", context);
         for (i, o) in ins.iter_mut().zip(outs.iter_mut()) {
             let (chart, result) = (class_fields(i), class_fields(o));
-            match &rules.resolved {
+            match &rules.resolved.target {
                 // R3 and R9: the annotation only, never the class field.
-                ResolvedIngress::Dedicated { .. } => prop_assert_eq!(
+                IngressTarget::Dedicated => prop_assert_eq!(
                     &result,
                     &(None, Some(Value::from("traefik"))),
                     "R3\n{}",
                     context
                 ),
                 // R4 and R9: both, equal, as strings (`on`, `123` quoted).
-                ResolvedIngress::Class { class, .. } => prop_assert_eq!(
+                IngressTarget::Class(class) => prop_assert_eq!(
                     &result,
                     &(
                         Some(Value::from(class.as_str())),
@@ -164,7 +164,7 @@ fn check_stream(stream_gen: &StreamGen, config: &ConfigGen) -> Result<(), TestCa
                     context
                 ),
                 // R5: exactly as the chart wrote them.
-                ResolvedIngress::NoClass { .. } => {
+                IngressTarget::NoClass => {
                     prop_assert_eq!(&result, &chart, "R5\n{}", context)
                 }
             }
@@ -226,9 +226,9 @@ proptest! {
             .iter()
             .find_map(|l| l.as_ref().and_then(|l| l.ingress_class.and_then(|c| c)));
         let cluster_null = config.cluster.as_ref().is_some_and(|c| c.ingress_class == Some(None));
-        match resolved {
-            ResolvedIngress::Dedicated { .. } => prop_assert!(dedicated),
-            ResolvedIngress::Class { class: got, .. } => {
+        match resolved.target {
+            IngressTarget::Dedicated => prop_assert!(dedicated),
+            IngressTarget::Class(got) => {
                 prop_assert!(!dedicated);
                 match class {
                     Some(c) => prop_assert_eq!(got.as_str(), c),
@@ -238,7 +238,7 @@ proptest! {
                     }
                 }
             }
-            ResolvedIngress::NoClass { .. } => {
+            IngressTarget::NoClass => {
                 prop_assert!(!dedicated);
                 prop_assert!(class == Some("") || (class.is_none() && cluster_null));
             }

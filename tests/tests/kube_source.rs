@@ -16,7 +16,7 @@ use axum::http::{Request, StatusCode};
 use e2e::data;
 use e2e::fake_kube::{FakeKubeApi, Request as ApiRequest, WatchItem};
 use http_body_util::BodyExt as _;
-use ingress_rules::ResolvedIngress;
+use ingress_rules::IngressTarget;
 use serde_json::{Value, json};
 use styrmin_webhook::kube_source::{API_CALLS, ApiCall, KubeSource};
 use styrmin_webhook::metrics::Metrics;
@@ -32,8 +32,8 @@ const STEP: Duration = Duration::from_secs(20);
 
 /// What an Ingress of deployment `id` gets from the view: a class, "" or "dedicated".
 fn class_of(view: &View, id: &str) -> String {
-    match view.settings_for_deployment(id).resolved {
-        ResolvedIngress::Dedicated { .. } => "dedicated".to_owned(),
+    match view.settings_for_deployment(id).resolved.target {
+        IngressTarget::Dedicated => "dedicated".to_owned(),
         other => other.enforced_class().unwrap_or("").to_owned(),
     }
 }

@@ -3,7 +3,7 @@
 //! table: the Ingresses get the rule's fields, nothing else changes, and the output is a
 //! fixed point.
 
-use ingress_rules::{Level, ResolvedIngress, resolve};
+use ingress_rules::{IngressTarget, Level, resolve};
 use postrender::config::StyrminConfig;
 use postrender::render::{self, RenderRules};
 use postrender::stream;
@@ -126,12 +126,12 @@ fn every_fixture_under_every_configuration() {
                 for (i, o) in ins.iter_mut().zip(outs) {
                     ingresses_seen += 1;
                     let chart = class_fields(i);
-                    let expected = match &rules.resolved {
-                        ResolvedIngress::Dedicated { .. } => (None, Some("traefik".to_owned())),
-                        ResolvedIngress::Class { class, .. } => {
-                            (Some(class.clone()), Some(class.clone()))
+                    let expected = match &rules.resolved.target {
+                        IngressTarget::Dedicated => (None, Some("traefik".to_owned())),
+                        IngressTarget::Class(class) => {
+                            (Some(class.to_string()), Some(class.to_string()))
                         }
-                        ResolvedIngress::NoClass { .. } => chart.clone(),
+                        IngressTarget::NoClass => chart.clone(),
                     };
                     assert_eq!(
                         class_fields(o),

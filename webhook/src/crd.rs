@@ -5,7 +5,7 @@
 //! - [`StyrminEnvironment`], cluster-scoped, named by environment id: an environment level;
 //! - [`StyrminDeployment`], namespaced, `styrmin-<id>` in namespace `styrmin-<id>`: a
 //!   deployment's environment, role, level, phase and last-deployed record (W5), which the
-//!   view reads as the resolved [`ingress_rules::DeployedIngress`].
+//!   view reads as the resolved [`ingress_rules::IngressTarget`].
 //!
 //! `ingressClass` and `dedicatedIngress` keep the four states of docs/rules.md §1 through the
 //! API server: both are `nullable` in the schema (so an explicit `null` is stored, not

@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 
 use ingress_rules::{
-    AppliedSettings, NoClassWarning, ResolvedIngress, SettingsSource, enforce, is_ingress, resolve,
+    AppliedSettings, IngressTarget, NoClassWarning, SettingsSource, enforce, is_ingress, resolve,
 };
 use serde_json::Value;
 
@@ -121,7 +121,7 @@ impl Decision {
 
     /// `record` or `levels` when settings applied (the log's `settings` field).
     pub fn settings_source(&self) -> Option<SettingsSource> {
-        self.settings.as_ref().map(|s| s.source)
+        self.settings.as_ref().map(AppliedSettings::source)
     }
 
     /// The admission response for the request with this `uid`.
@@ -191,9 +191,9 @@ pub fn decide_with(view: &View, request: &AdmissionRequest, options: &DecideOpti
 /// was last deployed with when it has such a record, else its levels.
 fn decide_ingress(view: &View, owner: &str, object: &Value) -> Decision {
     let settings = view.settings_for_deployment(owner);
-    let resolved = &settings.resolved;
+    let target = &settings.resolved.target;
     let current = class_fields(object);
-    let enforcement = match enforce(resolved, &current, view.kubernetes_version()) {
+    let enforcement = match enforce(target, &current, view.kubernetes_version()) {
         Ok(enforcement) => enforcement,
         // R9: say so rather than produce an object the API server rejects.
         Err(error) => {
@@ -209,11 +209,11 @@ fn decide_ingress(view: &View, owner: &str, object: &Value) -> Decision {
         .map(|_| NoClassWarning::MESSAGE.to_owned())
         .into_iter()
         .collect();
-    let (outcome, reason) = match (resolved, patch.is_empty()) {
+    let (outcome, reason) = match (target, patch.is_empty()) {
         (_, true) => (Outcome::Conforming, "already conforms"),
-        (ResolvedIngress::Dedicated { .. }, false) => (Outcome::Patched, "dedicated ingress (R3)"),
-        (ResolvedIngress::Class { .. }, false) => (Outcome::Patched, "ingress class (R4)"),
-        (ResolvedIngress::NoClass { .. }, false) => (Outcome::Patched, "no class (R5)"),
+        (IngressTarget::Dedicated, false) => (Outcome::Patched, "dedicated ingress (R3)"),
+        (IngressTarget::Class(_), false) => (Outcome::Patched, "ingress class (R4)"),
+        (IngressTarget::NoClass, false) => (Outcome::Patched, "no class (R5)"),
     };
     Decision {
         outcome,
@@ -229,8 +229,11 @@ fn decide_ingress(view: &View, owner: &str, object: &Value) -> Decision {
 /// settings the deployment's Ingresses get (W5: its record, else its levels).
 fn decide_flux(view: &View, owner: &str, object: &Value, allowed: Decision) -> Decision {
     let settings = view.settings_for_deployment(owner);
-    let flux =
-        crate::flux::decide_helm_release(&settings.resolved, view.kubernetes_version(), object);
+    let flux = crate::flux::decide_helm_release(
+        &settings.resolved.target,
+        view.kubernetes_version(),
+        object,
+    );
     let mut warnings = allowed.warnings;
     warnings.extend(flux.warnings);
     if flux.patch.is_empty() {
@@ -288,7 +291,10 @@ fn decide_deploy(
     let Some(environment) = environment else {
         return Decision::allowed("environment unknown");
     };
-    if !resolve(&view.levels_for_environment(environment)).is_dedicated() {
+    if !resolve(&view.levels_for_environment(environment))
+        .target
+        .is_dedicated()
+    {
         return Decision::allowed("environment has no dedicated ingress");
     }
     let Some((controller, _)) = view

@@ -12,8 +12,8 @@
 //! R5 (keep the chart's class), Styrmin's is removed and nothing is added.
 
 use ingress_rules::{
-    CLASS_ANNOTATION, ClassFields, FLUX_PATCH_NAME, FluxPostRenderer, KubernetesVersion,
-    ResolvedIngress, RuleError, enforce, flux_post_renderer,
+    CLASS_ANNOTATION, ClassFields, FLUX_PATCH_NAME, FluxPostRenderer, IngressTarget,
+    KubernetesVersion, RuleError, enforce, flux_post_renderer,
 };
 use serde_json::{Value, json};
 
@@ -40,9 +40,9 @@ pub fn post_renderer_json(renderer: &FluxPostRenderer) -> Value {
     json!({"kustomize": {"patches": patches}})
 }
 
-/// The entry Styrmin wants in `spec.postRenderers` for `resolved`; `None` for R5.
-pub fn wanted_post_renderer(resolved: &ResolvedIngress) -> Option<Value> {
-    flux_post_renderer(resolved).map(|r| post_renderer_json(&r))
+/// The entry Styrmin wants in `spec.postRenderers` for `target`; `None` for R5.
+pub fn wanted_post_renderer(target: &IngressTarget) -> Option<Value> {
+    flux_post_renderer(target).map(|r| post_renderer_json(&r))
 }
 
 /// Whether a `spec.postRenderers` entry is Styrmin's: a kustomize post-renderer with
@@ -134,12 +134,12 @@ pub fn post_renderers_patch(object: &Value, wanted: Option<&Value>) -> Vec<Value
     }
 }
 
-/// The webhook's answer for a HelmRelease object of a deployment whose rules are
-/// `resolved`. On a Kubernetes version known to reject R4's two class fields (R9), nothing
+/// The webhook's answer for a HelmRelease object of a deployment whose rules give
+/// `target`. On a Kubernetes version known to reject R4's two class fields (R9), nothing
 /// is added: the Ingress webhook denies those Ingresses with the rule's message, and the
 /// HelmRelease gets it as a warning.
 pub fn decide_helm_release(
-    resolved: &ResolvedIngress,
+    target: &IngressTarget,
     kubernetes: Option<KubernetesVersion>,
     object: &Value,
 ) -> FluxDecision {
@@ -150,7 +150,7 @@ pub fn decide_helm_release(
         };
     }
     if let Err(RuleError::BothClassFieldsUnsupported { version, .. }) =
-        enforce(resolved, &ClassFields::default(), kubernetes)
+        enforce(target, &ClassFields::default(), kubernetes)
     {
         // Short and without the class (any length): the API server may truncate an
         // admission warning longer than 256 characters.
@@ -164,15 +164,13 @@ pub fn decide_helm_release(
         };
     }
     FluxDecision {
-        patch: post_renderers_patch(object, wanted_post_renderer(resolved).as_ref()),
+        patch: post_renderers_patch(object, wanted_post_renderer(target).as_ref()),
         warnings: Vec::new(),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use ingress_rules::{ClassOrigin, LevelName};
-
     use super::*;
 
     fn apply(object: &Value, ops: &[Value]) -> Value {
@@ -182,23 +180,16 @@ mod tests {
         out
     }
 
-    fn dedicated() -> ResolvedIngress {
-        ResolvedIngress::Dedicated {
-            decided_by: LevelName::Environment,
-        }
+    fn dedicated() -> IngressTarget {
+        IngressTarget::Dedicated
     }
 
-    fn shared(class: &str) -> ResolvedIngress {
-        ResolvedIngress::Class {
-            class: class.to_owned(),
-            decided_by: ClassOrigin::Level(LevelName::Cluster),
-        }
+    fn shared(class: &str) -> IngressTarget {
+        IngressTarget::class(class)
     }
 
-    fn no_class() -> ResolvedIngress {
-        ResolvedIngress::NoClass {
-            decided_by: LevelName::Cluster,
-        }
+    fn no_class() -> IngressTarget {
+        IngressTarget::NoClass
     }
 
     fn user(n: u32) -> Value {
@@ -224,14 +215,14 @@ mod tests {
         object
     }
 
-    fn ours(resolved: &ResolvedIngress) -> Value {
-        wanted_post_renderer(resolved).unwrap()
+    fn ours(target: &IngressTarget) -> Value {
+        wanted_post_renderer(target).unwrap()
     }
 
     /// Applies the decision and checks what every patch must do: the user's entries keep
     /// their order, ours is last (or gone for R5), and a second pass changes nothing.
-    fn check(resolved: &ResolvedIngress, object: &Value) -> Value {
-        let decision = decide_helm_release(resolved, None, object);
+    fn check(target: &IngressTarget, object: &Value) -> Value {
+        let decision = decide_helm_release(target, None, object);
         let out = apply(object, &decision.patch);
         let entries = out["spec"]["postRenderers"]
             .as_array()
@@ -250,7 +241,7 @@ mod tests {
             .cloned()
             .collect();
         assert_eq!(users_before, users_after, "the user's entries changed");
-        match wanted_post_renderer(resolved) {
+        match wanted_post_renderer(target) {
             Some(wanted) => {
                 assert_eq!(entries.last(), Some(&wanted));
                 assert_eq!(
@@ -264,7 +255,7 @@ mod tests {
             None => assert!(!entries.iter().any(is_styrmin_post_renderer)),
         }
         // R8: idempotent.
-        let again = decide_helm_release(resolved, None, &out);
+        let again = decide_helm_release(target, None, &out);
         assert!(again.patch.is_empty(), "second pass: {:?}", again.patch);
         out
     }

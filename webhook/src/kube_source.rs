@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{FutureExt as _, StreamExt as _};
-use ingress_rules::{DedicatedIngress, DeployedIngress, KubernetesVersion, Level, Setting};
+use ingress_rules::{DedicatedIngress, IngressTarget, KubernetesVersion, Level, Setting};
 use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -134,9 +134,9 @@ pub fn level(
 }
 
 /// A `status.lastDeployed` record (W5), written as one level read like a cluster level.
-pub fn deployed(settings: &IngressSettings) -> Result<DeployedIngress, serde_json::Error> {
+pub fn deployed(settings: &IngressSettings) -> Result<IngressTarget, serde_json::Error> {
     level(&settings.ingress_class, &settings.dedicated_ingress)
-        .map(|level| DeployedIngress::from_record_level(&level))
+        .map(|level| IngressTarget::from_record_level(&level))
 }
 
 /// The deployment id of a StyrminDeployment: `<id>` when it is named `styrmin-<id>` in the

@@ -237,19 +237,25 @@ async fn mutate(State(state): State<AppState>, body: Bytes) -> Response {
         decision = tracing::field::Empty,
         settings = tracing::field::Empty,
         applied = tracing::field::Empty,
+        decided_by = tracing::field::Empty,
     );
     let _entered = span.enter();
     let decision = decide_with(&state.view().load(), request, &state.inner.options);
     span.record("decision", decision.outcome.as_str());
     if let Some(settings) = &decision.settings {
         // W5: whether the deployment's last-deployed record or its levels decided.
-        span.record("settings", settings.source.as_str());
+        span.record("settings", settings.source().as_str());
         span.record("applied", tracing::field::display(settings.applied()));
+        span.record(
+            "decided_by",
+            tracing::field::display(settings.resolved.decided_by()),
+        );
         // Only during a transition (the record holds the deployment on its old settings), so
         // INFO: it says why an Ingress did not get the newest cluster or environment values.
         if settings.waits_for_redeploy() {
             tracing::info!(
-                levels = %ingress_rules::DeployedIngress::from_resolved(&settings.levels),
+                levels = %settings.levels.target,
+                levels_decided_by = %settings.levels.decided_by(),
                 "the deployment keeps the settings it was last deployed with until Styrmin redeploys it"
             );
         }

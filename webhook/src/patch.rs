@@ -93,7 +93,7 @@ pub fn build_patch(object: &Value, changes: &[FieldChange]) -> Vec<Value> {
 
 #[cfg(test)]
 mod tests {
-    use ingress_rules::{LevelName, ResolvedIngress, enforce};
+    use ingress_rules::{IngressTarget, enforce};
     use rstest::rstest;
 
     use super::*;
@@ -105,17 +105,12 @@ mod tests {
         out
     }
 
-    fn dedicated() -> ResolvedIngress {
-        ResolvedIngress::Dedicated {
-            decided_by: LevelName::Cluster,
-        }
+    fn dedicated() -> IngressTarget {
+        IngressTarget::Dedicated
     }
 
-    fn shared(class: &str) -> ResolvedIngress {
-        ResolvedIngress::Class {
-            class: class.to_owned(),
-            decided_by: ingress_rules::ClassOrigin::Level(LevelName::Cluster),
-        }
+    fn shared(class: &str) -> IngressTarget {
+        IngressTarget::class(class)
     }
 
     fn ingress(metadata: Value, spec: Option<Value>) -> Value {
@@ -147,10 +142,10 @@ mod tests {
     #[case::r4_overwrites(shared("on"), ingress(json!({"annotations": {"kubernetes.io/ingress.class": "traefik"}}), Some(json!({"ingressClassName": "haproxy"}))))]
     #[case::r4_tilde_and_slash_in_other_keys(shared("nginx"), ingress(json!({"annotations": {"x~y/z": "1"}}), Some(json!({}))))]
     fn patch_applies_and_gives_the_rules_result(
-        #[case] resolved: ResolvedIngress,
+        #[case] target: IngressTarget,
         #[case] object: Value,
     ) {
-        let out = enforce(&resolved, &class_fields(&object), None).unwrap();
+        let out = enforce(&target, &class_fields(&object), None).unwrap();
         let ops = build_patch(&object, &out.changes);
         assert!(!ops.is_empty());
         let patched = apply(&object, &ops);
@@ -185,7 +180,7 @@ mod tests {
             assert_eq!(after.pointer("/spec/rules"), Some(rules));
         }
         // R8: a second pass has nothing to do.
-        let again = enforce(&resolved, &class_fields(&patched), None).unwrap();
+        let again = enforce(&target, &class_fields(&patched), None).unwrap();
         assert!(build_patch(&patched, &again.changes).is_empty());
     }
 

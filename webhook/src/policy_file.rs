@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ingress_rules::{DedicatedIngress, DeployedIngress, KubernetesVersion, Level, Setting};
+use ingress_rules::{DedicatedIngress, IngressTarget, KubernetesVersion, Level, Setting};
 
 use crate::view::{Deployment, Phase, Role, View, ViewSink, ViewSource};
 
@@ -72,7 +72,7 @@ struct PolicyDeployment {
     #[serde(default)]
     dedicated_ingress: Setting<DedicatedIngress>,
     #[serde(default)]
-    last_deployed: Option<DeployedIngress>,
+    last_deployed: Option<IngressTarget>,
 }
 
 /// Parses the text of a policy file into a view. `path` is only used in error messages.
@@ -247,7 +247,7 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use ingress_rules::{ResolvedIngress, resolve};
+    use ingress_rules::resolve;
 
     use super::*;
     use crate::view::ViewStore;
@@ -277,10 +277,11 @@ deployments:
             (Role::IngressController, Phase::Deleting)
         );
         // R1: prod's dedicated ingress wins over web1's class.
-        assert!(matches!(
-            resolve(&view.levels_for_deployment("web1")),
-            ResolvedIngress::Dedicated { .. }
-        ));
+        assert!(
+            resolve(&view.levels_for_deployment("web1"))
+                .target
+                .is_dedicated()
+        );
         assert!(view.kubernetes_version().is_none());
     }
 
@@ -288,7 +289,9 @@ deployments:
     fn empty_file_is_the_default_cluster() {
         let view = parse("").unwrap();
         assert_eq!(
-            resolve(&view.levels_for_deployment("x")).enforced_class(),
+            resolve(&view.levels_for_deployment("x"))
+                .target
+                .enforced_class(),
             Some("traefik")
         );
         let view = parse("environments: {}\ndeployments:\n  a:\n").unwrap();
@@ -300,12 +303,15 @@ deployments:
         let view = parse("kubernetes_version: v1.26.3\ndeployments:\n  a: {last_deployed: {ingress_class: nginx}}\n").unwrap();
         assert_eq!(view.kubernetes_version().map(|v| v.minor), Some(26));
         assert_eq!(
-            view.settings_for_deployment("a").resolved.enforced_class(),
+            view.settings_for_deployment("a")
+                .resolved
+                .target
+                .enforced_class(),
             Some("nginx")
         );
         assert_eq!(
             view.deployment("a").unwrap().last_deployed,
-            Some(DeployedIngress::Class("nginx".into()))
+            Some(IngressTarget::class("nginx"))
         );
     }
 
@@ -365,7 +371,9 @@ deployments:
         std::fs::write(&path, "cluster: {ingress_class: nginx}").unwrap();
         source.poll_once(&sink);
         assert_eq!(
-            resolve(&store.load().levels_for_deployment("web1")).enforced_class(),
+            resolve(&store.load().levels_for_deployment("web1"))
+                .target
+                .enforced_class(),
             Some("nginx")
         );
 
@@ -377,7 +385,9 @@ deployments:
             "a missing file is reported"
         );
         assert_eq!(
-            resolve(&store.load().levels_for_deployment("web1")).enforced_class(),
+            resolve(&store.load().levels_for_deployment("web1"))
+                .target
+                .enforced_class(),
             Some("nginx")
         );
     }

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use ingress_rules::{
-    AppliedSettings, DeployedIngress, KubernetesVersion, Level, Levels, settings_for,
+    AppliedSettings, IngressTarget, KubernetesVersion, Level, Levels, settings_for,
 };
 
 /// What a Styrmin deployment is (issue text: `application` or `ingress-controller`).
@@ -64,7 +64,7 @@ pub struct Deployment {
     pub level: Level,
     /// W5: the ingress settings it was last deployed with (dedicated, a class, or no
     /// class). When set, it decides its Ingresses instead of the three levels.
-    pub last_deployed: Option<DeployedIngress>,
+    pub last_deployed: Option<IngressTarget>,
 }
 
 /// Everything the decisions need, as one immutable value.
@@ -199,14 +199,14 @@ pub fn debug_deployment(view: &View, id: &str) -> serde_json::Value {
         "role": deployment.map(|d| d.role.as_str()),
         "phase": deployment.map(|d| d.phase.to_string()),
         "last_deployed": deployment.and_then(|d| d.last_deployed.as_ref()).map(ToString::to_string),
-        "settings": settings.source.as_str(),
+        "settings": settings.source().as_str(),
         "applied": settings.applied().to_string(),
-        "levels_give": ingress_rules::DeployedIngress::from_resolved(&settings.levels).to_string(),
-        "levels_decided_by": ingress_rules::decided_by_key(&settings.levels),
+        "levels_give": settings.levels.target.to_string(),
+        "levels_decided_by": settings.levels.decided_by().to_string(),
         "waits_for_redeploy": settings.waits_for_redeploy(),
         "why": settings.why(),
         "environment_dedicated_ingress": environment
-            .map(|env| ingress_rules::resolve(&view.levels_for_environment(env)).is_dedicated()),
+            .map(|env| ingress_rules::resolve(&view.levels_for_environment(env)).target.is_dedicated()),
         "environment_controllers": controllers,
     })
 }
@@ -351,7 +351,7 @@ pub trait ViewSource: Send + 'static {
 
 #[cfg(test)]
 mod tests {
-    use ingress_rules::{ResolvedIngress, Setting, SettingsSource, resolve};
+    use ingress_rules::{Setting, SettingsSource, resolve};
 
     use super::*;
 
@@ -377,7 +377,7 @@ mod tests {
             Deployment {
                 environment: Some("prod".into()),
                 level: class("haproxy"),
-                last_deployed: Some(DeployedIngress::Dedicated),
+                last_deployed: Some(IngressTarget::Dedicated),
                 ..Deployment::default()
             },
         );
@@ -406,14 +406,16 @@ mod tests {
     fn w1_levels_of_a_known_deployment() {
         let v = view();
         let got = resolve(&v.levels_for_deployment("web1"));
-        assert_eq!(got.enforced_class(), Some("haproxy"));
+        assert_eq!(got.target.enforced_class(), Some("haproxy"));
     }
 
     #[test]
     fn w1_unknown_deployment_gets_the_cluster_level() {
         let v = view();
         assert_eq!(
-            resolve(&v.levels_for_deployment("nobody")).enforced_class(),
+            resolve(&v.levels_for_deployment("nobody"))
+                .target
+                .enforced_class(),
             Some("contour")
         );
     }
@@ -422,17 +424,14 @@ mod tests {
     fn w5_last_deployed_record_decides_alone() {
         let v = view();
         let applied = v.settings_for_deployment("pinned");
-        assert!(matches!(
-            applied.resolved,
-            ResolvedIngress::Dedicated { .. }
-        ));
-        assert_eq!(applied.source, SettingsSource::Record);
-        assert_eq!(applied.levels.enforced_class(), Some("haproxy"));
+        assert_eq!(applied.resolved.target, IngressTarget::Dedicated);
+        assert_eq!(applied.source(), SettingsSource::Record);
+        assert_eq!(applied.levels.target.enforced_class(), Some("haproxy"));
         assert!(applied.waits_for_redeploy());
         // Without a record, the levels decide.
         let applied = v.settings_for_deployment("web1");
-        assert_eq!(applied.source, SettingsSource::Levels);
-        assert_eq!(applied.resolved.enforced_class(), Some("haproxy"));
+        assert_eq!(applied.source(), SettingsSource::Levels);
+        assert_eq!(applied.resolved.target.enforced_class(), Some("haproxy"));
     }
 
     #[test]

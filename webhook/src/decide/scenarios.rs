@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use ingress_rules::{DedicatedIngress, DeployedIngress, Level, Setting, SettingsSource};
+use ingress_rules::{DedicatedIngress, IngressTarget, Level, Setting, SettingsSource};
 use serde_json::{Value, json};
 
 use super::*;
@@ -40,12 +40,12 @@ fn class_level(class: &str) -> Level {
     }
 }
 
-fn on() -> DeployedIngress {
-    DeployedIngress::Dedicated
+fn on() -> IngressTarget {
+    IngressTarget::Dedicated
 }
 
-fn shared(class: &str) -> DeployedIngress {
-    DeployedIngress::Class(class.to_owned())
+fn shared(class: &str) -> IngressTarget {
+    IngressTarget::class(class)
 }
 
 /// What W2 answers a deploy in one namespace.
@@ -105,7 +105,7 @@ impl World {
         self.environments.insert(id.to_owned(), level);
     }
 
-    fn application(&mut self, id: &str, environment: &str, record: Option<DeployedIngress>) {
+    fn application(&mut self, id: &str, environment: &str, record: Option<IngressTarget>) {
         self.deployments.insert(
             id.to_owned(),
             Deployment {
@@ -135,7 +135,7 @@ impl World {
     }
 
     /// Styrmin (re)deploys `id` with these ingress settings: it writes the record first.
-    fn record(&mut self, id: &str, record: DeployedIngress) {
+    fn record(&mut self, id: &str, record: IngressTarget) {
         self.deployments.get_mut(id).expect(id).last_deployed = Some(record);
     }
 
@@ -151,7 +151,7 @@ impl World {
         &self,
         step: &str,
         id: &str,
-        class: &DeployedIngress,
+        class: &IngressTarget,
         source: SettingsSource,
         deploy: Deploy,
     ) {
@@ -164,11 +164,11 @@ impl World {
         let decision = decide(&view, &request("CREATE", &namespace, created.clone(), None));
         assert!(decision.status.is_none(), "{step}: {id}: {decision:?}");
         let settings = decision.settings.as_ref().expect("settings");
-        assert_eq!(settings.source, source, "{step}: {id}: settings source");
+        assert_eq!(settings.source(), source, "{step}: {id}: settings source");
         let expected = match class {
-            DeployedIngress::Dedicated => (None, Some("traefik")),
-            DeployedIngress::Class(c) => (Some(c.as_str()), Some(c.as_str())),
-            DeployedIngress::NoClass => (Some(CHART_CLASS), None),
+            IngressTarget::Dedicated => (None, Some("traefik")),
+            IngressTarget::Class(c) => (Some(c.as_str()), Some(c.as_str())),
+            IngressTarget::NoClass => (Some(CHART_CLASS), None),
         };
         assert_eq!(
             classes(&apply(&created, &decision)),
@@ -190,9 +190,9 @@ impl World {
         );
         assert!(decision.status.is_none(), "{step}: {id}: {decision:?}");
         let expected = match class {
-            DeployedIngress::Dedicated => (None, Some("traefik")),
-            DeployedIngress::Class(c) => (Some(c.as_str()), Some(c.as_str())),
-            DeployedIngress::NoClass => (None, Some(EDITED_CLASS)),
+            IngressTarget::Dedicated => (None, Some("traefik")),
+            IngressTarget::Class(c) => (Some(c.as_str()), Some(c.as_str())),
+            IngressTarget::NoClass => (None, Some(EDITED_CLASS)),
         };
         assert_eq!(
             classes(&apply(&edited, &decision)),
@@ -865,20 +865,14 @@ fn when_the_controller_reaches_running_styrmin_redeploys_the_applications_not_ye
 fn the_applications_stay_on_their_current_ingress_even_when_that_is_no_class() {
     let mut world = World::shared_contour();
     world.cluster.ingress_class = Setting::Null;
-    world.record("web1", DeployedIngress::NoClass);
-    world.expect(
-        "no class",
-        "web1",
-        &DeployedIngress::NoClass,
-        RECORD,
-        Allowed,
-    );
+    world.record("web1", IngressTarget::NoClass);
+    world.expect("no class", "web1", &IngressTarget::NoClass, RECORD, Allowed);
     world.cluster.dedicated_ingress = dedicated(&[]);
     world.controller("ctl1", "prod", Phase::Deploying);
     world.expect(
         "controller DEPLOYING",
         "web1",
-        &DeployedIngress::NoClass,
+        &IngressTarget::NoClass,
         RECORD,
         Allowed,
     );

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ingress_rules::ResolvedIngress;
+use ingress_rules::IngressTarget;
 use rstest::rstest;
 use serde_json::json;
 
@@ -51,8 +51,8 @@ fn build(
 
 /// The class an Ingress of deployment `id` gets, or "dedicated", or "" for none (R1, R2).
 fn outcome(view: &View, id: &str) -> String {
-    match view.settings_for_deployment(id).resolved {
-        ResolvedIngress::Dedicated { .. } => "dedicated".to_owned(),
+    match view.settings_for_deployment(id).resolved.target {
+        IngressTarget::Dedicated => "dedicated".to_owned(),
         other => other.enforced_class().unwrap_or("").to_owned(),
     }
 }
@@ -193,7 +193,7 @@ fn w5_last_deployed_decides_alone() {
     assert_eq!(outcome(&built.view, "web1"), "nginx");
     assert_eq!(
         built.view.deployment("web1").unwrap().last_deployed,
-        Some(ingress_rules::DeployedIngress::Class("nginx".into()))
+        Some(ingress_rules::IngressTarget::class("nginx"))
     );
 }
 
@@ -220,7 +220,7 @@ fn w5_every_record_form() {
         );
         assert_eq!(outcome(&built.view, "web1"), expected, "{record}");
         assert_eq!(
-            built.view.settings_for_deployment("web1").source,
+            built.view.settings_for_deployment("web1").source(),
             ingress_rules::SettingsSource::Record
         );
     }
