@@ -31,11 +31,10 @@ pub struct StyrminConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {path}: {error}")]
     Read {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("config {origin}: {key}: {message}")]
     Invalid {
@@ -48,9 +47,9 @@ pub enum ConfigError {
 impl StyrminConfig {
     /// Reads and checks a config file.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
             path: path.to_owned(),
-            source,
+            error,
         })?;
         Self::from_yaml(&text, &format!("file {}", path.display()))
     }

@@ -13,6 +13,7 @@ pub mod cli;
 pub mod config;
 pub mod explain;
 pub mod flux;
+pub mod go_readers;
 pub mod ingress_edit;
 pub mod render;
 pub mod report;

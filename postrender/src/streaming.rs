@@ -28,7 +28,7 @@ pub struct StreamRendered {
 #[derive(Debug, thiserror::Error)]
 pub enum StreamError {
     #[error("reading the rendered stream from stdin: {0}")]
-    Read(#[source] io::Error),
+    Read(io::Error),
     #[error(transparent)]
     Render(#[from] RenderError),
 }
