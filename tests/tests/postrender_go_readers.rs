@@ -325,6 +325,62 @@ fn generated_layouts_read_by_go_as_the_rule_says() {
     }
 }
 
+/// Each refused regression file and its whole message (after `styrmin-postrender: error: `).
+const REFUSALS: &[(&str, &str)] = &[
+    (
+        "refuse-apiversion-duplicate.yaml",
+        "document 1 (line 1): `apiVersion` appears more than once at the top level: Helm 3 and kubectl keep the last, Helm 4 and kustomize refuse the document",
+    ),
+    (
+        "refuse-class-key-alias.yaml",
+        "document 1 (line 1): Ingress key-alias: a key of spec is a YAML alias or defines an anchor that other nodes may share; styrmin-postrender does not edit shared nodes",
+    ),
+    (
+        "refuse-class-name-alias.yaml",
+        "document 1 (line 1): Ingress class-alias: spec.ingressClassName is a YAML alias or defines an anchor that other nodes may share; styrmin-postrender does not edit shared nodes",
+    ),
+    (
+        "refuse-kind-after-ls.yaml",
+        "document 1 (line 1): line 2: a LINE SEPARATOR (U+2028), which Helm and kubectl read as a line break and YAML 1.2 does not; write a line break or an escape (\\L) instead",
+    ),
+    (
+        "refuse-kind-after-nel.yaml",
+        "document 1 (line 1): line 2: a NEL character (U+0085), which Helm and kubectl read as a line break and YAML 1.2 does not; write a line break or an escape (\\N) instead",
+    ),
+    (
+        "refuse-kind-after-ps.yaml",
+        "document 1 (line 1): line 2: a PARAGRAPH SEPARATOR (U+2029), which Helm and kubectl read as a line break and YAML 1.2 does not; write a line break or an escape (\\P) instead",
+    ),
+    (
+        "refuse-kind-duplicate-last-ingress.yaml",
+        "document 1 (line 1): `kind` appears more than once at the top level: Helm 3 and kubectl keep the last, Helm 4 and kustomize refuse the document",
+    ),
+    (
+        "refuse-kind-local-tag.yaml",
+        "document 1 (line 1): `kind` at the top level has the tag !thing, which Go's YAML readers may convert or refuse",
+    ),
+    (
+        "refuse-kind-merge-key-over-explicit.yaml",
+        "document 1 (line 1): `kind` at the top level comes from a YAML merge key (`<<`), which Helm 3 and Helm 4 apply in different orders; write the key out",
+    ),
+    (
+        "refuse-kind-merge-key.yaml",
+        "document 1 (line 1): `kind` at the top level comes from a YAML merge key (`<<`), which Helm 3 and Helm 4 apply in different orders; write the key out",
+    ),
+    (
+        "refuse-list-item-alias.yaml",
+        "document 1 (line 1): items[1] is a YAML alias of an Ingress; styrmin-postrender does not edit shared nodes",
+    ),
+    (
+        "refuse-tab-block-scalar-first-line.yaml",
+        "document 1 (line 1): line 7: a tab in the indentation, which Helm and kubectl refuse (YAML indents with spaces)",
+    ),
+    (
+        "refuse-tab-indentation.yaml",
+        "document 1 (line 1): not valid YAML: line 6 column 2: tabs disallowed within this context (block indentation)",
+    ),
+];
+
 /// This workspace (from this file's crate, compiled here).
 fn workspace_root() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -361,6 +417,7 @@ fn regression_files_are_edited_as_go_reads_them_or_refused() {
         .collect();
     files.sort();
     assert!(files.len() >= 20, "{}", files.len());
+    let mut refused = 0;
     for (n, file) in files.iter().enumerate() {
         let name = file.file_name().unwrap().to_string_lossy().into_owned();
         let input = std::fs::read(file).unwrap();
@@ -369,10 +426,17 @@ fn regression_files_are_edited_as_go_reads_them_or_refused() {
         if name.starts_with("refuse-") {
             assert!(!out.status.success(), "{name}: accepted");
             assert!(out.stdout.is_empty(), "{name}: wrote to stdout on error");
-            assert!(
-                stderr.starts_with("styrmin-postrender: error: document 1"),
-                "{name}: {stderr}"
+            let message = REFUSALS
+                .iter()
+                .find(|(file, _)| *file == name)
+                .unwrap_or_else(|| panic!("{name}: no expected message"))
+                .1;
+            assert_eq!(
+                stderr,
+                format!("styrmin-postrender: error: {message}\n"),
+                "{name}"
             );
+            refused += 1;
             continue;
         }
         assert!(out.status.success(), "{name}: {stderr}");
@@ -409,4 +473,5 @@ fn regression_files_are_edited_as_go_reads_them_or_refused() {
             &context,
         );
     }
+    assert_eq!(refused, REFUSALS.len());
 }
