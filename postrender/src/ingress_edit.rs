@@ -250,13 +250,15 @@ struct Layout<'t> {
 
 impl<'t> Layout<'t> {
     fn new(text: &'t str, ingress: &Node<'_>) -> Self {
-        // The document's own line break: CRLF, LF, or an old Mac's CR alone.
-        let newline = if text.contains("\r\n") {
-            "\r\n"
-        } else if text.contains('\n') || !text.contains('\r') {
-            "\n"
-        } else {
-            "\r"
+        // The Ingress's own line break: CRLF, LF, or an old Mac's CR alone. Only its own
+        // bytes are looked at, so that the Ingresses of a long List cost linear time.
+        let own = &text[ingress.span.start.min(text.len())..ingress.span.end.min(text.len())];
+        let newline = match memchr::memchr2(b'\r', b'\n', own.as_bytes()) {
+            Some(i) if own.as_bytes()[i] == b'\r' && own.as_bytes().get(i + 1) == Some(&b'\n') => {
+                "\r\n"
+            }
+            Some(i) if own.as_bytes()[i] == b'\r' => "\r",
+            _ => "\n",
         };
         let step = ingress
             .entries()
