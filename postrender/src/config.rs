@@ -163,10 +163,11 @@ fn readable(message: &str) -> String {
         .join(" ");
     let mut text = one_line.as_str();
     text = text.strip_prefix("error: ").unwrap_or(text);
-    if let Some(rest) = text.strip_prefix("line ") {
-        if let Some((_, after)) = rest.split_once(": ") {
-            text = after;
-        }
+    if let Some((_, after)) = text
+        .strip_prefix("line ")
+        .and_then(|rest| rest.split_once(": "))
+    {
+        text = after;
     }
     if let Some((found, expected)) = text
         .strip_prefix("invalid type: ")

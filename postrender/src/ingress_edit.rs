@@ -473,11 +473,7 @@ impl<'t> Layout<'t> {
             .filter(|&i| rest[i..].starts_with(':'));
         if offset.is_none() && explicit {
             let mut at = 0;
-            loop {
-                let Some(i) = rest[at..].find(|c: char| !matches!(c, ' ' | '\t' | '\n' | '\r'))
-                else {
-                    break;
-                };
+            while let Some(i) = rest[at..].find(|c: char| !matches!(c, ' ' | '\t' | '\n' | '\r')) {
                 let i = at + i;
                 if rest[i..].starts_with('#') {
                     at = rest[i..].find(['\n', '\r']).map_or(rest.len(), |j| i + j);

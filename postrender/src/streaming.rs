@@ -76,10 +76,10 @@ pub fn render_stream(
                     Vec::with_capacity((block_bytes * 2).max(rest.len() * 2)),
                 );
                 block.extend_from_slice(&rest);
-                if handles.len() >= in_flight {
-                    if let Some(oldest) = handles.pop_front() {
-                        results.push(join(oldest));
-                    }
+                if handles.len() >= in_flight
+                    && let Some(oldest) = handles.pop_front()
+                {
+                    results.push(join(oldest));
                 }
                 handles.push_back(scope.spawn(move || render_block(full, rules)));
             }

@@ -394,9 +394,7 @@ impl<'a> Builder<'a> {
 /// line of a block scalar, where YAML 1.2 (and this parser) allow some. Lines inside a flow
 /// collection, and the later lines of a block scalar past its indentation, may hold tabs.
 pub fn tab_in_indentation(text: &str, root: &Node<'_>) -> Option<usize> {
-    if memchr::memchr(b'\t', text.as_bytes()).is_none() {
-        return None;
-    }
+    memchr::memchr(b'\t', text.as_bytes())?;
     let mut flows = Vec::new();
     let mut blocks = Vec::new();
     collect_tab_exempt(root, &mut flows, &mut blocks);

@@ -137,10 +137,8 @@ fn split_class(resource: &Value) -> (Option<Value>, Option<Value>, Value) {
         let emptied = rest
             .pointer(&format!("{parent}/{key}"))
             .is_some_and(|v| v.is_null() || v.as_object().is_some_and(|o| o.is_empty()));
-        if emptied {
-            if let Some(map) = rest.pointer_mut(parent).and_then(Value::as_object_mut) {
-                map.remove(key);
-            }
+        if emptied && let Some(map) = rest.pointer_mut(parent).and_then(Value::as_object_mut) {
+            map.remove(key);
         }
     }
     (class_name, annotation, rest)
@@ -209,7 +207,7 @@ fn with_edges(text: &str, choice: u32) -> String {
                 2 => format!("{pad}kind: &kind Ingress"),
                 _ => format!("{pad}? kind{nl}{pad}: Ingress"),
             }),
-            "spec:" if choice % 3 == 0 => Some(format!("{pad}spec: &spec")),
+            "spec:" if choice.is_multiple_of(3) => Some(format!("{pad}spec: &spec")),
             _ => ["ingressClassName: ", "kubernetes.io/ingress.class: "]
                 .iter()
                 .find_map(|key| rest.strip_prefix(key).map(|v| (key, v)))
