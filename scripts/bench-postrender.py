@@ -68,6 +68,45 @@ def stream(documents):
     return "".join(parts)
 
 
+def ingress(i, indent=""):
+    """One Ingress as Helm renders it, every line indented by `indent` (for a List item)."""
+    text = (
+        f"apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web-{i}\n"
+        f"  labels:\n    app: web\nspec:\n  ingressClassName: nginx\n  rules:\n"
+        f"  - host: a{i}.example.com\n    http:\n      paths:\n      - path: /\n"
+        f"        pathType: Prefix\n        backend:\n          service: {{name: web, port: {{number: 80}}}}\n"
+    )
+    return "".join(indent + line + "\n" for line in text.splitlines())
+
+
+def ingress_list(items):
+    """One `List` document holding `items` Ingresses."""
+    body = "".join("- " + ingress(i, "  ")[2:] for i in range(items))
+    return "apiVersion: v1\nkind: List\nitems:\n" + body
+
+
+def ingress_stream(documents):
+    """A stream of Ingress documents only."""
+    return "".join(f"---\n# Source: c/templates/ing{i}.yaml\n" + ingress(i) for i in range(documents))
+
+
+def peak_threads(argv, stdin_path):
+    """The most threads the program has at once, sampled from /proc while it runs."""
+    with open(stdin_path, "rb") as stdin:
+        proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        most = 0
+        while proc.poll() is None:
+            try:
+                with open(f"/proc/{proc.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("Threads:"):
+                            most = max(most, int(line.split()[1]))
+            except OSError:
+                pass
+            time.sleep(0.002)
+        return most
+
+
 def run(argv, stdin_path, cwd=None):
     """Runs once as Helm does: the stream written into a pipe, the output read from one.
     Returns (seconds, peak RSS in KiB)."""
@@ -178,7 +217,44 @@ def main():
     lines.append(f"start-up (empty input, median of 40): styrmin-postrender {startup * 1000:.2f} ms, cat {cat_startup * 1000:.2f} ms")
     lines.append(f"time per document: {per_doc_10k * 1e6:.2f} µs at 10,000, {per_doc_50k * 1e6:.2f} µs at 50,000 (ratio {per_doc_50k / per_doc_10k:.2f}; 1.00 = linear)")
 
-    checks = [
+    # Two shapes that only hold Ingresses: one List of many items, and many Ingress
+    # documents. Both must be linear in the number of Ingresses, with bounded threads.
+    shapes = []
+    for label, make, counts in [("List items", ingress_list, (5000, 20000)),
+                                ("Ingress documents", ingress_stream, (50000, 200000))]:
+        measured = []
+        for n in counts:
+            path = os.path.join(tmp, f"{label.split()[0].lower()}-{n}.yaml")
+            with open(path, "w") as f:
+                f.write(make(n))
+            size = os.path.getsize(path)
+            cat_t, _ = measure(["cat"], path, 3)
+            st_t, st_m = measure(styrmin, path, 3)
+            threads = peak_threads(styrmin, path)
+            measured.append((n, size, cat_t, st_t, st_m, threads))
+            print(f"measured {n} {label}", file=sys.stderr)
+        shapes.append((label, measured))
+    lines.append("")
+    lines.append("| shape | Ingresses | input | `cat` | styrmin-postrender | styrmin vs cat | peak RSS / input | peak threads |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for label, measured in shapes:
+        for n, size, cat_t, st_t, st_m, threads in measured:
+            lines.append(
+                f"| {label} | {n:,} | {size / 1e6:.1f} MB | {cat_t * 1000:.1f} ms | {st_t * 1000:.0f} ms ({st_m / 1024:.0f} MiB) "
+                f"| {st_t / cat_t:.1f}× | {st_m * 1024 / size:.2f}× | {threads} |"
+            )
+    shape_checks = []
+    for label, measured in shapes:
+        (n1, _, _, t1, _, _), (n2, size2, _, t2, m2, threads2) = measured
+        per_1, per_2 = t1 / n1, t2 / n2
+        lines.append(f"{label}: time per Ingress {per_1 * 1e6:.1f} µs at {n1:,}, {per_2 * 1e6:.1f} µs at {n2:,} (ratio {per_2 / per_1:.2f})")
+        shape_checks += [
+            (f"{label}: linear (per-Ingress time at {n2:,} within 1.5× of {n1:,})", per_2 / per_1 <= 1.5),
+            (f"{label}: peak memory at most twice the input ({n2:,})", m2 * 1024 <= 2 * size2),
+            (f"{label}: at most 16 threads", threads2 <= 16),
+        ]
+
+    checks = shape_checks + [
         ("at 1,000 documents at least 100× faster than kustomize", by[1000][6] is not None and by[1000][6] / by[1000][4] >= 100),
         ("at 50,000 documents within 3× of cat", by[50000][4] / by[50000][2] <= 3),
         ("time grows linearly (50k per-document time within 1.5× of 10k's)", per_doc_50k / per_doc_10k <= 1.5),

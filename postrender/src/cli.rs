@@ -1,6 +1,6 @@
 //! The command line.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -189,19 +189,29 @@ fn read_stdin() -> anyhow::Result<Vec<u8>> {
 const INITIAL_INPUT_CAPACITY: usize = 64 << 20;
 
 fn filter(rules: &RenderRules, report_path: Option<&PathBuf>) -> anyhow::Result<ExitCode> {
+    // The report is opened first and written before the stream: a report that cannot be
+    // written (a directory, a full disk) fails the run with stdout still empty.
+    let mut report_file = report_path
+        .map(|path| {
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot write the report {}", path.display()))
+                .map(|file| (path, file))
+        })
+        .transpose()?;
     let stream = streaming::render_stream(std::io::stdin().lock(), rules, streaming::BLOCK_BYTES)?;
+    let rendered = &stream.rendered;
+    if let Some((path, file)) = &mut report_file {
+        file.write_all(report::success(rendered).as_bytes())
+            .and_then(|()| file.sync_data())
+            .with_context(|| format!("cannot write the report {}", path.display()))?;
+    }
     // Everything is decided before the first byte goes out: no half-written stream.
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
     stream
         .write(&mut out)
         .context("writing the stream to stdout")?;
-    let rendered = &stream.rendered;
     eprint!("{}", report::warnings(rendered));
-    if let Some(path) = report_path {
-        std::fs::write(path, report::success(rendered))
-            .with_context(|| format!("writing the report {}", path.display()))?;
-    }
     Ok(ExitCode::SUCCESS)
 }
 

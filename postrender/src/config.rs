@@ -31,11 +31,10 @@ pub struct StyrminConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {path}: {error}")]
     Read {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("config {origin}: {key}: {message}")]
     Invalid {
@@ -48,9 +47,9 @@ pub enum ConfigError {
 impl StyrminConfig {
     /// Reads and checks a config file.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
             path: path.to_owned(),
-            source,
+            error,
         })?;
         Self::from_yaml(&text, &format!("file {}", path.display()))
     }
@@ -75,7 +74,10 @@ impl StyrminConfig {
         match parsed {
             Ok(config) => Ok(config.unwrap_or_default()),
             Err(e) => Err(ConfigError::Invalid {
-                origin: origin.to_owned(),
+                origin: match e.location() {
+                    Some(at) => format!("{origin}, line {} column {}", at.line(), at.column()),
+                    None => origin.to_owned(),
+                },
                 key: if key.is_empty() || key == "." {
                     "(top level)".to_owned()
                 } else {
@@ -83,7 +85,12 @@ impl StyrminConfig {
                     // error stays one line.
                     key.escape_debug().to_string()
                 },
-                message: one_line(&e.to_string()),
+                message: readable(&e.without_snippet().to_string().replace(
+                    &e.location().map_or(String::new(), |at| {
+                        format!(" at line {}, column {}", at.line(), at.column())
+                    }),
+                    "",
+                )),
             }),
         }
     }
@@ -144,15 +151,31 @@ impl StyrminConfig {
     }
 }
 
-/// serde-saphyr's messages may carry a source snippet over several lines; a config error
-/// is shown on one line (Helm shows only the first line of a failing post-renderer).
-fn one_line(message: &str) -> String {
-    message
+/// The parser's message as one readable statement: without its own `error: line L column
+/// C:` prefix (the origin says where), serde's `invalid type: X, expected Y` as `expected Y,
+/// found X`, on one line (Helm shows only the first line of a failing post-renderer).
+fn readable(message: &str) -> String {
+    let one_line = message
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
-        .join(" ")
+        .join(" ");
+    let mut text = one_line.as_str();
+    text = text.strip_prefix("error: ").unwrap_or(text);
+    if let Some((_, after)) = text
+        .strip_prefix("line ")
+        .and_then(|rest| rest.split_once(": "))
+    {
+        text = after;
+    }
+    if let Some((found, expected)) = text
+        .strip_prefix("invalid type: ")
+        .and_then(|t| t.split_once(", expected "))
+    {
+        return format!("expected {expected}, found the {}", found.replace('`', ""));
+    }
+    text.to_owned()
 }
 
 #[cfg(test)]
@@ -212,21 +235,23 @@ mod tests {
                 .unwrap_err()
                 .to_string()
         };
-        let e = err("environment:\n  dedicated_ingress: true\n");
-        assert!(
-            e.starts_with("config file s.yaml: environment.dedicated_ingress: "),
-            "{e}"
+        // One line: origin, line and column, key, and one statement of what is wrong.
+        assert_eq!(
+            err("environment:\n  dedicated_ingress: true\n"),
+            "config file s.yaml, line 2 column 3: environment.dedicated_ingress: expected an object of the dedicated controller's values (`{}` for the defaults), or null, found the boolean true"
         );
-        assert!(
-            e.contains("object of the dedicated controller's values"),
-            "{e}"
+        assert_eq!(
+            err("deployment:\n  ingress_clas: nginx\n"),
+            "config file s.yaml, line 2 column 3: deployment.ingress_clas: unknown field `ingress_clas`, expected one of ingress_class, dedicated_ingress"
         );
-        let e = err("deployment:\n  ingress_clas: nginx\n");
-        assert!(e.contains("ingress_clas"), "{e}");
-        let e = err("clusters: {}\n");
-        assert!(e.contains("clusters"), "{e}");
-        let e = err("cluster: [a]\n");
-        assert!(e.contains("cluster"), "{e}");
+        assert_eq!(
+            err("clusters: {}\n"),
+            "config file s.yaml, line 1 column 1: clusters: unknown field `clusters`, expected one of cluster, environment, deployment, last_deployed"
+        );
+        assert_eq!(
+            err("cluster: [a]\n"),
+            "config file s.yaml, line 1 column 10: cluster: expected mapping start"
+        );
         // Found by fuzzing (postrender_config): a key with line breaks made the message
         // span lines, and Helm shows only the first line of a failing post-renderer.
         let e = err("cluster: {ingres\r\r\rcluster: {ng\r\rress\r_\rc");

@@ -44,7 +44,7 @@ pub enum FluxError {
          Ingress's class as the chart wrote it (R5), which needs no patch. {warning}"
     )]
     NoClass { decided: String, warning: String },
-    #[error("{0}")]
+    #[error(transparent)]
     Rule(#[from] RuleError),
     #[error("--output helmrelease-patch needs --name (the HelmRelease's metadata.name)")]
     MissingName,

@@ -8,7 +8,7 @@ use std::ops::Range;
 
 use ingress_rules::{CLASS_ANNOTATION, ClassFields};
 
-use crate::yaml_tree::{Node, NodeValue};
+use crate::yaml_tree::{Node, NodeValue, ScalarTag};
 
 /// Why an Ingress could not be read or rewritten. Each names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -28,6 +28,8 @@ pub enum EditError {
         "{field} is a YAML alias or defines an anchor that other nodes may share; styrmin-postrender does not edit shared nodes"
     )]
     SharedNode { field: String },
+    #[error("{field} has the tag {tag}, which Go's YAML readers may convert or refuse")]
+    Tagged { field: String, tag: String },
     #[error("{field} is laid out in a way styrmin-postrender cannot edit in place ({why})")]
     Layout { field: String, why: &'static str },
 }
@@ -72,7 +74,7 @@ fn read_string(root: &Node<'_>, path: &[&str]) -> Result<Option<String>, EditErr
         let Some(next) = child(node, key, &path[..depth])? else {
             return Ok(None);
         };
-        if matches!(next.value, NodeValue::Alias) {
+        if matches!(next.value, NodeValue::Alias(_)) {
             return Err(EditError::SharedNode { field });
         }
         if next.is_null() {
@@ -80,9 +82,22 @@ fn read_string(root: &Node<'_>, path: &[&str]) -> Result<Option<String>, EditErr
         }
         node = next;
     }
-    match node.as_str() {
-        Some(text) => Ok(Some(text.to_owned())),
-        None => Err(EditError::WrongType {
+    match &node.value {
+        NodeValue::Scalar {
+            tag: ScalarTag::Binary | ScalarTag::Other(_),
+            ..
+        } => Err(EditError::Tagged {
+            field: dotted(path),
+            tag: match &node.value {
+                NodeValue::Scalar {
+                    tag: ScalarTag::Other(t),
+                    ..
+                } => t.clone(),
+                _ => "!!binary".to_owned(),
+            },
+        }),
+        NodeValue::Scalar { text, .. } => Ok(Some(text.to_string())),
+        _ => Err(EditError::WrongType {
             field: dotted(path),
             expected: "a string",
         }),
@@ -109,7 +124,26 @@ fn child<'n, 'a>(
     };
     let mut found = None;
     for (k, v) in entries {
-        match k.as_str() {
+        // A key Go reads differently from its text (an alias, a tag) could name a class
+        // field that this editor would miss.
+        let key_text = match &k.value {
+            NodeValue::Alias(_) => {
+                return Err(EditError::SharedNode {
+                    field: format!("a key of {}", field_or_root(at)),
+                });
+            }
+            NodeValue::Scalar {
+                tag: ScalarTag::Binary | ScalarTag::Other(_),
+                ..
+            } => {
+                return Err(EditError::Tagged {
+                    field: format!("a key of {}", field_or_root(at)),
+                    tag: "other than !!str".to_owned(),
+                });
+            }
+            _ => k.as_str(),
+        };
+        match key_text {
             Some("<<") => {
                 return Err(EditError::MergeKey {
                     field: field_or_root(at),
@@ -167,7 +201,7 @@ fn holds_string(node: &Node<'_>, value: &str) -> bool {
         NodeValue::Scalar {
             text,
             style,
-            tagged: false,
+            tag: ScalarTag::None,
         } if text == value => match style {
             granit_parser::ScalarStyle::Plain => plain_is_unambiguous(value),
             granit_parser::ScalarStyle::SingleQuoted | granit_parser::ScalarStyle::DoubleQuoted => {
@@ -216,7 +250,16 @@ struct Layout<'t> {
 
 impl<'t> Layout<'t> {
     fn new(text: &'t str, ingress: &Node<'_>) -> Self {
-        let newline = if text.contains("\r\n") { "\r\n" } else { "\n" };
+        // The Ingress's own line break: CRLF, LF, or an old Mac's CR alone. Only its own
+        // bytes are looked at, so that the Ingresses of a long List cost linear time.
+        let own = &text[ingress.span.start.min(text.len())..ingress.span.end.min(text.len())];
+        let newline = match memchr::memchr2(b'\r', b'\n', own.as_bytes()) {
+            Some(i) if own.as_bytes()[i] == b'\r' && own.as_bytes().get(i + 1) == Some(&b'\n') => {
+                "\r\n"
+            }
+            Some(i) if own.as_bytes()[i] == b'\r' => "\r",
+            _ => "\n",
+        };
         let step = ingress
             .entries()
             .into_iter()
@@ -260,7 +303,7 @@ impl<'t> Layout<'t> {
             return Ok(());
         };
         let (k, v) = entry;
-        if matches!(v.value, NodeValue::Alias) || v.anchored {
+        if matches!(v.value, NodeValue::Alias(_)) || v.anchored {
             return Err(EditError::SharedNode { field });
         }
         if last {
@@ -315,7 +358,7 @@ impl<'t> Layout<'t> {
         let Some((k, v)) = self.entry(mapping, &path[..depth], key)? else {
             return Ok(());
         };
-        if matches!(v.value, NodeValue::Alias) || v.anchored {
+        if matches!(v.value, NodeValue::Alias(_)) || v.anchored {
             return Err(EditError::SharedNode { field });
         }
         if depth + 1 < path.len() {
@@ -379,7 +422,7 @@ impl<'t> Layout<'t> {
     // --- byte positions -------------------------------------------------------------
 
     fn line_start(&self, pos: usize) -> usize {
-        self.text[..pos].rfind('\n').map_or(0, |i| i + 1)
+        self.text[..pos].rfind(['\n', '\r']).map_or(0, |i| i + 1)
     }
 
     /// Only indentation stands before `pos` on its line.
@@ -389,19 +432,57 @@ impl<'t> Layout<'t> {
             .all(|c| c == ' ' || c == '\t' || c == '\u{feff}')
     }
 
-    /// The position after the end of the line that holds `pos`.
-    fn after_line(&self, pos: usize) -> usize {
-        self.text[pos..]
-            .find('\n')
-            .map_or(self.text.len(), |i| pos + i + 1)
+    /// Where the entry of `key` starts: at the `?` of an explicit key (`? key` / `: value`),
+    /// else at the key.
+    fn entry_start(&self, key: &Node<'_>) -> usize {
+        let start = key.start_with_tag.min(key.span.start);
+        let before = &self.text[self.line_start(start)..start];
+        let trimmed = before.trim_end_matches([' ', '\t']);
+        // Before the `?`: indentation, or the indicators of the entry or item that holds
+        // this mapping (`: ? key`, `- ? key`).
+        match trimmed.strip_suffix('?') {
+            Some(indent) if indent.chars().all(|c| matches!(c, ' ' | ':' | '-' | '?')) => {
+                self.line_start(start) + indent.len()
+            }
+            _ => start,
+        }
     }
 
-    /// Where the `:` after a mapping key is.
+    /// The column (in characters) where the entry of `key` starts.
+    fn entry_column(&self, key: &Node<'_>) -> usize {
+        let start = self.entry_start(key);
+        self.text[self.line_start(start)..start].chars().count()
+    }
+
+    /// The position after the end of the line that holds `pos` (after `\r\n`, `\r` or `\n`).
+    fn after_line(&self, pos: usize) -> usize {
+        match self.text[pos..].find(['\n', '\r']) {
+            None => self.text.len(),
+            Some(i) if self.text[pos + i..].starts_with("\r\n") => pos + i + 2,
+            Some(i) => pos + i + 1,
+        }
+    }
+
+    /// Where the `:` after a mapping key is: on the key's line, or for an explicit key
+    /// (`? key`), at the start of a later line, past blank and comment lines.
     fn colon_after(&self, key: &Node<'_>, field: &str) -> Result<usize, EditError> {
         let rest = &self.text[key.span.end..];
-        let offset = rest
+        let explicit = self.entry_start(key) != key.start_with_tag.min(key.span.start);
+        let mut offset = rest
             .find(|c: char| c != ' ' && c != '\t')
             .filter(|&i| rest[i..].starts_with(':'));
+        if offset.is_none() && explicit {
+            let mut at = 0;
+            while let Some(i) = rest[at..].find(|c: char| !matches!(c, ' ' | '\t' | '\n' | '\r')) {
+                let i = at + i;
+                if rest[i..].starts_with('#') {
+                    at = rest[i..].find(['\n', '\r']).map_or(rest.len(), |j| i + j);
+                    continue;
+                }
+                offset = rest[i..].starts_with(':').then_some(i);
+                break;
+            }
+        }
         offset
             .map(|i| key.span.end + i)
             .ok_or_else(|| EditError::Layout {
@@ -433,7 +514,7 @@ impl<'t> Layout<'t> {
             value.start_with_tag
         };
         let mut end = value.span.end;
-        if value.is_block_scalar() && self.text[..end].ends_with('\n') {
+        if value.is_block_scalar() && self.text[..end].ends_with(['\n', '\r']) {
             end -= if self.text[..end].ends_with("\r\n") {
                 2
             } else {
@@ -446,7 +527,7 @@ impl<'t> Layout<'t> {
     /// The end of a block mapping entry whose value is `value`: the end of its last line.
     fn entry_end(&self, value: &Node<'_>) -> usize {
         let end = value.span.end;
-        if end == 0 || self.text[..end].ends_with('\n') {
+        if end == 0 || self.text[..end].ends_with(['\n', '\r']) {
             end
         } else {
             self.after_line(end)
@@ -470,8 +551,8 @@ impl<'t> Layout<'t> {
                 (None, Some((_, previous))) => previous.span.end..v.span.end.max(k.span.end),
                 (None, None) => k.span.start..v.span.end.max(k.span.end),
             }
-        } else if self.leads_line(k.span.start) {
-            self.line_start(k.span.start)..self.entry_end(v)
+        } else if self.leads_line(self.entry_start(k)) {
+            self.line_start(self.entry_start(k))..self.entry_end(v)
         } else if let Some((next, _)) = entries.get(index + 1) {
             // `- key: value` starts an item: the next key takes its place on that line.
             k.span.start..next.span.start
@@ -510,9 +591,9 @@ impl<'t> Layout<'t> {
                 why: "an empty block mapping",
             });
         };
-        let lines = self.block_lines(path, value, first_key.column);
-        if self.leads_line(first_key.span.start) {
-            let pos = self.line_start(first_key.span.start);
+        let lines = self.block_lines(path, value, self.entry_column(first_key));
+        if self.leads_line(self.entry_start(first_key)) {
+            let pos = self.line_start(self.entry_start(first_key));
             return Ok(Edit {
                 range: pos..pos,
                 text: lines,
@@ -520,7 +601,7 @@ impl<'t> Layout<'t> {
         }
         // The first key follows `- ` on its line: add the new entry after the first one.
         let pos = self.entry_end(first_value);
-        let lead = if self.text[..pos].ends_with('\n') {
+        let lead = if self.text[..pos].ends_with(['\n', '\r']) {
             ""
         } else {
             self.newline
@@ -555,10 +636,11 @@ impl<'t> Layout<'t> {
         } else {
             self.value_range(key, value)?.end
         };
-        let lines = self.block_lines(path, class, key.column + self.step);
+        let lines = self.block_lines(path, class, self.entry_column(key) + self.step);
         let lines = lines.strip_suffix(self.newline).unwrap_or(&lines);
+        // From the `:` on, which for an explicit key (`? key`) is on a later line.
         Ok(Edit {
-            range: key.span.end..end,
+            range: colon..end,
             text: format!(":{}{lines}", self.newline),
         })
     }
@@ -578,8 +660,9 @@ impl<'t> Layout<'t> {
             )
         {
             let end = self.entry_end(value);
+            let colon = self.colon_after(key, key.as_str().unwrap_or("value"))?;
             return Ok(Edit {
-                range: key.span.end..end,
+                range: colon..end,
                 text: format!(": {replacement}{}", self.newline),
             });
         }
@@ -843,7 +926,7 @@ mod tests {
                 "more than once",
             ),
             (
-                "metadata:\n  annotations: &shared\n    a: b\nspec:\n  rules: []\n",
+                "metadata:\n  annotations: &shared\n    a: b\n  labels: *shared\nspec:\n  rules: []\n",
                 "shared",
             ),
             (

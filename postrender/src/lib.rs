@@ -1,18 +1,19 @@
 //! `styrmin-postrender`: a Helm post-renderer that gives every Ingress of a rendered
 //! chart the class Styrmin's rules decide (rules R1–R9).
 //!
-//! The pipeline: [`stream::split`] cuts the stream into documents by bytes,
-//! [`yaml_tree::top_level_type`] reads each one's `apiVersion` and `kind` (parsing no
-//! further), Ingresses and Lists are parsed whole into a [`yaml_tree::Node`] tree with
-//! byte spans, [`ingress_rules::enforce`] decides their class fields, and
-//! [`ingress_edit`] splices only those bytes. [`render::render`] checks every edited
-//! document by reading it back before anything is written.
+//! The pipeline: [`stream::split`] cuts the stream into documents by bytes, a byte
+//! pre-filter skips every document that cannot be an Ingress or a List to Go's readers,
+//! the rest are parsed whole into a [`yaml_tree::Node`] tree with byte spans and
+//! classified as Go reads them ([`go_readers`]), [`ingress_rules::enforce`] decides the
+//! class fields, and [`ingress_edit`] splices only those bytes. [`render::render`] checks
+//! every edited document by reading it back before anything is written.
 
 pub mod check;
 pub mod cli;
 pub mod config;
 pub mod explain;
 pub mod flux;
+pub mod go_readers;
 pub mod ingress_edit;
 pub mod render;
 pub mod report;

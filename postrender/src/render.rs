@@ -9,9 +9,10 @@ use memchr::memmem;
 
 use ingress_rules::{
     ClassFields, Enforcement, IngressTarget, KubernetesVersion, NoClassWarning, ResolvedIngress,
-    RuleError, enforce, is_ingress, is_ingress_container_list,
+    RuleError, enforce,
 };
 
+use crate::go_readers::{self, Anchors, Doubt};
 use crate::ingress_edit::{self, EditError};
 use crate::stream::{self, Document};
 use crate::yaml_tree::{self, Node, NodeValue, SyntaxError};
@@ -62,25 +63,44 @@ pub enum RenderError {
         document: DocumentName,
         offset: usize,
     },
-    #[error("{document}: not valid YAML: {source}")]
+    // The cause is part of each message (one statement, no repeated chain): the fields
+    // are not named `source`, which would make them a second link of the chain.
+    #[error("{document}: not valid YAML: {error}")]
     Syntax {
         document: DocumentName,
-        #[source]
-        source: SyntaxError,
+        error: SyntaxError,
     },
-    #[error("{document}: {ingress}: {source}")]
+    #[error("{document}: {ingress}: {error}")]
     Edit {
         document: DocumentName,
         ingress: IngressName,
-        #[source]
-        source: EditError,
+        error: EditError,
     },
-    #[error("{document}: {ingress}: {source}")]
+    #[error("{document}: {ingress}: {error}")]
     Rule {
         document: DocumentName,
         ingress: IngressName,
-        #[source]
-        source: RuleError,
+        error: RuleError,
+    },
+    /// Go's readers might read the document as an Ingress (or a List of them), but how
+    /// they read it is not certain.
+    #[error("{document}: {doubt}")]
+    Doubt {
+        document: DocumentName,
+        doubt: Doubt,
+    },
+    #[error(
+        "{document}: line {line}: a tab in the indentation, which Helm and kubectl refuse (YAML indents with spaces)"
+    )]
+    TabIndentation { document: DocumentName, line: usize },
+    #[error(
+        "{document}: line {line}: {name}, which Helm and kubectl read as a line break and YAML 1.2 does not; write a line break or an escape (\\{escape}) instead"
+    )]
+    UnicodeLineBreak {
+        document: DocumentName,
+        line: usize,
+        name: &'static str,
+        escape: char,
     },
     /// The self-check after an edit failed: a bug, reported instead of writing a wrong object.
     #[error(
@@ -107,10 +127,16 @@ impl RenderError {
                 document.renumber(documents, lines);
                 *offset += bytes;
             }
-            RenderError::Syntax { document, source } => {
+            RenderError::Syntax { document, error } => {
                 document.renumber(documents, lines);
-                source.line += lines;
+                error.line += lines;
             }
+            RenderError::TabIndentation { document, line }
+            | RenderError::UnicodeLineBreak { document, line, .. } => {
+                document.renumber(documents, lines);
+                *line += lines;
+            }
+            RenderError::Doubt { document, .. } => document.renumber(documents, lines),
             RenderError::Edit { document, .. }
             | RenderError::Rule { document, .. }
             | RenderError::Verify { document, .. }
@@ -235,19 +261,6 @@ fn render_documents(
         if !may_hold_ingress(text) {
             continue;
         }
-        let ty = yaml_tree::top_level_type(text).map_err(|source| {
-            let document = name_of(stream, document, &mut lines);
-            RenderError::Syntax {
-                source: source.shifted(document.first_line),
-                document,
-            }
-        })?;
-        let (Some(api_version), Some(kind)) = (&ty.api_version, &ty.kind) else {
-            continue;
-        };
-        if !is_ingress(api_version, kind) && !is_ingress_container_list(api_version, kind) {
-            continue;
-        }
         let name = name_of(stream, document, &mut lines);
         if let Some(new_text) = render_document(text, &name, rules, &mut rendered.ingresses)? {
             rendered.changed.push(ChangedDocument {
@@ -261,10 +274,11 @@ fn render_documents(
 }
 
 /// A sound pre-filter, not a classifier: a document whose `kind` is `Ingress`, `List` or
-/// `IngressList` spells that word in its bytes, unless it writes it with a double-quoted
-/// escape (`"\x49ngress"`), which needs a backslash. A document with none of the three is
-/// certainly not one of ours and skips the parser; every other document is classified
-/// by the parser.
+/// `IngressList` to Go's readers spells that word in its bytes, unless it writes it with a
+/// double-quoted escape (`"\x49ngress"`, which needs a backslash) or as base64 under a
+/// `!!binary` tag (which needs a `!`). Aliases, merge keys, duplicate keys and Unicode line
+/// breaks all leave the word in the bytes. A document with none of these is certainly not
+/// one of ours and skips the parser; every other document is parsed and classified.
 fn may_hold_ingress(text: &str) -> bool {
     static INGRESS: LazyLock<memmem::Finder<'static>> =
         LazyLock::new(|| memmem::Finder::new("Ingress"));
@@ -272,40 +286,131 @@ fn may_hold_ingress(text: &str) -> bool {
     let bytes = text.as_bytes();
     INGRESS.find(bytes).is_some()
         || LIST.find(bytes).is_some()
-        || memchr::memchr(b'\\', bytes).is_some()
+        || memchr::memchr2(b'\\', b'!', bytes).is_some()
 }
 
-/// Applies the rules to every Ingress of one document; the new text when bytes change.
+/// NEL, LS and PS: line breaks to go-yaml (v2 and v3), ordinary characters to YAML 1.2.
+const UNICODE_LINE_BREAKS: [(char, &str, char); 3] = [
+    ('\u{85}', "a NEL character (U+0085)", 'N'),
+    ('\u{2028}', "a LINE SEPARATOR (U+2028)", 'L'),
+    ('\u{2029}', "a PARAGRAPH SEPARATOR (U+2029)", 'P'),
+];
+
+/// Refuses a document with a Unicode line break that Go might read as one of ours: the
+/// parser here and Go's readers would not see the same document. Read both ways: with the
+/// characters as they are, and with each one a line break, as Go reads them.
+fn check_unicode_line_breaks(text: &str, name: &DocumentName) -> Result<(), RenderError> {
+    let Some((offset, (_, what, escape))) = text.char_indices().find_map(|(i, c)| {
+        UNICODE_LINE_BREAKS
+            .iter()
+            .find(|(b, ..)| *b == c)
+            .map(|found| (i, *found))
+    }) else {
+        return Ok(());
+    };
+    let as_go_reads: String = text
+        .chars()
+        .map(|c| {
+            if UNICODE_LINE_BREAKS.iter().any(|(b, ..)| *b == c) {
+                '\n'
+            } else {
+                c
+            }
+        })
+        .collect();
+    let ours = |t: &str| match yaml_tree::parse_document(t) {
+        Ok(Some(root)) => {
+            let mut anchors = Anchors::new(&root);
+            let ty = go_readers::go_type(&root, "the top level", &mut anchors);
+            ty.may_be_ingress() || ty.may_be_list()
+        }
+        Ok(None) => false,
+        Err(_) => true,
+    };
+    if ours(text) || ours(&as_go_reads) {
+        let document = name.clone();
+        let line =
+            document.first_line + memchr::memchr_iter(b'\n', &text.as_bytes()[..offset]).count();
+        return Err(RenderError::UnicodeLineBreak {
+            document,
+            line,
+            name: what,
+            escape,
+        });
+    }
+    Ok(())
+}
+
+/// Classifies one document as Go reads it and applies the rules to every Ingress in it;
+/// the new text when bytes change.
 fn render_document(
     text: &str,
     name: &DocumentName,
     rules: &RenderRules,
     outcomes: &mut Vec<IngressOutcome>,
 ) -> Result<Option<String>, RenderError> {
-    let syntax = |source: SyntaxError| RenderError::Syntax {
-        document: name.clone(),
-        source: source.shifted(name.first_line),
+    check_unicode_line_breaks(text, name)?;
+    let root = match yaml_tree::parse_document(text) {
+        Ok(Some(root)) => root,
+        Ok(None) => return Ok(None),
+        Err(source) => {
+            // A document that does not parse is refused only when it may be one of ours
+            // (the quick scan of its top level says so, or cannot tell).
+            let ours = yaml_tree::top_level_type(text).map_or(true, |ty| {
+                matches!((&ty.api_version, &ty.kind), (_, Some(k)) if matches!(k.as_str(), "Ingress" | "List" | "IngressList"))
+                    || ty.kind.is_none()
+            });
+            if !ours {
+                return Ok(None);
+            }
+            let document = name.clone();
+            return Err(RenderError::Syntax {
+                error: source.shifted(document.first_line),
+                document,
+            });
+        }
     };
-    let Some(root) = yaml_tree::parse_document(text).map_err(syntax)? else {
+    let mut anchors = Anchors::new(&root);
+    let ty = go_readers::go_type(&root, "the top level", &mut anchors);
+    if !(ty.may_be_ingress() || ty.may_be_list()) {
         return Ok(None);
-    };
+    }
+    if let Some(doubt) = ty.doubt {
+        return Err(RenderError::Doubt {
+            document: name.clone(),
+            doubt,
+        });
+    }
+    let ingresses = ingress_nodes(&root).map_err(|doubt| RenderError::Doubt {
+        document: name.clone(),
+        doubt,
+    })?;
+    if ingresses.is_empty() {
+        return Ok(None);
+    }
+    if let Some(line) = yaml_tree::tab_in_indentation(text, &root) {
+        return Err(RenderError::TabIndentation {
+            line: line + name.first_line - 1,
+            document: name.clone(),
+        });
+    }
     let mut edits = Vec::new();
     let mut desired = Vec::new();
-    for ingress in ingress_nodes(&root) {
+    for ingress in ingresses {
         let ingress_name = ingress_name(ingress);
-        let edit_error = |source| RenderError::Edit {
+        let edit_error = |error| RenderError::Edit {
             document: name.clone(),
             ingress: ingress_name.clone(),
-            source,
+            error,
         };
         let before = ingress_edit::read_class_fields(ingress).map_err(edit_error)?;
         let Enforcement {
             fields, warning, ..
-        } = enforce(&rules.resolved.target, &before, rules.kubernetes).map_err(|source| {
+        } = enforce(&rules.resolved.target, &before, rules.kubernetes).map_err(|error| {
             RenderError::Rule {
                 document: name.clone(),
                 ingress: ingress_name.clone(),
-                source,
+                error,
             }
         })?;
         // --strict: the first Ingress left without a class fails the stream, like any
@@ -356,7 +461,7 @@ fn verify(before: &Node<'_>, after_text: &str, desired: &[ClassFields]) -> Resul
     let after = yaml_tree::parse_document(after_text)
         .map_err(|e| format!("the edited document does not parse ({e})"))?
         .ok_or("the edited document is empty")?;
-    let ingresses: Vec<_> = ingress_nodes(&after).collect();
+    let ingresses = ingress_nodes(&after).map_err(|e| e.to_string())?;
     if ingresses.len() != desired.len() {
         return Err(format!(
             "{} Ingresses before the edit, {} after",
@@ -376,34 +481,50 @@ fn verify(before: &Node<'_>, after_text: &str, desired: &[ClassFields]) -> Resul
             return Err("a second pass would edit again (not idempotent)".to_owned());
         }
     }
-    if canonical(before, true) != canonical(&after, true) {
+    let mut anchors_before = Anchors::new(before);
+    let mut anchors_after = Anchors::new(&after);
+    if canonical(before, true, &mut anchors_before) != canonical(&after, true, &mut anchors_after) {
         return Err("something besides the class fields changed".to_owned());
     }
     Ok(())
 }
 
-/// The Ingress mappings of a document: the document itself, or the Ingress items of a List.
-fn ingress_nodes<'n, 'a>(root: &'n Node<'a>) -> impl Iterator<Item = &'n Node<'a>> {
-    let own = type_of(root)
-        .filter(|(v, k)| is_ingress(v, k))
-        .map(|_| root);
-    let items = type_of(root)
-        .filter(|(v, k)| is_ingress_container_list(v, k))
-        .and_then(|_| match &root.get("items")?.value {
-            NodeValue::Sequence { items, .. } => Some(items.iter()),
-            _ => None,
-        })
-        .into_iter()
-        .flatten()
-        .filter(|item| type_of(item).is_some_and(|(v, k)| is_ingress(v, k)));
-    own.into_iter().chain(items)
-}
-
-fn type_of<'n>(node: &'n Node<'_>) -> Option<(&'n str, &'n str)> {
-    Some((
-        node.get("apiVersion")?.as_str()?,
-        node.get("kind")?.as_str()?,
-    ))
+/// The Ingress mappings of a document as Go reads it: the document itself, or the Ingress
+/// items of a List. A doubt about an item that may be an Ingress is an error.
+fn ingress_nodes<'n, 'a>(root: &'n Node<'a>) -> Result<Vec<&'n Node<'a>>, Doubt> {
+    let mut anchors = Anchors::new(root);
+    let ty = go_readers::go_type(root, "the top level", &mut anchors);
+    let ours = ty.may_be_ingress() || ty.may_be_list();
+    if let Some(doubt) = ty.doubt.clone().filter(|_| ours) {
+        return Err(doubt);
+    }
+    if ty.is_ingress() {
+        return Ok(vec![root]);
+    }
+    if !ty.is_list() {
+        return Ok(Vec::new());
+    }
+    let (items, doubt) = go_readers::list_items(root, "the List", &mut anchors);
+    if let Some(doubt) = doubt {
+        return Err(doubt);
+    }
+    let mut out = Vec::new();
+    for (index, item) in items.unwrap_or_default().iter().enumerate() {
+        let at = format!("items[{index}]");
+        let resolved = anchors.resolve(item);
+        let ty = go_readers::go_type(resolved, &at, &mut anchors);
+        if !ty.may_be_ingress() {
+            continue;
+        }
+        if let Some(doubt) = ty.doubt {
+            return Err(doubt);
+        }
+        if matches!(item.value, NodeValue::Alias(_)) {
+            return Err(Doubt::AliasedIngress { at });
+        }
+        out.push(item);
+    }
+    Ok(out)
 }
 
 fn ingress_name(ingress: &Node<'_>) -> IngressName {
@@ -432,35 +553,35 @@ enum Canonical<'n> {
     Alias,
 }
 
-fn canonical<'n>(node: &'n Node<'_>, strip: bool) -> Canonical<'n> {
+fn canonical<'n, 'a>(
+    node: &'n Node<'a>,
+    strip: bool,
+    anchors: &mut Anchors<'n, 'a>,
+) -> Canonical<'n> {
     let mut out = match &node.value {
         _ if node.is_null() => Canonical::Null,
-        NodeValue::Scalar {
-            text,
-            style,
-            tagged,
-        } => Canonical::Scalar {
+        NodeValue::Scalar { text, style, tag } => Canonical::Scalar {
             text,
             plain: matches!(style, granit_parser::ScalarStyle::Plain),
-            tagged: *tagged,
+            tagged: *tag != yaml_tree::ScalarTag::None,
         },
         NodeValue::Mapping { entries, .. } => Canonical::Mapping(
             entries
                 .iter()
                 .map(|(k, v)| {
                     (
-                        canonical(k, false),
-                        canonical(v, strip && k.as_str() == Some("items")),
+                        canonical(k, false, anchors),
+                        canonical(v, strip && k.as_str() == Some("items"), anchors),
                     )
                 })
                 .collect(),
         ),
         NodeValue::Sequence { items, .. } => {
-            Canonical::Sequence(items.iter().map(|i| canonical(i, strip)).collect())
+            Canonical::Sequence(items.iter().map(|i| canonical(i, strip, anchors)).collect())
         }
-        NodeValue::Alias => Canonical::Alias,
+        NodeValue::Alias(_) => Canonical::Alias,
     };
-    if strip && type_of(node).is_some_and(|(v, k)| is_ingress(v, k)) {
+    if strip && go_readers::go_type(node, "", anchors).is_ingress() {
         strip_class_fields(&mut out);
     }
     out

@@ -28,7 +28,7 @@ pub struct StreamRendered {
 #[derive(Debug, thiserror::Error)]
 pub enum StreamError {
     #[error("reading the rendered stream from stdin: {0}")]
-    Read(#[source] io::Error),
+    Read(io::Error),
     #[error(transparent)]
     Render(#[from] RenderError),
 }
@@ -43,8 +43,14 @@ pub fn render_stream(
     rules: &RenderRules,
     block_bytes: usize,
 ) -> Result<StreamRendered, StreamError> {
+    // At most this many blocks render at once: a long stream must not start a thread per
+    // block (each block's renderer may use a few threads of its own).
+    let in_flight = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_BLOCKS_IN_FLIGHT);
     std::thread::scope(|scope| {
-        let mut handles = Vec::new();
+        let mut handles = std::collections::VecDeque::new();
+        let mut results: Vec<BlockResult> = Vec::new();
         let mut block: Vec<u8> = Vec::with_capacity(block_bytes * 2);
         let mut scratch = vec![0u8; 1 << 16];
         // A block with one huge document has no cut yet: look again only after another
@@ -70,20 +76,28 @@ pub fn render_stream(
                     Vec::with_capacity((block_bytes * 2).max(rest.len() * 2)),
                 );
                 block.extend_from_slice(&rest);
-                handles.push(scope.spawn(move || render_block(full, rules)));
+                if handles.len() >= in_flight
+                    && let Some(oldest) = handles.pop_front()
+                {
+                    results.push(join(oldest));
+                }
+                handles.push_back(scope.spawn(move || render_block(full, rules)));
             }
         }
         let last = render_block(block, rules);
-        let mut results: Vec<BlockResult> = handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect();
+        results.extend(handles.into_iter().map(join));
         results.push(last);
         merge(results)
     })
+}
+
+/// At most this many blocks are rendered at once (fewer on a machine with fewer cores).
+const MAX_BLOCKS_IN_FLIGHT: usize = 4;
+
+fn join(handle: std::thread::ScopedJoinHandle<'_, BlockResult>) -> BlockResult {
+    handle
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 fn render_block(block: Vec<u8>, rules: &RenderRules) -> BlockResult {

@@ -6,6 +6,7 @@
 //! moves.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::ops::Range;
 
 use granit_parser::{Event, Options, Parser, ScalarStyle, Span, StructureStyle};
@@ -58,7 +59,10 @@ pub struct Node<'a> {
     pub span: Range<usize>,
     /// Where the node starts including an explicit tag (`!!str x`).
     pub start_with_tag: usize,
-    /// The node defines an anchor (`&a`) that an alias may use elsewhere.
+    /// The parser's id of the anchor (`&a`) the node defines; 0 for none.
+    pub anchor: usize,
+    /// The node defines an anchor that an alias of the document refers to: editing it
+    /// would change every place that shares it. An anchor nothing refers to is not shared.
     pub anchored: bool,
     /// 1-based line and 0-based column of the node's start.
     pub line: usize,
@@ -70,7 +74,7 @@ pub enum NodeValue<'a> {
     Scalar {
         text: Cow<'a, str>,
         style: ScalarStyle,
-        tagged: bool,
+        tag: ScalarTag,
     },
     Mapping {
         flow: bool,
@@ -80,7 +84,34 @@ pub enum NodeValue<'a> {
         flow: bool,
         items: Vec<Node<'a>>,
     },
-    Alias,
+    /// `*name`: the node whose anchor has this id.
+    Alias(usize),
+}
+
+/// The explicit tag of a scalar, as far as it decides how Go's readers take its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScalarTag {
+    None,
+    /// `!!str`: a string, as without a tag for a word.
+    Str,
+    /// `!!binary`: base64 that Go's readers decode into the string they use.
+    Binary,
+    /// Any other tag (`!!int`, `!local`): Go's readers may refuse or convert the value.
+    Other(String),
+}
+
+impl ScalarTag {
+    fn of(tag: Option<&granit_parser::Tag>) -> Self {
+        let Some(tag) = tag else {
+            return ScalarTag::None;
+        };
+        let full = format!("{}{}", tag.handle(), tag.suffix());
+        match full.as_str() {
+            "tag:yaml.org,2002:str" => ScalarTag::Str,
+            "tag:yaml.org,2002:binary" => ScalarTag::Binary,
+            _ => ScalarTag::Other(format!("{}{}", tag.original_handle(), tag.suffix())),
+        }
+    }
 }
 
 impl<'a> Node<'a> {
@@ -179,13 +210,63 @@ pub fn parse_document(text: &str) -> Result<Option<Node<'_>>, SyntaxError> {
             }
         }
     }
-    Ok(root.filter(|node: &Node<'_>| !(node.is_null() && node.span.is_empty())))
+    let Some(mut root) = root.filter(|node: &Node<'_>| !(node.is_null() && node.span.is_empty()))
+    else {
+        return Ok(None);
+    };
+    if !builder.referenced.is_empty() {
+        mark_shared(&mut root, &builder.referenced);
+    }
+    Ok(Some(root))
+}
+
+/// Marks the nodes whose anchor an alias refers to.
+fn mark_shared(node: &mut Node<'_>, referenced: &HashSet<usize>) {
+    node.anchored = node.anchor != 0 && referenced.contains(&node.anchor);
+    match &mut node.value {
+        NodeValue::Mapping { entries, .. } => {
+            for (k, v) in entries {
+                mark_shared(k, referenced);
+                mark_shared(v, referenced);
+            }
+        }
+        NodeValue::Sequence { items, .. } => {
+            for item in items {
+                mark_shared(item, referenced);
+            }
+        }
+        NodeValue::Scalar { .. } | NodeValue::Alias(_) => {}
+    }
+}
+
+/// Every node of the tree with an anchor, by anchor id, to resolve aliases.
+pub fn anchors<'n, 'a>(root: &'n Node<'a>) -> std::collections::HashMap<usize, &'n Node<'a>> {
+    let mut out = std::collections::HashMap::new();
+    let mut stack = vec![root];
+    while let Some(node) = stack.pop() {
+        if node.anchor != 0 {
+            out.insert(node.anchor, node);
+        }
+        match &node.value {
+            NodeValue::Mapping { entries, .. } => {
+                for (k, v) in entries {
+                    stack.push(k);
+                    stack.push(v);
+                }
+            }
+            NodeValue::Sequence { items, .. } => stack.extend(items.iter()),
+            NodeValue::Scalar { .. } | NodeValue::Alias(_) => {}
+        }
+    }
+    out
 }
 
 /// Collections under construction, innermost last.
 #[derive(Default)]
 struct Builder<'a> {
     open: Vec<Open<'a>>,
+    /// The anchor ids aliases refer to.
+    referenced: HashSet<usize>,
 }
 
 struct Open<'a> {
@@ -208,11 +289,12 @@ impl<'a> Builder<'a> {
             .tag_start()
             .and_then(|m| m.byte_offset())
             .map_or(range.start, |t| t.min(range.start));
-        let make = |value, anchored| Node {
+        let make = |value, anchor| Node {
             value,
             span: range.clone(),
             start_with_tag,
-            anchored,
+            anchor,
+            anchored: false,
             line: span.start.line(),
             column: span.start.col(),
         };
@@ -222,9 +304,9 @@ impl<'a> Builder<'a> {
                     NodeValue::Scalar {
                         text: text_value,
                         style,
-                        tagged: tag.is_some(),
+                        tag: ScalarTag::of(tag.as_deref()),
                     },
-                    anchor != 0,
+                    anchor,
                 );
                 // A block scalar's span runs into the next line's indentation: end it at
                 // the end of its own last line, as for block collections.
@@ -234,7 +316,11 @@ impl<'a> Builder<'a> {
                 }
                 Some(node)
             }
-            Event::Alias(_) | Event::UnresolvedAlias(_) => Some(make(NodeValue::Alias, false)),
+            Event::Alias(id) => {
+                self.referenced.insert(id);
+                Some(make(NodeValue::Alias(id), 0))
+            }
+            Event::UnresolvedAlias(_) => Some(make(NodeValue::Alias(0), 0)),
             Event::MappingStart(style, anchor, _) => {
                 let flow = style == StructureStyle::Flow;
                 self.open.push(Open {
@@ -243,7 +329,7 @@ impl<'a> Builder<'a> {
                             flow,
                             entries: Vec::new(),
                         },
-                        anchor != 0,
+                        anchor,
                     ),
                     pending_key: None,
                 });
@@ -257,7 +343,7 @@ impl<'a> Builder<'a> {
                             flow,
                             items: Vec::new(),
                         },
-                        anchor != 0,
+                        anchor,
                     ),
                     pending_key: None,
                 });
@@ -294,11 +380,111 @@ impl<'a> Builder<'a> {
                 Some(key) => entries.push((key, node)),
             },
             NodeValue::Sequence { items, .. } => items.push(node),
-            NodeValue::Scalar { .. } | NodeValue::Alias => {
+            NodeValue::Scalar { .. } | NodeValue::Alias(_) => {
                 return Err(SyntaxError::at(span, "a node inside a scalar"));
             }
         }
         Ok(None)
+    }
+}
+
+/// The first line (1-based) of `text` whose indentation holds a tab where Go's YAML
+/// readers refuse one: Helm and kubectl fail with "found character that cannot start any
+/// token" on a tab before a block node, a comment or nothing, and on a tab in the first
+/// line of a block scalar, where YAML 1.2 (and this parser) allow some. Lines inside a flow
+/// collection, and the later lines of a block scalar past its indentation, may hold tabs.
+pub fn tab_in_indentation(text: &str, root: &Node<'_>) -> Option<usize> {
+    memchr::memchr(b'\t', text.as_bytes())?;
+    let mut flows = Vec::new();
+    let mut blocks = Vec::new();
+    collect_tab_exempt(root, &mut flows, &mut blocks);
+    let bytes = text.as_bytes();
+    let mut line = 1;
+    let mut start = 0;
+    while start < bytes.len() {
+        let end = memchr::memchr2(b'\n', b'\r', &bytes[start..]).map_or(bytes.len(), |i| start + i);
+        let indentation = bytes[start..end]
+            .iter()
+            .take_while(|b| matches!(b, b' ' | b'\t'))
+            .count();
+        let spaces = bytes[start..end].iter().take_while(|b| **b == b' ').count();
+        if spaces < indentation && !tab_allowed(text, start, spaces, &flows, &blocks) {
+            return Some(line);
+        }
+        // One line break: `\r\n`, `\r` or `\n`.
+        let mut next = end + 1;
+        if bytes.get(end) == Some(&b'\r') && bytes.get(end + 1) == Some(&b'\n') {
+            next += 1;
+        }
+        start = next;
+        line += 1;
+    }
+    None
+}
+
+fn tab_allowed(
+    text: &str,
+    line_start: usize,
+    spaces: usize,
+    flows: &[Range<usize>],
+    blocks: &[Range<usize>],
+) -> bool {
+    if flows
+        .iter()
+        .any(|f| f.start < line_start && line_start < f.end)
+    {
+        return true;
+    }
+    let Some(block) = blocks.iter().find(|b| {
+        let first_line = text[..b.start].rfind(['\n', '\r']).map_or(0, |i| i + 1);
+        first_line <= line_start && line_start < b.end
+    }) else {
+        return false;
+    };
+    // The block's indentation is that of its first line with content; a tab on that line
+    // (or before that indentation) is refused by Go's readers.
+    let first_line = text[..block.start].rfind(['\n', '\r']).map_or(0, |i| i + 1);
+    let content = text[first_line..block.end]
+        .split(['\n', '\r'])
+        .scan(first_line, |at, l| {
+            let this = *at;
+            *at += l.len() + 1;
+            Some((this, l))
+        })
+        .find(|(_, l)| !l.trim().is_empty());
+    let Some((content_start, content_line)) = content else {
+        return false;
+    };
+    let indentation = content_line.bytes().take_while(|b| *b == b' ').count();
+    content_start < line_start && spaces >= indentation
+}
+
+fn collect_tab_exempt(
+    node: &Node<'_>,
+    flows: &mut Vec<Range<usize>>,
+    blocks: &mut Vec<Range<usize>>,
+) {
+    if node.is_flow() {
+        flows.push(node.span.clone());
+        return;
+    }
+    if node.is_block_scalar() {
+        blocks.push(node.span.clone());
+        return;
+    }
+    match &node.value {
+        NodeValue::Mapping { entries, .. } => {
+            for (k, v) in entries {
+                collect_tab_exempt(k, flows, blocks);
+                collect_tab_exempt(v, flows, blocks);
+            }
+        }
+        NodeValue::Sequence { items, .. } => {
+            for item in items {
+                collect_tab_exempt(item, flows, blocks);
+            }
+        }
+        NodeValue::Scalar { .. } | NodeValue::Alias(_) => {}
     }
 }
 

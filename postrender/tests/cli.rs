@@ -61,12 +61,38 @@ fn bad_config_names_the_key_and_writes_nothing() {
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
-    let stderr = text(&out.stderr);
-    assert!(stderr.contains("environment.dedicated_ingress"), "{stderr}");
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "styrmin-postrender: error: config file {}, line 2 column 3: environment.dedicated_ingress: expected an object of the dedicated controller's values (`{{}}` for the defaults), or null, found the boolean true\n",
+            config.path().display()
+        )
+    );
 
     let out = run(&["--config", "/nonexistent/styrmin.yaml"], &[], INGRESS);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("/nonexistent/styrmin.yaml"));
+    // The cause once, not repeated by the error chain.
+    assert_eq!(
+        text(&out.stderr),
+        "styrmin-postrender: error: cannot read config file /nonexistent/styrmin.yaml: No such file or directory (os error 2)\n"
+    );
+}
+
+#[test]
+fn a_report_that_cannot_be_written_fails_before_stdout() {
+    // A directory where the report file should be: nothing on stdout, exit 1, one line.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let report_arg = format!("--report={}", dir.path().display());
+    let out = run(&[&report_arg], &[], INGRESS);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "styrmin-postrender: error: cannot write the report {}: Is a directory (os error 21)\n",
+            dir.path().display()
+        )
+    );
 }
 
 #[test]
