@@ -2,7 +2,8 @@
 //! client that verifies the server as the API server does (only the CA bundle that
 //! `styrmin-certs` wrote into the webhook configuration, server name
 //! `<service>.<namespace>.svc`). Also: certificate rotation under load, SIGTERM under load,
-//! and a policy file replaced by garbage and then fixed.
+//! a policy file replaced by garbage and then fixed, and the budgets (stalled bodies and
+//! heads, idle and hoarded connections, alias bombs, megabyte strings, a half-written policy).
 //!
 //! Needs `cargo build --release` first (`make build`); traffic stays on 127.0.0.1.
 
