@@ -2,7 +2,8 @@
 //! client that verifies the server as the API server does (only the CA bundle that
 //! `styrmin-certs` wrote into the webhook configuration, server name
 //! `<service>.<namespace>.svc`). Also: certificate rotation under load, SIGTERM under load,
-//! and a policy file replaced by garbage and then fixed.
+//! a policy file replaced by garbage and then fixed, and the budgets (stalled bodies and
+//! heads, idle and hoarded connections, alias bombs, megabyte strings, a half-written policy).
 //!
 //! Needs `cargo build --release` first (`make build`); traffic stays on 127.0.0.1.
 
@@ -25,6 +26,7 @@ use rustls::pki_types::ServerName;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject as _;
 use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
@@ -131,23 +133,35 @@ impl Drop for Webhook {
 
 impl Webhook {
     async fn start(certs: &Certs, policy: &Path) -> Webhook {
-        let mut child = Command::new(release_binary("styrmin-webhook"))
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--metrics-listen",
-                "127.0.0.1:0",
-                "--log-format",
-                "json",
-            ])
-            .args([
-                "--log-filter",
-                "info",
-                "--reload-interval-ms",
-                "100",
-                "--drain-timeout-secs",
-                "5",
-            ])
+        Webhook::start_with(certs, policy, &[]).await
+    }
+
+    /// With `options` (`("--flag", "value")`) replacing or adding to the harness's own.
+    async fn start_with(certs: &Certs, policy: &Path, options: &[(&str, &str)]) -> Webhook {
+        let mut flags: Vec<(&str, &str)> = vec![
+            ("--listen", "127.0.0.1:0"),
+            ("--metrics-listen", "127.0.0.1:0"),
+            ("--log-format", "json"),
+            ("--log-filter", "info"),
+            ("--reload-interval-ms", "100"),
+            ("--drain-timeout-secs", "5"),
+            ("--shutdown-delay-secs", "1"),
+        ];
+        for (flag, value) in options {
+            match flags.iter_mut().find(|(f, _)| f == flag) {
+                Some(slot) => slot.1 = value,
+                None => flags.push((flag, value)),
+            }
+        }
+        let mut command = Command::new(release_binary("styrmin-webhook"));
+        for (flag, value) in flags {
+            // A switch is given as ("--flag", "").
+            command.arg(flag);
+            if !value.is_empty() {
+                command.arg(value);
+            }
+        }
+        let mut child = command
             .arg("--tls-cert")
             .arg(certs.dir.join("tls.crt"))
             .arg("--tls-key")
@@ -207,6 +221,20 @@ impl Webhook {
             .iter()
             .filter(|line| line["fields"]["message"] == message)
             .count()
+    }
+
+    /// `GET path` over the plain-HTTP listener: the whole answer, status line first.
+    fn get(&self, path: &str) -> String {
+        let mut stream = std::net::TcpStream::connect(self.metrics_addr).unwrap();
+        stream
+            .write_all(
+                format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            )
+            .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        text
     }
 
     /// `/metrics` over the plain-HTTP listener.
@@ -643,14 +671,34 @@ async fn certificate_rotation_under_load_fails_no_request() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_under_load_drops_no_request() {
+async fn sigterm_under_load_refuses_no_request_while_readyz_says_503() {
     let dir = tempfile::tempdir().unwrap();
     let certs = Certs::make(dir.path());
     let config = tls_config(&certs.bundle());
-    let mut webhook = Webhook::start(&certs, &policy_file(dir.path())).await;
+    let mut webhook = Webhook::start_with(
+        &certs,
+        &policy_file(dir.path()),
+        &[("--shutdown-delay-secs", "2")],
+    )
+    .await;
+    // A keep-alive connection that stays idle through the shutdown.
+    let mut idle = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
+        .await
+        .unwrap();
+    idle.review(&review_in(INGRESS, "styrmin-web1"))
+        .await
+        .unwrap();
     let load = Load::start(webhook.addr, config, 8, 1000);
     load.wait_for_more(300).await;
+    assert!(webhook.get("/readyz").starts_with("HTTP/1.1 200"));
     webhook.terminate();
+    eventually("/readyz to answer 503", || {
+        webhook.get("/readyz").starts_with("HTTP/1.1 503")
+    })
+    .await;
+    // Not ready, and still serving: every answer closes its connection, and the workers'
+    // new connections are accepted and answered until the delay has passed.
+    load.wait_for_more(100).await;
     // The workers end on their own once the listener refuses them.
     let deadline = Instant::now() + TIMEOUT;
     while !load.tasks.iter().all(tokio::task::JoinHandle::is_finished) {
@@ -680,6 +728,12 @@ async fn sigterm_under_load_drops_no_request() {
     };
     assert!(status.success(), "{status}");
     assert_eq!(webhook.logged("drained"), 1);
+    // The idle connection was closed when the listener closed, not at the drain timeout.
+    assert!(idle.is_closed());
+    assert_eq!(
+        webhook.logged("drain timeout: closing the connections still open"),
+        0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -978,16 +1032,16 @@ async fn ten_thousand_malformed_bodies_mixed_into_valid_traffic() {
         "RSS grew from {rss_before} KiB to {rss_after} KiB"
     );
 
-    // Bodies over the 7 MiB limit: 413, and the webhook goes on answering.
+    // Bodies over the 7 MiB limit: 413 on the length alone, before a byte of the body is
+    // read, and the webhook goes on answering.
     for _ in 0..3 {
-        let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
+        let mut tls = raw_tls(webhook.addr, config.clone()).await;
+        tls.write_all(post_head(7 * 1024 * 1024 + 1).as_bytes())
             .await
             .unwrap();
-        let (status, _) = conn
-            .post_raw(vec![b' '; 7 * 1024 * 1024 + 1], &[])
-            .await
-            .unwrap();
-        assert_eq!(status, 413);
+        let (answer, closed) = read_until_closed(&mut tls, TIMEOUT).await;
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+        assert!(closed);
     }
     let mut conn = Connection::open(webhook.addr, config, SERVER_NAME)
         .await
@@ -1191,4 +1245,712 @@ async fn no_plaintext_listener_but_the_metrics_port() {
     let mut text = String::new();
     stream.read_to_string(&mut text).unwrap();
     assert!(text.starts_with("HTTP/1.1 404"), "{text}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Budgets (SECURITY.md, "Budgets"): clients that stall, trickle, hoard connections, send
+// alias bombs or megabyte strings; a policy file caught half-written; SIGTERM in a rollout.
+
+/// A TLS session to the webhook with no HTTP client on top: for clients that misbehave.
+async fn raw_tls(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let name = ServerName::try_from(SERVER_NAME.to_owned()).unwrap();
+    TlsConnector::from(config).connect(name, tcp).await.unwrap()
+}
+
+/// The head of a `POST /mutate` whose body is `length` bytes.
+fn post_head(length: usize) -> String {
+    format!(
+        "POST /mutate?timeout=10s HTTP/1.1\r\nHost: {SERVER_NAME}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    )
+}
+
+/// What the server sends until it closes the connection or `within` passes: the text (its
+/// first 64 KiB), and whether the server closed the connection.
+async fn read_until_closed<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    within: Duration,
+) -> (String, bool) {
+    let mut answer = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    let closed = tokio::time::timeout(within, async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) if answer.len() < 64 * 1024 => answer.extend_from_slice(&buf[..n]),
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok();
+    (String::from_utf8_lossy(&answer).into_owned(), closed)
+}
+
+/// The value of one series in the metrics text (0 when it is absent).
+fn series(metrics: &str, name_and_labels: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(name_and_labels)?.strip_prefix(' '))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
+
+fn rejected(metrics: &str, listener: &str, reason: &str) -> f64 {
+    series(
+        metrics,
+        &format!(
+            r#"styrmin_webhook_connections_rejected_total{{listener="{listener}",reason="{reason}"}}"#
+        ),
+    )
+}
+
+fn open_connections(metrics: &str, listener: &str) -> f64 {
+    series(
+        metrics,
+        &format!(r#"styrmin_webhook_open_connections{{listener="{listener}"}}"#),
+    )
+}
+
+/// Peak resident memory of a process (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// CPU time a process has used (user + system), from `/proc/<pid>/stat`.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command (which may hold spaces): state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // USER_HZ is 100 on Linux.
+    Duration::from_millis(ticks * 10)
+}
+
+/// A client that sends valid reviews one after another on one connection until stopped;
+/// every answer must be right. Returns the latencies and the failures.
+fn steady_client(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<(Vec<Duration>, Vec<String>)> {
+    tokio::spawn(async move {
+        let body = review_in(INGRESS, "styrmin-web1");
+        let (mut latencies, mut failures) = (Vec::new(), Vec::new());
+        let mut conn = Connection::open(addr, config.clone(), SERVER_NAME)
+            .await
+            .unwrap();
+        while !stop.load(Ordering::SeqCst) {
+            if conn.is_closed() {
+                conn = Connection::open(addr, config.clone(), SERVER_NAME)
+                    .await
+                    .unwrap();
+            }
+            let started = Instant::now();
+            match conn.review(&body).await {
+                Ok(answer)
+                    if classes(&patched(&body, &answer)) == (None, Some("traefik".to_owned())) =>
+                {
+                    latencies.push(started.elapsed());
+                }
+                Ok(answer) => failures.push(format!("wrong answer {answer}")),
+                Err(error) => failures.push(error),
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        (latencies, failures)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hundred_stalled_7_mib_bodies_keep_memory_low_and_valid_reviews_answered() {
+    const STALLED: usize = 100;
+    const BODY: usize = 7 * 1024 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path());
+    let config = tls_config(&certs.bundle());
+    let webhook = Webhook::start_with(
+        &certs,
+        &policy_file(dir.path()),
+        &[("--body-timeout-ms", "3000")],
+    )
+    .await;
+    let pid = webhook.child.id();
+    let stop = Arc::new(AtomicBool::new(false));
+    let valid = steady_client(webhook.addr, config.clone(), stop.clone());
+
+    // Each sends the head and all of the body but its last byte, then stops sending.
+    let chunk = Arc::new(vec![b' '; 64 * 1024]);
+    let release = Arc::new(tokio::sync::Notify::new());
+    let stalled: Vec<_> = (0..STALLED)
+        .map(|_| {
+            let (config, chunk, release) = (config.clone(), chunk.clone(), release.clone());
+            let addr = webhook.addr;
+            tokio::spawn(async move {
+                let mut tls = raw_tls(addr, config).await;
+                let mut sent = 0;
+                let write = async {
+                    tls.write_all(post_head(BODY).as_bytes()).await?;
+                    while sent < BODY - 1 {
+                        let n = chunk.len().min(BODY - 1 - sent);
+                        tls.write_all(&chunk[..n]).await?;
+                        sent += n;
+                    }
+                    tls.flush().await
+                };
+                // The server refuses most at once: their writes fail.
+                let wrote_all = tokio::time::timeout(TIMEOUT, write)
+                    .await
+                    .is_ok_and(|r| r.is_ok());
+                let (answer, closed) = read_until_closed(&mut tls, TIMEOUT).await;
+                release.notified().await;
+                (
+                    wrote_all,
+                    answer.lines().next().unwrap_or("").to_owned(),
+                    closed,
+                )
+            })
+        })
+        .collect();
+    // Until every stalled body is refused or has timed out (3 s): answers keep coming.
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let metrics = webhook.metrics();
+        let refused = rejected(&metrics, "https", "body_budget");
+        let timed_out = rejected(&metrics, "https", "body_timeout");
+        if refused + timed_out >= STALLED as f64 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{refused} refused, {timed_out} timed out"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    release.notify_waiters();
+    let mut first_lines = std::collections::BTreeMap::<String, usize>::new();
+    for task in stalled {
+        let (_, first_line, closed) = task.await.unwrap();
+        assert!(closed, "a stalled body's connection stayed open");
+        *first_lines.entry(first_line).or_default() += 1;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let (latencies, failures) = valid.await.unwrap();
+    let peak = peak_rss_kib(pid);
+    let metrics = webhook.metrics();
+    let refused = rejected(&metrics, "https", "body_budget");
+    let timed_out = rejected(&metrics, "https", "body_timeout");
+    println!(
+        "stalled bodies: {STALLED} × 7 MiB; refused at once (503) {refused}, read and timed out (408) {timed_out}; \
+         answers seen by the stalled clients {first_lines:?}; valid reviews meanwhile {} answered, {} failed; \
+         webhook peak RSS {} MiB",
+        latencies.len(),
+        failures.len(),
+        peak / 1024
+    );
+    assert!(failures.is_empty(), "{failures:?}");
+    assert!(
+        latencies.len() >= 20,
+        "only {} valid reviews",
+        latencies.len()
+    );
+    assert!(peak < 64 * 1024, "peak RSS {peak} KiB");
+    // Most were refused without being read; the few the budget took were read and timed out.
+    assert!(refused >= 90.0 && timed_out >= 1.0, "{refused} {timed_out}");
+    assert_eq!(
+        series(&metrics, "styrmin_webhook_request_body_bytes_in_flight"),
+        0.0
+    );
+}
+
+#[tokio::test]
+async fn stalled_heads_and_idle_connections_are_closed_after_their_timeouts() {
+    const HEAD: Duration = Duration::from_millis(500);
+    const IDLE: Duration = Duration::from_secs(3);
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path());
+    let config = tls_config(&certs.bundle());
+    let webhook = Webhook::start_with(
+        &certs,
+        &policy_file(dir.path()),
+        &[("--head-timeout-ms", "500"), ("--idle-timeout-secs", "3")],
+    )
+    .await;
+    let body = review_in(INGRESS, "styrmin-web1");
+
+    // No TLS handshake at all.
+    let started = Instant::now();
+    let mut silent = TcpStream::connect(webhook.addr).await.unwrap();
+    let (_, closed) = read_until_closed(&mut silent, TIMEOUT).await;
+    assert!(
+        closed && started.elapsed() >= HEAD,
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Half a request head, then nothing.
+    let mut tls = raw_tls(webhook.addr, config.clone()).await;
+    let started = Instant::now();
+    tls.write_all(b"POST /mutate HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let (answer, closed) = read_until_closed(&mut tls, TIMEOUT).await;
+    assert!(
+        closed && started.elapsed() >= HEAD,
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(answer.is_empty(), "{answer}");
+
+    // A head trickled a byte at a time is closed as well, however steady the trickle.
+    let mut tls = raw_tls(webhook.addr, config.clone()).await;
+    let started = Instant::now();
+    let trickle = async {
+        for byte in post_head(10).bytes() {
+            if tls.write_all(&[byte]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(TIMEOUT, trickle).await.unwrap();
+    let (_, closed) = read_until_closed(&mut tls, TIMEOUT).await;
+    assert!(closed);
+    assert!(started.elapsed() < TIMEOUT);
+
+    // Between requests the head timeout does not run: a keep-alive connection idle for
+    // longer than it, and shorter than the idle timeout, still serves.
+    let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
+        .await
+        .unwrap();
+    conn.review(&body).await.unwrap();
+    tokio::time::sleep(HEAD * 3).await;
+    assert!(!conn.is_closed());
+    conn.review(&body).await.unwrap();
+    let idle_since = Instant::now();
+    eventually("the idle connection closed", || conn.is_closed()).await;
+    assert!(idle_since.elapsed() >= IDLE, "{:?}", idle_since.elapsed());
+
+    let metrics = webhook.metrics();
+    assert_eq!(
+        rejected(&metrics, "https", "handshake_timeout"),
+        1.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        rejected(&metrics, "https", "head_timeout"),
+        2.0,
+        "{metrics}"
+    );
+    assert_eq!(rejected(&metrics, "https", "idle"), 1.0, "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connection_cap_holds_and_is_counted() {
+    const CAP: usize = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path());
+    let config = tls_config(&certs.bundle());
+    let webhook = Webhook::start_with(
+        &certs,
+        &policy_file(dir.path()),
+        &[("--max-connections", "20"), ("--body-timeout-ms", "3000")],
+    )
+    .await;
+    let body = review_in(INGRESS, "styrmin-web1");
+
+    // 60 connections that never say anything: each new one closes the oldest idle one.
+    let mut hoard = Vec::new();
+    for _ in 0..3 * CAP {
+        hoard.push(TcpStream::connect(webhook.addr).await.unwrap());
+    }
+    let metrics = webhook.metrics();
+    eventually("the cap to hold", || {
+        open_connections(&webhook.metrics(), "https") <= CAP as f64
+    })
+    .await;
+    // A client that needs the webhook still gets in, and is answered.
+    let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
+        .await
+        .unwrap();
+    conn.review(&body).await.unwrap();
+    let metrics_after = webhook.metrics();
+    assert!(
+        rejected(&metrics_after, "https", "cap_idle_closed") >= (2 * CAP) as f64,
+        "{metrics}"
+    );
+    assert!(open_connections(&metrics_after, "https") <= CAP as f64);
+    drop(hoard);
+    drop(conn);
+
+    // Every place busy with a request (bodies that never finish): a new connection is
+    // refused at once, and counted.
+    let mut busy = Vec::new();
+    for _ in 0..CAP {
+        let mut tls = raw_tls(webhook.addr, config.clone()).await;
+        tls.write_all(post_head(1000).as_bytes()).await.unwrap();
+        tls.write_all(b"{").await.unwrap();
+        busy.push(tls);
+    }
+    // Each body's 1,000 bytes are reserved once its request is being served.
+    eventually("every place busy", || {
+        series(
+            &webhook.metrics(),
+            "styrmin_webhook_request_body_bytes_in_flight",
+        ) >= (CAP * 1000) as f64
+    })
+    .await;
+    let mut refused = TcpStream::connect(webhook.addr).await.unwrap();
+    let (_, closed) = read_until_closed(&mut refused, Duration::from_secs(2)).await;
+    assert!(closed, "the connection over the cap was not refused");
+    assert!(rejected(&webhook.metrics(), "https", "cap") >= 1.0);
+    // When the bodies time out, the places free up.
+    for tls in &mut busy {
+        let (answer, closed) = read_until_closed(tls, TIMEOUT).await;
+        assert!(answer.starts_with("HTTP/1.1 408") && closed, "{answer}");
+    }
+    let mut conn = Connection::open(webhook.addr, config, SERVER_NAME)
+        .await
+        .unwrap();
+    conn.review(&body).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_thousand_unfinished_heads_on_the_metrics_port_are_refused() {
+    const HEADS: usize = 1000;
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path());
+    let webhook = Webhook::start_with(
+        &certs,
+        &policy_file(dir.path()),
+        &[("--head-timeout-ms", "1000")],
+    )
+    .await;
+    let pid = webhook.child.id();
+    let rss_before = rss_kib(pid);
+    let addr = webhook.metrics_addr;
+    // Half of them a 20 KiB head (over the 16 KiB limit), half a short one; none finished.
+    let tasks: Vec<_> = (0..HEADS)
+        .map(|i| {
+            tokio::spawn(async move {
+                let Ok(mut tcp) = TcpStream::connect(addr).await else {
+                    return (true, String::new());
+                };
+                let mut head = String::from("GET /metrics HTTP/1.1\r\nHost: x\r\n");
+                if i % 2 == 0 {
+                    for n in 0..20 {
+                        head.push_str(&format!("x-pad-{n}: {}\r\n", "v".repeat(1000)));
+                    }
+                }
+                let _ = tcp.write_all(head.as_bytes()).await;
+                let (answer, closed) = read_until_closed(&mut tcp, TIMEOUT).await;
+                (closed, answer.lines().next().unwrap_or("").to_owned())
+            })
+        })
+        .collect();
+    // The probes are answered during the flood.
+    for _ in 0..5 {
+        let answer = tokio::task::spawn_blocking({
+            let addr = webhook.metrics_addr;
+            move || {
+                let mut stream = std::net::TcpStream::connect(addr).unwrap();
+                stream
+                    .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    .unwrap();
+                let mut text = String::new();
+                let _ = stream.read_to_string(&mut text);
+                text
+            }
+        })
+        .await
+        .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut answers = std::collections::BTreeMap::<String, usize>::new();
+    for task in tasks {
+        let (closed, first_line) = task.await.unwrap();
+        assert!(closed, "an unfinished head kept its connection");
+        assert!(!first_line.contains("200"), "{first_line}");
+        *answers.entry(first_line).or_default() += 1;
+    }
+    let metrics = webhook.metrics();
+    let (cap, timeouts) = (
+        rejected(&metrics, "metrics", "cap_idle_closed") + rejected(&metrics, "metrics", "cap"),
+        rejected(&metrics, "metrics", "head_timeout"),
+    );
+    let peak = peak_rss_kib(pid);
+    println!(
+        "metrics port: {HEADS} unfinished heads; answers {answers:?}; closed at the cap {cap}, \
+         head timeouts {timeouts}; RSS before {rss_before} KiB, peak {peak} KiB"
+    );
+    assert!(peak < 64 * 1024, "peak RSS {peak} KiB");
+    assert!(cap > 0.0 && timeouts > 0.0, "{metrics}");
+    assert!(open_connections(&metrics, "metrics") <= 64.0);
+}
+
+/// A HelmRelease review in `namespace` whose `spec.postRenderers` holds `count` kustomize
+/// post-renderers, each with one alias-bomb patch text that names Styrmin's marker.
+fn helm_release_with_alias_bombs(namespace: &str, count: usize, uid: usize) -> Value {
+    let mut review = review_in("crafted__helmrelease-v2-upgrade.json", namespace);
+    let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x]\n");
+    for level in 1..5 {
+        let aliases = vec![format!("*a{}", level - 1); 9].join(", ");
+        bomb.push_str(&format!("a{level}: &a{level} [{aliases}]\n"));
+    }
+    bomb.push_str("kind: Ingress\nmetadata: {name: styrmin-ingress-class}\n");
+    let entry = json!({"kustomize": {"patches": [{"target": {"kind": "Ingress"}, "patch": bomb}]}});
+    review["request"]["object"]["spec"]["postRenderers"] = json!(vec![entry; count]);
+    review["request"]["uid"] = json!(format!("bomb-{uid}"));
+    review
+}
+
+/// The 99th percentile of `latencies`.
+fn p99(latencies: &mut [Duration]) -> Duration {
+    latencies.sort();
+    latencies[(latencies.len() * 99 / 100).min(latencies.len() - 1)]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn helm_releases_full_of_alias_bombs_are_answered_at_once_and_ingresses_stay_fast() {
+    const RELEASES: usize = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path());
+    let config = tls_config(&certs.bundle());
+    let webhook = Webhook::start_with(
+        &certs,
+        &policy_file(dir.path()),
+        &[("--flux-post-renderer", "")],
+    )
+    .await;
+    let pid = webhook.child.id();
+
+    // Baseline: Ingress reviews alone.
+    let stop = Arc::new(AtomicBool::new(false));
+    let alone = steady_client(webhook.addr, config.clone(), stop.clone());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::SeqCst);
+    let (mut baseline, failures) = alone.await.unwrap();
+    assert!(failures.is_empty(), "{failures:?}");
+
+    // The same while two clients send HelmReleases with 100 alias bombs each.
+    let stop = Arc::new(AtomicBool::new(false));
+    let ingresses = steady_client(webhook.addr, config.clone(), stop.clone());
+    let cpu_before = cpu_time(pid);
+    let bombers: Vec<_> = (0..2)
+        .map(|b| {
+            let config = config.clone();
+            let addr = webhook.addr;
+            tokio::spawn(async move {
+                let mut conn = Connection::open(addr, config, SERVER_NAME).await.unwrap();
+                let mut slowest = Duration::ZERO;
+                for i in 0..RELEASES / 2 {
+                    let review = helm_release_with_alias_bombs("styrmin-web2", 100, b * 1000 + i);
+                    let started = Instant::now();
+                    let answer = conn.review(&review).await.unwrap();
+                    slowest = slowest.max(started.elapsed());
+                    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+                    // Every bomb is the user's: kept, and Styrmin's post-renderer appended.
+                    let out = patched(&review, &answer);
+                    assert_eq!(out["spec"]["postRenderers"].as_array().unwrap().len(), 101);
+                }
+                slowest
+            })
+        })
+        .collect();
+    let mut slowest = Duration::ZERO;
+    for bomber in bombers {
+        slowest = slowest.max(bomber.await.unwrap());
+    }
+    let cpu = cpu_time(pid) - cpu_before;
+    stop.store(true, Ordering::SeqCst);
+    let (mut under_bombs, failures) = ingresses.await.unwrap();
+    assert!(failures.is_empty(), "{failures:?}");
+    let (p99_alone, p99_bombs) = (p99(&mut baseline), p99(&mut under_bombs));
+    println!(
+        "alias bombs: {RELEASES} HelmReleases × 100 bomb patch texts; slowest answer {slowest:?}; \
+         webhook CPU {cpu:?} for them and {} Ingress reviews; Ingress p99 alone {p99_alone:?} \
+         ({} reviews), during the bombs {p99_bombs:?} ({} reviews; target < 100 ms)",
+        under_bombs.len(),
+        baseline.len(),
+        under_bombs.len()
+    );
+    // Within the webhook's timeout (5 s), with room to spare on a busy machine; before the
+    // budget one such HelmRelease cost about 20 s of CPU.
+    assert!(slowest < Duration::from_secs(5), "{slowest:?}");
+    assert!(
+        cpu < Duration::from_secs(RELEASES as u64 / 4),
+        "{cpu:?} of CPU for {RELEASES} HelmReleases"
+    );
+    // Generous: a tenth of the webhook's timeout, or ten times the baseline on a loaded machine.
+    assert!(
+        p99_bombs < Duration::from_millis(500).max(p99_alone * 10),
+        "Ingress p99 {p99_bombs:?} during the bombs, {p99_alone:?} alone"
+    );
+}
+
+#[tokio::test]
+async fn log_lines_and_error_bodies_stay_within_the_truncation_size() {
+    // styrmin_webhook::client_text::MAX_CLIPPED_BYTES: 256 bytes and the marker.
+    const MAX_FIELD: usize = 256 + "…[truncated, 18446744073709551615 bytes]".len();
+    const MIB: usize = 1024 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path());
+    let config = tls_config(&certs.bundle());
+    let webhook = Webhook::start_with(
+        &certs,
+        &policy_file(dir.path()),
+        &[("--log-filter", "styrmin_webhook=debug,info")],
+    )
+    .await;
+    let long = "k".repeat(MIB);
+    let base = review_in(INGRESS, "styrmin-web1");
+    let edit = |f: &dyn Fn(&mut Value)| {
+        let mut v = base.clone();
+        f(&mut v);
+        serde_json::to_vec(&v).unwrap()
+    };
+    let bad = [
+        edit(&|v| v["kind"] = json!(long)),
+        edit(&|v| v["apiVersion"] = json!(long)),
+        edit(&|v| v["request"]["dryRun"] = json!(long)),
+        edit(&|v| v["request"]["operation"] = json!({"a": long})),
+    ];
+    let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
+        .await
+        .unwrap();
+    for body in bad {
+        let (status, answer) = conn.post_raw(body, &[]).await.unwrap();
+        assert_eq!(status, 400);
+        assert!(answer.len() <= MAX_FIELD + 1, "{} bytes", answer.len());
+    }
+    // Valid reviews with megabyte strings where they are logged: the uid, the name, the
+    // namespace's deployment id, the requested kind.
+    let valid = [
+        edit(&|v| v["request"]["uid"] = json!(long)),
+        edit(&|v| v["request"]["name"] = json!(long)),
+        edit(&|v| {
+            v["request"]["namespace"] = json!(format!("styrmin-{long}"));
+            v["request"]["object"]["metadata"]["namespace"] = json!(format!("styrmin-{long}"));
+        }),
+        edit(&|v| {
+            v["request"]["requestKind"] =
+                json!({"group": "networking.k8s.io", "version": "v1", "kind": long})
+        }),
+    ];
+    for body in valid {
+        let (status, answer) = conn.post_raw(body, &[]).await.unwrap();
+        assert_eq!(
+            status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&answer[..answer.len().min(300)])
+        );
+    }
+    eventually("the log lines of 8 requests", || {
+        let logs = webhook.logs.lock().unwrap();
+        logs.iter()
+            .filter(|l| l["fields"]["message"] == "bad request")
+            .count()
+            == 4
+            && logs.iter().filter(|l| l["span"]["uid"].is_string()).count() >= 4
+    })
+    .await;
+    let logs = webhook.logs.lock().unwrap().clone();
+    fn longest_string(value: &Value) -> usize {
+        match value {
+            Value::String(s) => s.len(),
+            Value::Array(a) => a.iter().map(longest_string).max().unwrap_or(0),
+            Value::Object(o) => o.values().map(longest_string).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
+    let mut longest_line = 0;
+    for line in &logs {
+        let text = serde_json::to_string(line).unwrap();
+        longest_line = longest_line.max(text.len());
+        assert!(
+            longest_string(line) <= MAX_FIELD,
+            "{}",
+            &text[..text.len().min(600)]
+        );
+        assert!(text.len() <= 4096, "{} bytes: {}", text.len(), &text[..600]);
+    }
+    assert!(
+        logs.iter().any(|l| l["span"]["uid"]
+            .as_str()
+            .is_some_and(|uid| uid.ends_with("…[truncated, 1048576 bytes]"))),
+        "the long uid is logged truncated and marked"
+    );
+    println!(
+        "log lines: {} lines, the longest {longest_line} bytes",
+        logs.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_file_caught_half_written_is_never_published() {
+    const ROUNDS: usize = 4;
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path());
+    let config = tls_config(&certs.bundle());
+    let policy = policy_file(dir.path());
+    let webhook = Webhook::start_with(&certs, &policy, &[("--reload-interval-ms", "200")]).await;
+    let original = std::fs::read_to_string(&policy).unwrap();
+    // Every prefix of the file that ends before `deployments:` is valid YAML that would give
+    // web1 the cluster's class (contour): the load counts any answer but traefik a failure.
+    let load = Load::start(webhook.addr, config, 4, 50);
+    load.wait_for_more(100).await;
+    for round in 1..=ROUNDS {
+        let text = format!("{original}# round {round}\n");
+        let path = policy.clone();
+        // Written in place, 16 bytes at a time, as an editor or `cp` would: several polls
+        // read it half-written.
+        tokio::task::spawn_blocking(move || {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(&path)
+                .unwrap();
+            for piece in text.as_bytes().chunks(16) {
+                file.write_all(piece).unwrap();
+                file.flush().unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+        .await
+        .unwrap();
+        eventually("the complete version published", || {
+            webhook.logged("policy file reloaded") >= round
+        })
+        .await;
+        load.wait_for_more(50).await;
+    }
+    let (ok, failures, _) = load.finish().await;
+    println!(
+        "policy file written in place {ROUNDS} times under load: {ok} answered, {} wrong; {} versions published",
+        failures.len(),
+        webhook.logged("policy file reloaded")
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failed of {}: {:?}",
+        failures.len(),
+        ok + failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    // Only the complete versions were published, once each; no half one, no error.
+    assert_eq!(webhook.logged("policy file reloaded"), ROUNDS);
+    assert_eq!(
+        webhook.logged("policy file is invalid; keeping the last good policy"),
+        0
+    );
 }

@@ -9,9 +9,11 @@ use clap::Parser;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::budget::RequestBudget;
 use crate::kube_source::KubeSource;
 use crate::metrics::Metrics;
 use crate::policy_file::{PolicyFileSource, error_chain};
+use crate::server::{ConnectionLimits, Listener, ShutdownTimes};
 use crate::telemetry::LogFormat;
 use crate::tls::CertWatcher;
 use crate::view::{ViewSource, ViewStore};
@@ -85,7 +87,8 @@ pub struct Args {
     )]
     pub reload_interval_ms: u64,
 
-    /// On SIGTERM, how long open connections may take to finish before idle ones are closed.
+    /// On SIGTERM, once the shutdown delay has passed and the listener is closed: how long
+    /// in-flight requests may take to finish (idle connections are closed at once).
     #[arg(
         long,
         env = "STYRMIN_WEBHOOK_DRAIN_TIMEOUT_SECS",
@@ -93,6 +96,82 @@ pub struct Args {
         value_name = "SECONDS"
     )]
     pub drain_timeout_secs: u64,
+
+    /// On SIGTERM, how long `/readyz` answers 503 while the webhook still accepts and serves
+    /// (the time the cluster needs to take the pod out of the Service's endpoints).
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_SHUTDOWN_DELAY_SECS",
+        default_value_t = 10,
+        value_name = "SECONDS"
+    )]
+    pub shutdown_delay_secs: u64,
+
+    /// The most open connections on the HTTPS listener; at the cap an idle one is closed to
+    /// make room, or the new one is refused when all are busy.
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_MAX_CONNECTIONS",
+        default_value_t = server::DEFAULT_MAX_CONNECTIONS,
+        value_name = "COUNT"
+    )]
+    pub max_connections: usize,
+
+    /// The most open connections on the metrics listener.
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_METRICS_MAX_CONNECTIONS",
+        default_value_t = server::DEFAULT_METRICS_MAX_CONNECTIONS,
+        value_name = "COUNT"
+    )]
+    pub metrics_max_connections: usize,
+
+    /// How long a TLS handshake, and each request head from its first byte, may take.
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_HEAD_TIMEOUT_MS",
+        default_value_t = 10_000,
+        value_name = "MS"
+    )]
+    pub head_timeout_ms: u64,
+
+    /// How long a request body may take to arrive, once its head has.
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_BODY_TIMEOUT_MS",
+        default_value_t = 10_000,
+        value_name = "MS"
+    )]
+    pub body_timeout_ms: u64,
+
+    /// How long a keep-alive connection may stay idle between requests (longer than the API
+    /// server's own 90 s, so that it closes its idle connections first).
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_IDLE_TIMEOUT_SECS",
+        default_value_t = 120,
+        value_name = "SECONDS"
+    )]
+    pub idle_timeout_secs: u64,
+
+    /// Request bodies held at once, in MiB; a body that would pass it is refused with 503.
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_BODY_BUDGET_MIB",
+        default_value_t = 32,
+        value_name = "MIB"
+    )]
+    pub body_budget_mib: usize,
+
+    /// `--flux-post-renderer`: how long one HelmRelease's post-renderers may take to check;
+    /// beyond it the HelmRelease is allowed unchanged, with a warning.
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_FLUX_BUDGET_MS",
+        default_value_t = 1_000,
+        value_name = "MS"
+    )]
+    pub flux_budget_ms: u64,
 
     /// FluxCD: on CREATE/UPDATE of a HelmRelease (helm.toolkit.fluxcd.io/v2) in a Styrmin
     /// namespace, add or refresh Styrmin's kustomize post-renderer in spec.postRenderers
@@ -115,10 +194,20 @@ impl Args {
             log_filter,
             reload_interval_ms,
             drain_timeout_secs,
+            shutdown_delay_secs,
+            max_connections,
+            metrics_max_connections,
+            head_timeout_ms,
+            body_timeout_ms,
+            idle_timeout_secs,
+            body_budget_mib,
+            flux_budget_ms,
             flux_post_renderer,
         } = self;
         crate::telemetry::init(log_format, &log_filter)?;
         let interval = Duration::from_millis(reload_interval_ms.max(10));
+        let head_timeout = Duration::from_millis(head_timeout_ms.max(1));
+        let idle_timeout = Duration::from_secs(idle_timeout_secs.max(1));
         let config = ServeConfig {
             listen,
             metrics_listen,
@@ -126,6 +215,20 @@ impl Args {
             tls_key,
             reload_interval: interval,
             drain_timeout: Duration::from_secs(drain_timeout_secs),
+            shutdown_delay: Duration::from_secs(shutdown_delay_secs),
+            limits: ConnectionLimits {
+                max_connections,
+                head_timeout,
+                idle_timeout,
+            },
+            metrics_limits: ConnectionLimits {
+                max_connections: metrics_max_connections,
+                head_timeout,
+                idle_timeout,
+            },
+            body_budget_bytes: body_budget_mib.saturating_mul(1024 * 1024),
+            body_timeout: Duration::from_millis(body_timeout_ms.max(1)),
+            flux_budget: Duration::from_millis(flux_budget_ms),
             flux_post_renderer,
         };
         match (source, policy_file) {
@@ -162,6 +265,14 @@ pub struct ServeConfig {
     pub tls_key: PathBuf,
     pub reload_interval: Duration,
     pub drain_timeout: Duration,
+    pub shutdown_delay: Duration,
+    /// The HTTPS listener's connection budget.
+    pub limits: ConnectionLimits,
+    /// The metrics listener's.
+    pub metrics_limits: ConnectionLimits,
+    pub body_budget_bytes: usize,
+    pub body_timeout: Duration,
+    pub flux_budget: Duration,
     /// `--flux-post-renderer`.
     pub flux_post_renderer: bool,
 }
@@ -175,13 +286,41 @@ pub async fn serve(config: ServeConfig, source: impl ViewSource) -> anyhow::Resu
         tls_key,
         reload_interval,
         drain_timeout,
+        shutdown_delay,
+        mut limits,
+        mut metrics_limits,
+        body_budget_bytes,
+        body_timeout,
+        flux_budget,
         flux_post_renderer,
     } = config;
     let metrics = std::sync::Arc::new(Metrics::new());
-    let state = AppState::with_options(
+    let open_files = crate::open_files::raise_limit();
+    if let Some(limit) = open_files {
+        metrics
+            .open_files_limit
+            .set(i64::try_from(limit).unwrap_or(i64::MAX));
+    }
+    let (https_cap, metrics_cap) = crate::open_files::fit_caps(
+        open_files,
+        limits.max_connections,
+        metrics_limits.max_connections,
+    );
+    if (https_cap, metrics_cap) != (limits.max_connections, metrics_limits.max_connections) {
+        tracing::warn!(
+            open_files,
+            https = https_cap,
+            metrics = metrics_cap,
+            "connection caps lowered to fit the open file limit"
+        );
+    }
+    limits.max_connections = https_cap;
+    metrics_limits.max_connections = metrics_cap;
+    let state = AppState::with_budget(
         std::sync::Arc::new(ViewStore::default()),
         metrics.clone(),
         crate::decide::DecideOptions { flux_post_renderer },
+        RequestBudget::new(body_budget_bytes, body_timeout, flux_budget),
     );
 
     let certs = CertWatcher::open(tls_cert, tls_key, metrics)
@@ -204,44 +343,42 @@ pub async fn serve(config: ServeConfig, source: impl ViewSource) -> anyhow::Resu
     let listener = TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    tracing::info!(address = %listener.local_addr()?, listener = "https", "listening");
-
-    let (metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
-    let metrics_task = match metrics_listen {
+    tracing::info!(address = %listener.local_addr()?, listener = "https", max_connections = limits.max_connections, "listening");
+    let https = Listener {
+        name: "https",
+        tcp: listener,
+        tls: Some(TlsAcceptor::from(tls)),
+        app: router(state.clone()),
+        limits,
+    };
+    let operations = match metrics_listen {
         Some(address) => {
             let metrics_listener = TcpListener::bind(address)
                 .await
                 .with_context(|| format!("cannot listen on {address}"))?;
-            tracing::info!(address = %metrics_listener.local_addr()?, listener = "metrics", "listening");
-            let app = metrics_router(state.clone());
-            Some(tokio::spawn(async move {
-                let stopped = async {
-                    let _ = metrics_stopped.await;
-                };
-                if let Err(error) = axum::serve(metrics_listener, app)
-                    .with_graceful_shutdown(stopped)
-                    .await
-                {
-                    tracing::error!(%error, "metrics listener failed");
-                }
-            }))
+            tracing::info!(address = %metrics_listener.local_addr()?, listener = "metrics", max_connections = metrics_limits.max_connections, "listening");
+            Some(Listener {
+                name: "metrics",
+                tcp: metrics_listener,
+                tls: None,
+                app: metrics_router(state.clone()),
+                limits: metrics_limits,
+            })
         }
         None => None,
     };
 
-    server::serve_tls(
-        listener,
-        TlsAcceptor::from(tls),
-        router(state.clone()),
+    server::serve(
+        https,
+        operations,
         state,
         server::shutdown_signal(),
-        drain_timeout,
+        ShutdownTimes {
+            delay: shutdown_delay,
+            drain: drain_timeout,
+        },
     )
     .await;
-    let _ = metrics_stop.send(());
-    if let Some(task) = metrics_task {
-        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
-    }
     tracing::info!("stopped");
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The decisions (rules W1, W2, W4, R9), as pure functions of the view and one request.
 
 use std::borrow::Cow;
+use std::time::Instant;
 
 use ingress_rules::{
     AppliedSettings, IngressTarget, NoClassWarning, SettingsSource, enforce, is_ingress, resolve,
@@ -148,8 +149,23 @@ pub fn decide(view: &View, request: &AdmissionRequest) -> Decision {
     decide_with(view, request, &DecideOptions::default())
 }
 
+/// The `reason` of a HelmRelease allowed unchanged because its post-renderers did not fit the
+/// time budget.
+pub const FLUX_OVER_BUDGET_REASON: &str = "flux post-renderers over the time budget";
+
 /// Decides one request.
 pub fn decide_with(view: &View, request: &AdmissionRequest, options: &DecideOptions) -> Decision {
+    decide_within(view, request, options, None)
+}
+
+/// Decides one request; a HelmRelease's post-renderers must be classified before
+/// `flux_deadline`, else it is allowed unchanged with a warning ([`FLUX_OVER_BUDGET_REASON`]).
+pub fn decide_within(
+    view: &View,
+    request: &AdmissionRequest,
+    options: &DecideOptions,
+    flux_deadline: Option<Instant>,
+) -> Decision {
     let kind = ReviewKind::of(request);
     if kind == ReviewKind::Other {
         return Decision::allowed("not an Ingress or a deployment object");
@@ -178,7 +194,7 @@ pub fn decide_with(view: &View, request: &AdmissionRequest, options: &DecideOpti
             if decision.outcome == Outcome::Denied {
                 return decision;
             }
-            decide_flux(view, owner, object, decision)
+            decide_flux(view, owner, object, decision, flux_deadline)
         }
         ReviewKind::StyrminDeployment | ReviewKind::HelmRelease => {
             decide_deploy(view, request, kind, owner, object)
@@ -227,15 +243,30 @@ fn decide_ingress(view: &View, owner: &str, object: &Value) -> Decision {
 
 /// `--flux-post-renderer`: Styrmin's post-renderer in a HelmRelease allowed by W2, for the
 /// settings the deployment's Ingresses get (W5: its record, else its levels).
-fn decide_flux(view: &View, owner: &str, object: &Value, allowed: Decision) -> Decision {
+fn decide_flux(
+    view: &View,
+    owner: &str,
+    object: &Value,
+    allowed: Decision,
+    deadline: Option<Instant>,
+) -> Decision {
     let settings = view.settings_for_deployment(owner);
-    let flux = crate::flux::decide_helm_release(
+    let flux = crate::flux::decide_helm_release_within(
         &settings.resolved.target,
         view.kubernetes_version(),
         object,
+        deadline,
     );
     let mut warnings = allowed.warnings;
     warnings.extend(flux.warnings);
+    if flux.over_budget {
+        return Decision {
+            warnings,
+            reason: Cow::Borrowed(FLUX_OVER_BUDGET_REASON),
+            settings: Some(settings),
+            ..allowed
+        };
+    }
     if flux.patch.is_empty() {
         return Decision {
             warnings,

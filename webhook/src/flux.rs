@@ -10,12 +10,28 @@
 //! or reordered; Styrmin's goes last (post-renderers run in order, so its class fields
 //! win); an object that already has the current one gets no patch (R8). When the rules say
 //! R5 (keep the chart's class), Styrmin's is removed and nothing is added.
+//!
+//! Patch texts are the user's input and YAML: each is parsed at most once per request, with a
+//! tight budget (size, events, nodes, aliases), since Styrmin's own is a few hundred bytes; a
+//! text beyond the budget is the user's. A request may also carry a deadline: a HelmRelease
+//! whose post-renderers are not classified by then is left unchanged, with a warning.
+
+use std::time::Instant;
 
 use ingress_rules::{
     CLASS_ANNOTATION, ClassFields, FLUX_PATCH_NAME, FluxPostRenderer, IngressTarget,
     KubernetesVersion, RuleError, enforce, flux_post_renderer,
 };
 use serde_json::{Value, json};
+
+/// The largest patch text that is parsed to look for Styrmin's marker (Styrmin's own is about
+/// 300 bytes); a larger one is the user's.
+pub const MAX_PATCH_TEXT_BYTES: usize = 4 * 1024;
+
+/// The warning of a HelmRelease left unchanged because its post-renderers took too long.
+pub const OVER_BUDGET_WARNING: &str = "Styrmin left spec.postRenderers unchanged: the post-renderers took longer \
+     to check than the webhook's budget allows; Ingresses rendered from this release are still \
+     checked by the Ingress webhook";
 
 /// The only HelmRelease version whose post-renderers the webhook writes (helm-controller
 /// v1.x; older versions are not served by its CRD).
@@ -28,7 +44,14 @@ pub struct FluxDecision {
     pub patch: Vec<Value>,
     /// Admission warnings (R9).
     pub warnings: Vec<String>,
+    /// The deadline passed before the post-renderers were classified: nothing was changed.
+    pub over_budget: bool,
 }
+
+/// The deadline passed while the post-renderers were being classified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the post-renderers were not classified within the time budget")]
+pub struct OverBudget;
 
 /// One `spec.postRenderers` entry as JSON, from the shared generator's structure.
 pub fn post_renderer_json(renderer: &FluxPostRenderer) -> Value {
@@ -69,10 +92,38 @@ fn is_marked_patch(patch: &Value) -> bool {
     let Some(text) = patch.get("patch").and_then(Value::as_str) else {
         return false;
     };
-    // A JSON6902 patch (a list) or text that does not parse is the user's.
-    match serde_saphyr::from_str::<Value>(text) {
+    // Text too large, without the marker's words, over the parse budget, or that does not
+    // parse (a JSON6902 patch is a list) is the user's.
+    if text.len() > MAX_PATCH_TEXT_BYTES || !text.contains(FLUX_PATCH_NAME) {
+        return false;
+    }
+    match serde_saphyr::from_str_with_options::<Value>(text, patch_text_options()) {
         Ok(body) => body.pointer("/metadata/name").and_then(Value::as_str) == Some(FLUX_PATCH_NAME),
         Err(_) => false,
+    }
+}
+
+/// The parse budget of one patch text: generous for a strategic-merge patch of an Ingress's
+/// name and two class fields, tight enough that an alias bomb stops within a millisecond.
+fn patch_text_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_reader_input_bytes: Some(MAX_PATCH_TEXT_BYTES),
+            max_events: 2_000,
+            max_aliases: 16,
+            max_anchors: 16,
+            max_recorded_anchor_events: 2_000,
+            max_recorded_anchor_bytes: MAX_PATCH_TEXT_BYTES,
+            max_depth: 16,
+            max_documents: 1,
+            max_nodes: 1_000,
+            max_total_scalar_bytes: MAX_PATCH_TEXT_BYTES,
+            max_merge_keys: 16,
+        },
+        alias_limits: serde_saphyr::alias_limits! {
+            max_total_replayed_events: 2_000,
+            max_replay_stack_depth: 8,
+        },
     }
 }
 
@@ -81,37 +132,62 @@ fn is_marked_patch(patch: &Value) -> bool {
 /// Empty when it already does, or when the object has no `spec` object or a
 /// `spec.postRenderers` that is not a list (the API server rejects those anyway).
 pub fn post_renderers_patch(object: &Value, wanted: Option<&Value>) -> Vec<Value> {
+    // Without a deadline the classification cannot run out of time.
+    post_renderers_patch_within(object, wanted, None).unwrap_or_default()
+}
+
+/// [`post_renderers_patch`], or [`OverBudget`] when `deadline` passes before every entry is
+/// classified (checked between entries; each patch text's parse is bounded by its budget).
+pub fn post_renderers_patch_within(
+    object: &Value,
+    wanted: Option<&Value>,
+    deadline: Option<Instant>,
+) -> Result<Vec<Value>, OverBudget> {
     let Some(spec) = object.get("spec").and_then(Value::as_object) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let current: &[Value] = match spec.get("postRenderers") {
         None | Some(Value::Null) => {
-            return match wanted {
+            return Ok(match wanted {
                 Some(entry) => {
                     vec![json!({"op": "add", "path": "/spec/postRenderers", "value": [entry]})]
                 }
                 None => Vec::new(),
-            };
+            });
         }
         Some(Value::Array(entries)) => entries,
-        Some(_) => return Vec::new(),
+        Some(_) => return Ok(Vec::new()),
     };
-    let ours: Vec<usize> = current
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| is_styrmin_post_renderer(e))
-        .map(|(i, _)| i)
-        .collect();
+    // Each entry classified once (its patch texts parsed at most once).
+    let mut is_ours = Vec::with_capacity(current.len());
+    for entry in current {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(OverBudget);
+        }
+        is_ours.push(is_styrmin_post_renderer(entry));
+    }
+    let ours: Vec<usize> = (0..current.len()).filter(|&i| is_ours[i]).collect();
     let mut desired: Vec<Value> = current
         .iter()
-        .filter(|e| !is_styrmin_post_renderer(e))
-        .cloned()
+        .zip(&is_ours)
+        .filter(|(_, ours)| !**ours)
+        .map(|(e, _)| e.clone())
         .collect();
     desired.extend(wanted.cloned());
     if desired.as_slice() == current {
-        return Vec::new();
+        return Ok(Vec::new());
     }
-    match (wanted, ours.as_slice()) {
+    Ok(edit_post_renderers(current, &ours, wanted, desired))
+}
+
+/// The JSON patch from `current` (Styrmin's entries at `ours`) to `desired`.
+fn edit_post_renderers(
+    current: &[Value],
+    ours: &[usize],
+    wanted: Option<&Value>,
+    desired: Vec<Value>,
+) -> Vec<Value> {
+    match (wanted, ours) {
         (Some(entry), []) => {
             vec![json!({"op": "add", "path": "/spec/postRenderers/-", "value": entry})]
         }
@@ -143,10 +219,23 @@ pub fn decide_helm_release(
     kubernetes: Option<KubernetesVersion>,
     object: &Value,
 ) -> FluxDecision {
+    decide_helm_release_within(target, kubernetes, object, None)
+}
+
+/// [`decide_helm_release`] with a deadline: past it, the HelmRelease is left unchanged with
+/// [`OVER_BUDGET_WARNING`] (the HelmRelease webhook is `failurePolicy: Ignore`, and the
+/// Ingress webhook still checks every Ingress it renders).
+pub fn decide_helm_release_within(
+    target: &IngressTarget,
+    kubernetes: Option<KubernetesVersion>,
+    object: &Value,
+    deadline: Option<Instant>,
+) -> FluxDecision {
     if object.get("apiVersion").and_then(Value::as_str) != Some(HELM_RELEASE_V2) {
         return FluxDecision {
             patch: Vec::new(),
             warnings: Vec::new(),
+            over_budget: false,
         };
     }
     if let Err(RuleError::BothClassFieldsUnsupported { version, .. }) =
@@ -161,11 +250,20 @@ pub fn decide_helm_release(
                  both spec.ingressClassName and the {CLASS_ANNOTATION} annotation; ingress_class needs \
                  1.27 or later, or a dedicated ingress"
             )],
+            over_budget: false,
         };
     }
-    FluxDecision {
-        patch: post_renderers_patch(object, wanted_post_renderer(target).as_ref()),
-        warnings: Vec::new(),
+    match post_renderers_patch_within(object, wanted_post_renderer(target).as_ref(), deadline) {
+        Ok(patch) => FluxDecision {
+            patch,
+            warnings: Vec::new(),
+            over_budget: false,
+        },
+        Err(OverBudget) => FluxDecision {
+            patch: Vec::new(),
+            warnings: vec![OVER_BUDGET_WARNING.to_owned()],
+            over_budget: true,
+        },
     }
 }
 
@@ -409,6 +507,60 @@ mod tests {
         );
     }
 
+    /// A patch text that names the marker and expands to about 60,000 nodes from 5 anchors:
+    /// accepted by the parser's default budget (250,000 nodes), which spends 0.1 s or more on it.
+    pub(crate) fn alias_bomb() -> String {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x]\n");
+        for level in 1..5 {
+            let aliases = vec![format!("*a{}", level - 1); 9].join(", ");
+            text.push_str(&format!("a{level}: &a{level} [{aliases}]\n"));
+        }
+        text.push_str("kind: Ingress\nmetadata: {name: styrmin-ingress-class}\n");
+        text
+    }
+
+    #[test]
+    fn an_alias_bomb_is_stopped_by_the_patch_text_budget_and_is_the_users() {
+        let bomb = alias_bomb();
+        assert!(bomb.len() < 400, "{}", bomb.len());
+        // The default budget takes it whole: that is the cost the tight one avoids.
+        let whole: Value = serde_saphyr::from_str(&bomb).unwrap();
+        assert_eq!(whole["metadata"]["name"], FLUX_PATCH_NAME);
+        assert!(serde_saphyr::from_str_with_options::<Value>(&bomb, patch_text_options()).is_err());
+        let entry =
+            json!({"kustomize": {"patches": [{"target": {"kind": "Ingress"}, "patch": bomb}]}});
+        assert!(!is_styrmin_post_renderer(&entry));
+        // Kept as the user's, ours appended.
+        let many: Vec<Value> = (0..100).map(|_| entry.clone()).collect();
+        let out = check(&dedicated(), &release(Some(Value::Array(many))));
+        assert_eq!(out["spec"]["postRenderers"].as_array().unwrap().len(), 101);
+        // A patch text larger than any of Styrmin's is not parsed at all.
+        let large = format!(
+            "{}# {}",
+            ours(&dedicated())["kustomize"]["patches"][0]["patch"]
+                .as_str()
+                .unwrap(),
+            "x".repeat(MAX_PATCH_TEXT_BYTES)
+        );
+        assert!(!is_marked_patch(&json!({"patch": large})));
+    }
+
+    #[test]
+    fn past_the_deadline_the_release_is_left_unchanged_with_a_warning() {
+        let object = release(Some(json!([user(1), ours(&shared("nginx"))])));
+        let late = decide_helm_release_within(&dedicated(), None, &object, Some(Instant::now()));
+        assert!(late.over_budget);
+        assert!(late.patch.is_empty());
+        assert_eq!(late.warnings, vec![OVER_BUDGET_WARNING.to_owned()]);
+        assert!(OVER_BUDGET_WARNING.len() <= 256 && !OVER_BUDGET_WARNING.contains('\n'));
+        // In time: the usual answer.
+        let far = Instant::now() + std::time::Duration::from_secs(60);
+        let in_time = decide_helm_release_within(&dedicated(), None, &object, Some(far));
+        assert!(!in_time.over_budget);
+        assert_eq!(in_time, decide_helm_release(&dedicated(), None, &object));
+        assert!(!in_time.patch.is_empty());
+    }
+
     #[test]
     fn r9_old_kubernetes_gets_a_warning_not_a_patch() {
         let old = "1.26".parse().ok();
@@ -566,6 +718,31 @@ deployments:
         );
         let d = decide_with(&v, &request("CREATE", "styrmin-web3", release(), None), &ON);
         assert!(d.patch.is_empty());
+    }
+
+    #[test]
+    fn w2_denial_stays_a_denial_past_the_flux_deadline() {
+        let late = Some(std::time::Instant::now());
+        let d = crate::decide::decide_within(
+            &view(),
+            &request("CREATE", "styrmin-web2", release(), None),
+            &ON,
+            late,
+        );
+        assert_eq!(d.outcome, Outcome::Denied);
+        let mut with_list = release();
+        with_list["spec"]["postRenderers"] =
+            json!([{"kustomize": {"images": [{"name": "nginx", "newTag": "1.27"}]}}]);
+        let d = crate::decide::decide_within(
+            &view(),
+            &request("CREATE", "styrmin-web1", with_list, None),
+            &ON,
+            late,
+        );
+        assert_eq!(d.outcome, Outcome::Allowed);
+        assert!(d.patch.is_empty());
+        assert_eq!(d.reason, crate::decide::FLUX_OVER_BUDGET_REASON);
+        assert_eq!(d.warnings, vec![super::OVER_BUDGET_WARNING.to_owned()]);
     }
 
     #[test]

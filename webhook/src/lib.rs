@@ -8,12 +8,15 @@
 //! the wiring.
 
 pub mod admission;
+pub mod budget;
 pub mod cli;
+pub mod client_text;
 pub mod crd;
 pub mod decide;
 pub mod flux;
 pub mod kube_source;
 pub mod metrics;
+pub mod open_files;
 pub mod patch;
 pub mod policy_file;
 pub mod server;
@@ -26,14 +29,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-use crate::admission::{encode_review, parse_review};
-use crate::decide::{DecideOptions, Outcome, ReviewKind, decide_with};
+use crate::admission::{AdmissionRequest, encode_review, parse_review};
+use crate::budget::{BodyRefusal, RequestBudget};
+use crate::client_text::clip;
+use crate::decide::{
+    DecideOptions, Decision, FLUX_OVER_BUDGET_REASON, Outcome, ReviewKind, decide_within,
+};
 use crate::metrics::{Metrics, RequestLabels, SourceLabels};
 use crate::view::{ViewSink, ViewStore};
 
@@ -52,6 +59,7 @@ struct StateInner {
     metrics: Arc<Metrics>,
     draining: AtomicBool,
     options: DecideOptions,
+    budget: RequestBudget,
 }
 
 impl AppState {
@@ -65,14 +73,29 @@ impl AppState {
         metrics: Arc<Metrics>,
         options: DecideOptions,
     ) -> Self {
+        Self::with_budget(view, metrics, options, RequestBudget::default())
+    }
+
+    /// With the request budget of the command line (`--body-budget-mib` and the like).
+    pub fn with_budget(
+        view: Arc<ViewStore>,
+        metrics: Arc<Metrics>,
+        options: DecideOptions,
+        budget: RequestBudget,
+    ) -> Self {
         AppState {
             inner: Arc::new(StateInner {
                 view,
                 metrics,
                 draining: AtomicBool::new(false),
                 options,
+                budget,
             }),
         }
+    }
+
+    pub fn budget(&self) -> &RequestBudget {
+        &self.inner.budget
     }
 
     pub fn view(&self) -> &Arc<ViewStore> {
@@ -196,6 +219,9 @@ async fn metrics(State(state): State<AppState>) -> Response {
     metrics
         .view_deployments
         .set(i64::try_from(view.load().deployment_count()).unwrap_or(i64::MAX));
+    metrics
+        .request_body_bytes_in_flight
+        .set(i64::try_from(state.budget().body_bytes_in_use()).unwrap_or(i64::MAX));
     (
         [(
             header::CONTENT_TYPE,
@@ -206,10 +232,72 @@ async fn metrics(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-async fn mutate(State(state): State<AppState>, body: Bytes) -> Response {
-    let started = Instant::now();
+/// Answers a body the budget did not let through.
+fn refuse_body(state: &AppState, refusal: &BodyRefusal) -> Response {
+    if let Some(reason) = refusal.reason() {
+        state.metrics().reject("https", reason);
+    }
+    tracing::warn!(%refusal, "request body refused");
+    let status = match refusal {
+        BodyRefusal::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        BodyRefusal::OverBudget => StatusCode::SERVICE_UNAVAILABLE,
+        BodyRefusal::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
+        BodyRefusal::Broken => StatusCode::BAD_REQUEST,
+    };
+    // The rest of the body is not read: the connection cannot carry another request.
+    (
+        status,
+        [
+            (header::CONNECTION, HeaderValue::from_static("close")),
+            (header::RETRY_AFTER, HeaderValue::from_static("1")),
+        ],
+        format!("{refusal}\n"),
+    )
+        .into_response()
+}
+
+/// The decision; a HelmRelease whose post-renderers Styrmin edits is decided on a blocking
+/// thread, one at a time, within the Flux time budget (its patch texts are YAML to parse).
+async fn decide_request(
+    state: &AppState,
+    request: &Arc<AdmissionRequest>,
+    kind: ReviewKind,
+    started: Instant,
+) -> Decision {
+    let options = state.inner.options;
+    let view = state.view().load();
+    if !(kind == ReviewKind::HelmRelease && options.flux_post_renderer) {
+        return decide_within(&view, request, &options, None);
+    }
+    let deadline = started + state.budget().flux_budget;
+    let permits = state.budget().flux_decisions.clone();
+    let decided = tokio::time::timeout_at(deadline.into(), async {
+        let permit = permits.acquire_owned().await.ok()?;
+        let (view, request) = (view.clone(), request.clone());
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            decide_within(&view, &request, &options, Some(deadline))
+        })
+        .await
+        .ok()
+    })
+    .await;
+    match decided {
+        Ok(Some(decision)) => decision,
+        // No turn before the deadline (or the task failed): the deadline has passed, so only
+        // the cheap part runs (W2) and the post-renderers are left as they are.
+        _ => decide_within(&view, request, &options, Some(Instant::now())),
+    }
+}
+
+async fn mutate(State(state): State<AppState>, body: Body) -> Response {
     let metrics = state.metrics();
-    let review = match parse_review(&body) {
+    let body = match state.budget().read_body(body).await {
+        Ok(body) => body,
+        Err(refusal) => return refuse_body(&state, &refusal),
+    };
+    let started = Instant::now();
+    let review = match parse_review(&body.bytes) {
         Ok(review) => review,
         Err(error) => {
             metrics
@@ -220,32 +308,40 @@ async fn mutate(State(state): State<AppState>, body: Bytes) -> Response {
                     outcome: "bad_request",
                 })
                 .inc();
-            tracing::warn!(bytes = body.len(), %error, "bad request");
+            // The parser's message may quote the body: bounded.
+            let error = error.to_string();
+            let error = clip(&error);
+            tracing::warn!(bytes = body.bytes.len(), %error, "bad request");
             return (StatusCode::BAD_REQUEST, format!("{error}\n")).into_response();
         }
     };
-    let request = &review.request;
-    let kind = ReviewKind::of(request);
+    drop(body);
+    let api_version = review.api_version;
+    let request = Arc::new(review.request);
+    let kind = ReviewKind::of(&request);
+    let decision = decide_request(&state, &request, kind, started).await;
     let span = tracing::info_span!(
         "admission",
-        uid = %request.uid,
+        uid = %clip(&request.uid),
         kind = kind.as_str(),
-        request_kind = request.request_kind.as_ref().map(|k| k.kind.as_str()),
+        request_kind = request.request_kind.as_ref().map(|k| clip(&k.kind)).as_deref(),
         operation = request.operation.as_str(),
-        namespace = request.namespace().unwrap_or(""),
-        name = request.name().unwrap_or(""),
+        namespace = %clip(request.namespace().unwrap_or("")),
+        name = %clip(request.name().unwrap_or("")),
         decision = tracing::field::Empty,
         settings = tracing::field::Empty,
         applied = tracing::field::Empty,
         decided_by = tracing::field::Empty,
     );
     let _entered = span.enter();
-    let decision = decide_with(&state.view().load(), request, &state.inner.options);
     span.record("decision", decision.outcome.as_str());
     if let Some(settings) = &decision.settings {
         // W5: whether the deployment's last-deployed record or its levels decided.
         span.record("settings", settings.source().as_str());
-        span.record("applied", tracing::field::display(settings.applied()));
+        span.record(
+            "applied",
+            tracing::field::display(clip(&settings.applied().to_string())),
+        );
         span.record(
             "decided_by",
             tracing::field::display(settings.resolved.decided_by()),
@@ -254,17 +350,24 @@ async fn mutate(State(state): State<AppState>, body: Bytes) -> Response {
         // INFO: it says why an Ingress did not get the newest cluster or environment values.
         if settings.waits_for_redeploy() {
             tracing::info!(
-                levels = %settings.levels.target,
+                levels = %clip(&settings.levels.target.to_string()),
                 levels_decided_by = %settings.levels.decided_by(),
                 "the deployment keeps the settings it was last deployed with until Styrmin redeploys it"
             );
         }
     }
+    if decision.reason == FLUX_OVER_BUDGET_REASON {
+        metrics.flux_budget_exceeded.inc();
+        tracing::warn!(
+            budget_ms = state.budget().flux_budget.as_millis(),
+            "HelmRelease allowed unchanged: its post-renderers did not fit the time budget"
+        );
+    }
     let outcome = decision.outcome;
     match outcome {
         Outcome::Denied => tracing::info!(
             reason = %decision.reason,
-            message = decision.status.as_ref().map(|s| s.message.as_str()),
+            message = decision.status.as_ref().map(|s| clip(&s.message)).as_deref(),
             "denied"
         ),
         // Routine, and the API server's audit log records each webhook patch: DEBUG.
@@ -275,11 +378,12 @@ async fn mutate(State(state): State<AppState>, body: Bytes) -> Response {
             if decision.warnings.is_empty() {
                 tracing::debug!(reason = %decision.reason, "allowed");
             } else {
-                tracing::info!(reason = %decision.reason, warnings = ?decision.warnings, "allowed with a warning");
+                let warnings: Vec<_> = decision.warnings.iter().map(|w| clip(w)).collect();
+                tracing::info!(reason = %decision.reason, ?warnings, "allowed with a warning");
             }
         }
     }
-    let body = encode_review(review.api_version, &decision.into_response(&request.uid));
+    let body = encode_review(api_version, &decision.into_response(&request.uid));
     metrics
         .requests
         .get_or_create(&RequestLabels {

@@ -21,6 +21,19 @@ pub struct SourceLabels {
     pub source: &'static str,
 }
 
+/// `listener`: `https` (admission) or `metrics`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerLabels {
+    pub listener: &'static str,
+}
+
+/// Why a connection or a request was refused or closed by a budget (`server.rs`, `budget.rs`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RejectLabels {
+    pub listener: &'static str,
+    pub reason: &'static str,
+}
+
 /// Every metric the webhook exposes.
 #[derive(Debug)]
 pub struct Metrics {
@@ -35,6 +48,11 @@ pub struct Metrics {
     pub certificate_expiry_timestamp_seconds: Gauge<f64, AtomicU64>,
     pub certificate_reloads: Counter,
     pub certificate_reload_failures: Counter,
+    pub open_connections: Family<ListenerLabels, Gauge>,
+    pub connections_rejected: Family<RejectLabels, Counter>,
+    pub request_body_bytes_in_flight: Gauge,
+    pub flux_budget_exceeded: Counter,
+    pub open_files_limit: Gauge,
     registry: Registry,
 }
 
@@ -58,6 +76,11 @@ impl Metrics {
         let certificate_expiry_timestamp_seconds = Gauge::<f64, AtomicU64>::default();
         let certificate_reloads = Counter::default();
         let certificate_reload_failures = Counter::default();
+        let open_connections = Family::<ListenerLabels, Gauge>::default();
+        let connections_rejected = Family::<RejectLabels, Counter>::default();
+        let request_body_bytes_in_flight = Gauge::default();
+        let flux_budget_exceeded = Counter::default();
+        let open_files_limit = Gauge::default();
 
         let mut registry = Registry::with_prefix("styrmin_webhook");
         registry.register(
@@ -115,6 +138,34 @@ impl Metrics {
             "Serving certificate files that could not be loaded; the last good one stayed in use",
             certificate_reload_failures.clone(),
         );
+        registry.register(
+            "open_connections",
+            "Open connections per listener",
+            open_connections.clone(),
+        );
+        registry.register(
+            "connections_rejected",
+            "Connections and requests refused or closed by a budget: cap (a new connection \
+             refused at the connection cap), cap_idle_closed (an idle connection closed to make \
+             room), head_timeout, idle, body_timeout, body_budget",
+            connections_rejected.clone(),
+        );
+        registry.register(
+            "request_body_bytes_in_flight",
+            "Bytes of the request body budget held by bodies being read or decided",
+            request_body_bytes_in_flight.clone(),
+        );
+        registry.register(
+            "flux_budget_exceeded",
+            "HelmReleases allowed unchanged, with a warning, because their post-renderers \
+             did not fit the time budget",
+            flux_budget_exceeded.clone(),
+        );
+        registry.register(
+            "open_files_limit",
+            "The process's limit of open file descriptors (RLIMIT_NOFILE soft limit) in force",
+            open_files_limit.clone(),
+        );
         Metrics {
             requests,
             request_duration,
@@ -127,8 +178,20 @@ impl Metrics {
             certificate_expiry_timestamp_seconds,
             certificate_reloads,
             certificate_reload_failures,
+            open_connections,
+            connections_rejected,
+            request_body_bytes_in_flight,
+            flux_budget_exceeded,
+            open_files_limit,
             registry,
         }
+    }
+
+    /// Counts one refusal or budget closure.
+    pub fn reject(&self, listener: &'static str, reason: &'static str) {
+        self.connections_rejected
+            .get_or_create(&RejectLabels { listener, reason })
+            .inc();
     }
 
     /// The OpenMetrics text.

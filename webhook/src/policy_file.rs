@@ -14,6 +14,12 @@
 //! `last_deployed: {...}`, the ingress settings it was last deployed with (rule W5), written
 //! as one level read like a cluster level: `{dedicated_ingress: {}}`, `{ingress_class: nginx}`
 //! or `{ingress_class: ""}` (no class). A deployment without it resolves from its levels.
+//!
+//! A new version is published only once two consecutive reads, one poll interval apart, return
+//! the same bytes: a file caught half-written (an editor or `cp` writing in place) is never
+//! published, even when the part written so far is valid YAML. Writers should still write a
+//! temporary file and rename it into place (what a ConfigMap volume does): a writer that stops
+//! mid-file for longer than a poll interval cannot be told from a finished one.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -37,6 +43,11 @@ pub enum PolicyFileError {
         #[source]
         source: Box<serde_saphyr::Error>,
     },
+    #[error(
+        "policy file {path} kept changing while it was read; write it to a temporary file and \
+         rename it into place"
+    )]
+    Unsettled { path: PathBuf },
     #[error("policy file {path}: kubernetes_version")]
     Version {
         path: PathBuf,
@@ -148,18 +159,46 @@ pub struct PolicyFileSource {
     last_valid: bool,
     /// The view read by `open`, published when the source starts.
     pending: Option<View>,
+    /// A changed content read once, published when the next poll reads it again.
+    candidate: Option<Vec<u8>>,
 }
 
+/// How many times `open` reads a file that keeps changing before it gives up.
+const OPEN_ATTEMPTS: usize = 20;
+
 impl PolicyFileSource {
-    /// Loads the file once, so that a server never starts on an invalid policy.
+    /// Loads the file once, so that a server never starts on an invalid policy; like a poll, it
+    /// takes the content only when two reads a short while apart agree.
     pub fn open(path: PathBuf, interval: Duration) -> Result<Self, PolicyFileError> {
-        let (bytes, view) = load_policy(&path)?;
+        let settle = interval.min(Duration::from_millis(100));
+        let read = |path: &Path| {
+            std::fs::read(path).map_err(|source| PolicyFileError::Read {
+                path: path.to_owned(),
+                source,
+            })
+        };
+        let mut bytes = read(&path)?;
+        let mut settled = false;
+        for _ in 0..OPEN_ATTEMPTS {
+            std::thread::sleep(settle);
+            let again = read(&path)?;
+            if again == bytes {
+                settled = true;
+                break;
+            }
+            bytes = again;
+        }
+        if !settled {
+            return Err(PolicyFileError::Unsettled { path });
+        }
+        let view = parse_policy(&path, &String::from_utf8_lossy(&bytes))?;
         Ok(PolicyFileSource {
             path,
             interval,
             last_seen: bytes,
             last_valid: true,
             pending: Some(view),
+            candidate: None,
         })
     }
 
@@ -175,11 +214,19 @@ impl PolicyFileSource {
         };
         if bytes == self.last_seen {
             // Unchanged. After an invalid version, the view stays stale until a fix.
+            self.candidate = None;
             if self.last_valid {
                 sink.confirm();
             }
             return;
         }
+        if self.candidate.as_ref() != Some(&bytes) {
+            // Changed since the last poll: maybe still being written. Wait for a second read.
+            tracing::debug!(path = %self.path.display(), "policy file changed; read again on the next poll");
+            self.candidate = Some(bytes);
+            return;
+        }
+        self.candidate = None;
         self.last_seen = bytes;
         let text = String::from_utf8_lossy(&self.last_seen);
         match parse_policy(&self.path, &text) {
@@ -361,6 +408,7 @@ deployments:
         std::fs::write(&path, "cluster: [garbage").unwrap();
         source.poll_once(&sink);
         source.poll_once(&sink);
+        source.poll_once(&sink);
         assert_eq!(*store.load(), first, "the last good view stays");
         assert_eq!(
             errors.load(Ordering::Relaxed),
@@ -369,6 +417,7 @@ deployments:
         );
 
         std::fs::write(&path, "cluster: {ingress_class: nginx}").unwrap();
+        source.poll_once(&sink);
         source.poll_once(&sink);
         assert_eq!(
             resolve(&store.load().levels_for_deployment("web1"))
@@ -389,6 +438,34 @@ deployments:
                 .target
                 .enforced_class(),
             Some("nginx")
+        );
+    }
+
+    #[test]
+    fn a_version_is_published_only_when_two_polls_read_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.yaml");
+        std::fs::write(&path, ISSUE_EXAMPLE).unwrap();
+        let mut source = PolicyFileSource::open(path.clone(), Duration::from_millis(10)).unwrap();
+        let first = source.pending.take().unwrap();
+        let store = Arc::new(ViewStore::default());
+        let sink = ViewSink::new(store.clone(), Arc::new(|_| {}));
+        sink.publish(first.clone());
+        // Caught half-written: a valid YAML prefix without `deployments:`.
+        let complete =
+            "cluster: {ingress_class: nginx}\ndeployments:\n  web1: {ingress_class: haproxy}\n";
+        std::fs::write(&path, &complete[..31]).unwrap();
+        source.poll_once(&sink);
+        assert_eq!(*store.load(), first, "a version read once is not published");
+        // The writer goes on: the next poll reads something else, still not published.
+        std::fs::write(&path, complete).unwrap();
+        source.poll_once(&sink);
+        assert_eq!(*store.load(), first, "a version read once is not published");
+        source.poll_once(&sink);
+        assert_eq!(
+            resolve(&store.load().levels_for_deployment("web1")).enforced_class(),
+            Some("haproxy"),
+            "read twice the same: published"
         );
     }
 }
