@@ -7,6 +7,7 @@
 //! today); [`router`] the HTTP surface; [`server`] the TLS accept loop; [`cli`] the wiring.
 
 pub mod admission;
+pub mod audit;
 pub mod cli;
 pub mod crd;
 pub mod decide;
@@ -125,6 +126,7 @@ pub fn router(state: AppState) -> Router {
 pub fn metrics_router(state: AppState) -> Router {
     operations_routes()
         .route("/debug/deployments/{id}", get(debug_deployment))
+        .route("/debug/audit", get(audit::debug_audit))
         .with_state(state)
 }
 
@@ -189,6 +191,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
         .view_changed_timestamp_seconds
         .set(view.changed_at_unix().unwrap_or(0.0));
     metrics.view_ready.set(i64::from(view.is_ready()));
+    metrics.audit.export(view.audit());
     metrics
         .view_source_valid
         .set(i64::from(view.source_valid()));

@@ -35,6 +35,8 @@ pub struct Metrics {
     pub certificate_expiry_timestamp_seconds: Gauge<f64, AtomicU64>,
     pub certificate_reloads: Counter,
     pub certificate_reload_failures: Counter,
+    /// The audit of what is already in the cluster (`crate::audit`).
+    pub audit: crate::audit::AuditMetrics,
     registry: Registry,
 }
 
@@ -115,7 +117,9 @@ impl Metrics {
             "Serving certificate files that could not be loaded; the last good one stayed in use",
             certificate_reload_failures.clone(),
         );
+        let audit = crate::audit::AuditMetrics::register(&mut registry);
         Metrics {
+            audit,
             requests,
             request_duration,
             view_age_seconds,

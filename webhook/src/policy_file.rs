@@ -114,6 +114,7 @@ pub fn parse_policy(path: &Path, text: &str) -> Result<View, PolicyFileError> {
                     dedicated_ingress: d.dedicated_ingress,
                 },
                 last_deployed: d.last_deployed,
+                removal: None,
             };
             (id, deployment)
         })
