@@ -89,9 +89,17 @@ impl Removal {
     }
 }
 
-/// `1h2m`, `12m5s`, `40s`: a duration as a person reads it.
+/// `3d4h`, `1h2m`, `12m5s`, `40s`: a duration as a person reads it.
 pub fn human_duration(seconds: u64) -> String {
-    let (h, m, s) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
+    let (d, h, m, s) = (
+        seconds / 86_400,
+        seconds / 3600,
+        seconds / 60 % 60,
+        seconds % 60,
+    );
+    if d >= 2 {
+        return format!("{d}d{}h", h % 24);
+    }
     match (h, m, s) {
         (0, 0, s) => format!("{s}s"),
         (0, m, 0) => format!("{m}m"),
@@ -477,6 +485,21 @@ mod tests {
         );
         let environments = HashMap::from([("prod".to_owned(), class("nginx"))]);
         View::new(class("contour"), environments, deployments, None)
+    }
+
+    #[test]
+    fn durations_read_like_kubectl_ages() {
+        for (seconds, text) in [
+            (40, "40s"),
+            (600, "10m"),
+            (725, "12m5s"),
+            (3660, "1h1m"),
+            (7200, "2h"),
+            (86_400 + 3600, "25h"),
+            (3 * 86_400 + 4 * 3600 + 59, "3d4h"),
+        ] {
+            assert_eq!(human_duration(seconds), text, "{seconds}");
+        }
     }
 
     #[test]
