@@ -31,6 +31,8 @@ pub const VERSION: &str = "v1alpha1";
 pub const CLUSTER_NAME: &str = "default";
 
 /// The cluster level (SPEC §1): `ingressClass` absent means `traefik`, `null` or `""` no class.
+// Several `printcolumn(type_ = "string", ..)` look like repeated attributes to clippy.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "styrmin.io",
@@ -70,6 +72,8 @@ pub struct StyrminClusterSpec {
 }
 
 /// An environment level (SPEC §1): a left-out or `null` key is not set (inherited).
+// Several `printcolumn(type_ = "string", ..)` look like repeated attributes to clippy.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "styrmin.io",

@@ -404,7 +404,23 @@ where
         + Sync
         + 'static,
 {
-    watch_trimmed(client, index, watcher::Config::default(), |_| true, |_| {})
+    watch_trimmed(
+        client,
+        index,
+        watcher::Config::default(),
+        |_| true,
+        without_bookkeeping::<K>,
+    )
+}
+
+/// Drops what the webhook never reads and can be large: managed fields, and the copy of the
+/// whole object that client-side `kubectl apply` keeps in an annotation.
+fn without_bookkeeping<K: Resource>(object: &mut K) {
+    let meta = object.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
 }
 
 /// [`watch`] with a watcher configuration, and objects that `keep` refuses never stored,

@@ -9,8 +9,8 @@ use ingress_rules::{CLASS_ANNOTATION, ClassFields};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::Resource;
+use serde::Deserialize;
 use serde::de::IgnoredAny;
-use serde::{Deserialize, Serialize};
 
 /// The label of Styrmin's service aliases (product page, "Service aliases").
 pub const SERVICE_ALIAS_LABEL: &str = "styrmin.io/service-alias";
@@ -19,20 +19,91 @@ pub const SERVICE_ALIAS_SELECTOR: &str = "styrmin.io/service-alias=true";
 
 /// An Ingress (`networking.k8s.io/v1`) as the audit keeps it: name, namespace, creation
 /// time, the class annotation, `spec.ingressClassName` and whether it has an address.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+/// The metadata is read field by field ([`slim_metadata`]): managed fields, labels and the
+/// other annotations are skipped while reading, never built.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub struct AuditedIngress {
+    #[serde(deserialize_with = "slim_metadata")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: AuditedIngressSpec,
-    #[serde(default, skip_serializing)]
+    #[serde(default)]
     pub status: AuditedIngressStatus,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditedIngressSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub ingress_class_name: Option<String>,
+}
+
+/// What the audit and the watcher read of an Ingress's metadata (the watcher resumes from
+/// `resourceVersion`).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SlimMetadata {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    creation_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    #[serde(default, deserialize_with = "class_annotation_only")]
+    annotations: Option<std::collections::BTreeMap<String, String>>,
+}
+
+fn slim_metadata<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<ObjectMeta, D::Error> {
+    let slim = SlimMetadata::deserialize(deserializer)?;
+    Ok(ObjectMeta {
+        name: slim.name,
+        namespace: slim.namespace,
+        resource_version: slim.resource_version,
+        creation_timestamp: slim.creation_timestamp,
+        annotations: slim.annotations,
+        ..ObjectMeta::default()
+    })
+}
+
+/// The annotations map, with only the class annotation kept.
+fn class_annotation_only<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<std::collections::BTreeMap<String, String>>, D::Error> {
+    struct ClassOnly;
+    impl<'de> serde::de::Visitor<'de> for ClassOnly {
+        type Value = Option<std::collections::BTreeMap<String, String>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a map of annotations")
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut class = None;
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == CLASS_ANNOTATION {
+                    class = Some(map.next_value::<String>()?);
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(class.map(|c| [(CLASS_ANNOTATION.to_owned(), c)].into()))
+        }
+    }
+    deserializer.deserialize_option(ClassOnly)
 }
 
 /// `status.loadBalancer.ingress`, counted: a controller that serves the Ingress writes its
@@ -255,7 +326,7 @@ mod tests {
         let mut ingress: AuditedIngress = serde_json::from_value(json!({
             "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
             "metadata": {
-                "name": "web", "namespace": "styrmin-web1",
+                "name": "web", "namespace": "styrmin-web1", "resourceVersion": "7",
                 "creationTimestamp": "2026-12-03T08:00:00Z",
                 "labels": {"app": "web"},
                 "annotations": {
@@ -268,6 +339,14 @@ mod tests {
             "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}]}}
         }))
         .unwrap();
+        // Read slim: the watcher's resourceVersion kept, the rest never built.
+        assert_eq!(ingress.metadata.resource_version.as_deref(), Some("7"));
+        assert!(ingress.metadata.managed_fields.is_none());
+        assert!(ingress.metadata.labels.is_none());
+        assert_eq!(
+            ingress.metadata.annotations.as_ref().map(|a| a.len()),
+            Some(1)
+        );
         ingress.trim();
         assert_eq!(
             ingress.class_fields(),
