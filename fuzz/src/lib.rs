@@ -193,7 +193,10 @@ pub fn admission_review(data: &[u8]) {
     };
     for view in VIEWS.iter() {
         for flux_post_renderer in [false, true] {
-            let options = DecideOptions { flux_post_renderer };
+            let options = DecideOptions {
+                flux_post_renderer,
+                ..DecideOptions::default()
+            };
             check_answer(view, &review, &options);
         }
     }

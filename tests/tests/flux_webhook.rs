@@ -36,6 +36,7 @@ fn the_webhook_injects_exactly_what_the_cli_prints() {
     let scratch = Scratch::new("flux-webhook");
     let on = DecideOptions {
         flux_post_renderer: true,
+        ..DecideOptions::default()
     };
     let (mut patched, mut none) = (0, 0);
     for (i, config) in RESOLUTION_TABLE.iter().enumerate() {

@@ -27,6 +27,9 @@ use tower::ServiceExt as _;
 const CLUSTERS: &str = "/apis/styrmin.io/v1alpha1/styrminclusters";
 const ENVIRONMENTS: &str = "/apis/styrmin.io/v1alpha1/styrminenvironments";
 const DEPLOYMENTS: &str = "/apis/styrmin.io/v1alpha1/styrmindeployments";
+const INGRESSES: &str = "/apis/networking.k8s.io/v1/ingresses";
+const SERVICES: &str = "/api/v1/services";
+const NAMESPACES: &str = "/api/v1/namespaces";
 /// Long enough for the watcher's backoff after an error (0.8 s, then 1.6 s, with jitter).
 const STEP: Duration = Duration::from_secs(20);
 
@@ -120,6 +123,10 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
     api.answer("/version", 200, recorded("version.json"));
     api.answer(CLUSTERS, 200, recorded("styrminclusters.list.json"));
     api.answer(ENVIRONMENTS, 200, recorded("styrminenvironments.list.json"));
+    // The audit's watches (tests/tests/audit.rs has their content).
+    api.answer(INGRESSES, 200, recorded("ingresses.list.json"));
+    api.answer(SERVICES, 200, recorded("services.list.json"));
+    api.answer(NAMESPACES, 200, recorded("namespaces.list.json"));
     // The deployments' list is held back for now.
 
     let state = AppState::new(Arc::new(ViewStore::default()), Arc::new(Metrics::new()));
@@ -202,8 +209,14 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
 
     // Step 4: deployment events and a bookmark, then the connection drops.
     api.watch_lines(DEPLOYMENTS, &recorded("styrmindeployments.watch-1.jsonl"));
-    wait_until(&store, "web3 added", |s| {
-        s.load().deployment("web3").is_some()
+    // Both events applied (they may come in two batches): web3 added, web1 modified.
+    wait_until(&store, "web3 added and web1 modified", |s| {
+        let view = s.load();
+        view.deployment("web3").is_some()
+            && class_of(&view, "web1") == "dedicated"
+            && view.deployment("web1").is_some_and(|d| {
+                d.level.ingress_class.value().map(String::as_str) == Some("contour")
+            })
     })
     .await;
     let web3 = store.load().deployment("web3").cloned().unwrap();
@@ -329,8 +342,12 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
                 resource,
                 verbs,
             } => {
-                request.path == format!("/apis/{group}/{version}/{resource}")
-                    && verbs.contains(&verb)
+                let path = if group.is_empty() {
+                    format!("/api/{version}/{resource}")
+                } else {
+                    format!("/apis/{group}/{version}/{resource}")
+                };
+                request.path == path && verbs.contains(&verb)
             }
             ApiCall::NonResource { path, verbs } => request.path == path && verbs.contains(&verb),
         });

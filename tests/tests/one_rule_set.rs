@@ -103,3 +103,85 @@ fn policy_and_config_describe_the_same_levels() {
         );
     }
 }
+
+/// The class fields of an Ingress object: `(spec.ingressClassName, the class annotation)`.
+fn class_fields(object: &serde_json::Value) -> (serde_json::Value, serde_json::Value) {
+    (
+        object["spec"]["ingressClassName"].clone(),
+        object["metadata"]["annotations"][ingress_rules::CLASS_ANNOTATION].clone(),
+    )
+}
+
+/// The audit judges an Ingress already in the cluster as admission judges it when it is
+/// written: for every Ingress of every real stream × the resolution table, the audit reports
+/// `wrong_class` exactly when admission patches it, and its FIX (a merge patch) gives the
+/// Ingress the class fields admission gives it.
+#[tokio::test]
+async fn the_audit_agrees_with_admission() {
+    use std::collections::HashSet;
+    use std::sync::Arc;
+
+    use styrmin_webhook::audit::objects::AuditedIngress;
+    use styrmin_webhook::audit::{AuditInput, AuditSettings, Reason, audit};
+
+    let (mut patched, mut conforming) = (0, 0);
+    for config in RESOLUTION_TABLE {
+        let webhook = Webhook::new(&config.policy_yaml());
+        let view = parse_policy(Path::new("p.yaml"), &config.policy_yaml()).unwrap();
+        for (name, text) in streams() {
+            for (i, object) in ingresses(&text).into_iter().enumerate() {
+                let admitted = webhook.admit("CREATE", &object, &format!("uid-{i}")).await;
+                // As the watch stores it: in the deployment's namespace, served (an address).
+                let mut stored = object.clone();
+                stored["metadata"]["namespace"] = "styrmin-app".into();
+                stored["status"] =
+                    serde_json::json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}});
+                let mut audited: AuditedIngress = serde_json::from_value(stored).unwrap();
+                audited.trim();
+                let report = audit(
+                    &AuditInput {
+                        view: &view,
+                        ingresses: &[Arc::new(audited)],
+                        aliases: &[],
+                        namespaces: &HashSet::new(),
+                        now: 0,
+                    },
+                    &AuditSettings::default(),
+                );
+                let what = format!(
+                    "{name}, config {config:?}, Ingress {}",
+                    object["metadata"]["name"]
+                );
+                assert_eq!(report.ingresses, 1, "{what}");
+                let reasons: Vec<Reason> = report.findings.iter().map(|f| f.reason).collect();
+                if !admitted.patched {
+                    assert!(
+                        reasons.is_empty(),
+                        "{what}: admission keeps it, the audit says {reasons:?}"
+                    );
+                    conforming += 1;
+                    continue;
+                }
+                assert_eq!(reasons, [Reason::WrongClass], "{what}");
+                let fix = &report.findings[0].fix;
+                let merge: serde_json::Value = fix
+                    .split_once('\'')
+                    .and_then(|(_, rest)| rest.rsplit_once('\''))
+                    .map(|(patch, _)| serde_json::from_str(patch).unwrap())
+                    .unwrap_or_else(|| panic!("{what}: no merge patch in {fix:?}"));
+                let mut fixed = object.clone();
+                json_patch::merge(&mut fixed, &merge);
+                assert_eq!(
+                    class_fields(&fixed),
+                    class_fields(&admitted.object),
+                    "{what}: {fix}"
+                );
+                patched += 1;
+            }
+        }
+    }
+    assert!(
+        patched >= 20 && conforming >= 20,
+        "{patched} patched, {conforming} conforming"
+    );
+}

@@ -2,6 +2,7 @@
 # make bench-webhook: styrmin-webhook against a floor server (webhook/examples/floor.rs), both
 # over TLS on loopback, with a ~3 KB Ingress AdmissionReview, at 500 and 2,000 requests/s and
 # then as fast as they go; 10,000 deployments in the webhook's view. Prints a markdown table.
+# Then the memory of `--source kubernetes` with the audit (memory-kubernetes.sh).
 # Load generator: webhook/examples/loadgen.rs (ours; oha's build is too long for 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -74,3 +75,4 @@ echo "- p99 at 2,000 req/s, webhook / floor: $(ratio "$(field "${RESULT[webhook:
 echo "- max throughput, webhook / floor: $(ratio "$(field "${RESULT[webhook:0]}" throughput)" "$(field "${RESULT[floor:0]}" throughput)") (target >= 0.5)"
 echo "- webhook memory with $DEPLOYMENTS deployments in the view: RSS $((RSS_KB / 1024)) MiB now, peak $((HWM_KB / 1024)) MiB (target < 50 MB)"
 echo "- $SECONDS_PER_RUN s per run, $CONNECTIONS keep-alive connections, TLS on loopback, $(nproc) cores shared by server and load generator"
+webhook/bench/memory-kubernetes.sh

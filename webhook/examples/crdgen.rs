@@ -9,16 +9,14 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use styrmin_webhook::crd::{all_crds, crd_yaml};
 
-/// Where the CRDs are committed; `crd_yaml`'s header still names their old place.
+/// Where the CRDs are committed (the chart's `files/crds`, rendered into the kustomize base).
 const CRD_DIR: &str = "charts/styrmin-webhook/files/crds";
-const OLD_CRD_DIR: &str = "-- manifests/base/crds";
 
 fn main() -> anyhow::Result<()> {
     let arg = std::env::args().nth(1);
     for (file, crd) in all_crds() {
         let yaml = crd_yaml(&crd)
-            .with_context(|| format!("serialising {file}"))?
-            .replace(OLD_CRD_DIR, &format!("-- {CRD_DIR}"));
+            .with_context(|| format!("serialising {file}"))?;
         match arg.as_deref() {
             Some("--stdout") => print!("---\n{yaml}"),
             dir => {

@@ -178,6 +178,37 @@ pub struct Args {
     /// (the user's own are kept in order). Off by default.
     #[arg(long, env = "STYRMIN_WEBHOOK_FLUX_POST_RENDERER")]
     pub flux_post_renderer: bool,
+
+    /// After how long a dedicated ingress controller that stays DELETING counts as stuck: the
+    /// W2 denial then says since when, which finalizer holds it and what to do; the audit
+    /// counts it and logs a warning.
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_STUCK_DELETING_AFTER_SECS",
+        default_value_t = 300,
+        value_name = "SECONDS"
+    )]
+    pub stuck_deleting_after_secs: u64,
+
+    /// `--source kubernetes`: how often the Ingresses, controllers and service aliases
+    /// already in the cluster are audited (`/debug/audit`, `styrmin_webhook_audit_*`).
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_AUDIT_INTERVAL_SECS",
+        default_value_t = 30,
+        value_name = "SECONDS"
+    )]
+    pub audit_interval_secs: u64,
+
+    /// How long an Ingress may have no address (status.loadBalancer.ingress) before the
+    /// audit reports it as not served.
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_AUDIT_NOT_SERVED_GRACE_SECS",
+        default_value_t = 300,
+        value_name = "SECONDS"
+    )]
+    pub audit_not_served_grace_secs: u64,
 }
 
 impl Args {
@@ -203,7 +234,11 @@ impl Args {
             body_budget_mib,
             flux_budget_ms,
             flux_post_renderer,
+            stuck_deleting_after_secs,
+            audit_interval_secs,
+            audit_not_served_grace_secs,
         } = self;
+        let stuck_deleting_after = Duration::from_secs(stuck_deleting_after_secs);
         crate::telemetry::init(log_format, &log_filter)?;
         let interval = Duration::from_millis(reload_interval_ms.max(10));
         let head_timeout = Duration::from_millis(head_timeout_ms.max(1));
@@ -230,10 +265,18 @@ impl Args {
             body_timeout: Duration::from_millis(body_timeout_ms.max(1)),
             flux_budget: Duration::from_millis(flux_budget_ms),
             flux_post_renderer,
+            stuck_deleting_after,
         };
         match (source, policy_file) {
             (SourceKind::Kubernetes, _) => {
-                serve(config, KubeSource::from_environment().await?).await
+                let source = KubeSource::from_environment().await?.with_audit(
+                    Duration::from_secs(audit_interval_secs.max(1)),
+                    crate::audit::AuditSettings {
+                        not_served_grace: Duration::from_secs(audit_not_served_grace_secs),
+                        stuck_deleting_after,
+                    },
+                );
+                serve(config, source).await
             }
             (SourceKind::PolicyFile, Some(policy_file)) => {
                 let source = PolicyFileSource::open(policy_file, interval)
@@ -275,6 +318,8 @@ pub struct ServeConfig {
     pub flux_budget: Duration,
     /// `--flux-post-renderer`.
     pub flux_post_renderer: bool,
+    /// `--stuck-deleting-after-secs`.
+    pub stuck_deleting_after: Duration,
 }
 
 /// Runs the webhook with any view source until SIGTERM, then drains.
@@ -293,6 +338,7 @@ pub async fn serve(config: ServeConfig, source: impl ViewSource) -> anyhow::Resu
         body_timeout,
         flux_budget,
         flux_post_renderer,
+        stuck_deleting_after,
     } = config;
     let metrics = std::sync::Arc::new(Metrics::new());
     let open_files = crate::open_files::raise_limit();
@@ -319,7 +365,10 @@ pub async fn serve(config: ServeConfig, source: impl ViewSource) -> anyhow::Resu
     let state = AppState::with_budget(
         std::sync::Arc::new(ViewStore::default()),
         metrics.clone(),
-        crate::decide::DecideOptions { flux_post_renderer },
+        crate::decide::DecideOptions {
+            flux_post_renderer,
+            stuck_deleting_after,
+        },
         RequestBudget::new(body_budget_bytes, body_timeout, flux_budget),
     );
 

@@ -13,8 +13,8 @@
 //! (`x-kubernetes-preserve-unknown-fields`).
 //! In Rust they are the rule crate's [`Setting`]: a left-out key is `Absent`, `null` is `Null`.
 //!
-//! The CRD manifests in `manifests/base/crds/` are generated from these types:
-//! `cargo run -p styrmin-webhook --example crdgen -- manifests/base/crds` (a test compares them).
+//! The CRD manifests in `charts/styrmin-webhook/files/crds/` are generated from these types:
+//! `cargo run -p styrmin-webhook --example crdgen -- charts/styrmin-webhook/files/crds` (a test compares them).
 
 use ingress_rules::Setting;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -33,6 +33,8 @@ pub const CLUSTER_NAME: &str = "default";
 
 /// The cluster level (docs/rules.md §1): `ingressClass` absent means `traefik`, `null` or `""`
 /// no class.
+// Several `printcolumn(type_ = "string", ..)` look like repeated attributes to clippy.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "styrmin.io",
@@ -41,17 +43,24 @@ pub const CLUSTER_NAME: &str = "default";
     doc = "Styrmin's cluster-wide ingress settings. Only the one named `default` counts.",
     derive = "PartialEq",
     derive = "Default",
-    printcolumn(name = "Class", type_ = "string", json_path = ".spec.ingressClass")
+    printcolumn(name = "Class", type_ = "string", json_path = ".spec.ingressClass"),
+    printcolumn(
+        name = "Dedicated",
+        type_ = "string",
+        json_path = ".spec.dedicatedIngress"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct StyrminClusterSpec {
-    /// The IngressClass of the cluster. Left out: `traefik`; `null` or `""`: no class.
+    /// The IngressClass of the cluster. Left out: `traefik` (the API server stores the
+    /// default, so `kubectl get` shows it); `""` (or `null`): no class. Write `""`: a `null`
+    /// applied with client-side `kubectl apply` is dropped and then reads as `traefik`.
     #[serde(
         default,
         skip_serializing_if = "is_absent",
         serialize_with = "serialize_setting"
     )]
-    #[schemars(schema_with = "ingress_class_schema")]
+    #[schemars(schema_with = "cluster_ingress_class_schema")]
     pub ingress_class: Setting<String>,
     /// Any object turns the dedicated ingress controller on (its keys are the controller's
     /// values); left out or `null`: off.
@@ -65,6 +74,8 @@ pub struct StyrminClusterSpec {
 }
 
 /// An environment level (docs/rules.md §1): a left-out or `null` key is not set (inherited).
+// Several `printcolumn(type_ = "string", ..)` look like repeated attributes to clippy.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "styrmin.io",
@@ -73,7 +84,12 @@ pub struct StyrminClusterSpec {
     doc = "The ingress settings of one Styrmin environment, named by its environment id.",
     derive = "PartialEq",
     derive = "Default",
-    printcolumn(name = "Class", type_ = "string", json_path = ".spec.ingressClass")
+    printcolumn(name = "Class", type_ = "string", json_path = ".spec.ingressClass"),
+    printcolumn(
+        name = "Dedicated",
+        type_ = "string",
+        json_path = ".spec.dedicatedIngress"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct StyrminEnvironmentSpec {
@@ -137,7 +153,17 @@ pub enum DeploymentPhase {
         json_path = ".spec.environmentId"
     ),
     printcolumn(name = "Role", type_ = "string", json_path = ".spec.role"),
-    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase")
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(
+        name = "Deployed-Class",
+        type_ = "string",
+        json_path = ".status.lastDeployed.ingressClass"
+    ),
+    printcolumn(
+        name = "Deployed-Dedicated",
+        type_ = "string",
+        json_path = ".status.lastDeployed.dedicatedIngress"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct StyrminDeploymentSpec {
@@ -225,6 +251,18 @@ fn ingress_class_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
+/// The cluster's `ingressClass`: as at the other levels, with the default `traefik` stored
+/// by the API server when the key is left out (a `null` is kept: the field is nullable), so
+/// the stored object and `kubectl get` show the class that applies.
+fn cluster_ingress_class_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "The cluster's IngressClass. Left out: traefik (stored as the default). \"\" for no class: write \"\", not null, because client-side `kubectl apply` drops a null and the default traefik then applies.",
+        "type": "string",
+        "nullable": true,
+        "default": ingress_rules::DEFAULT_CLUSTER_CLASS
+    })
+}
+
 fn dedicated_ingress_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "description": "Any object (`{}` included) turns the dedicated ingress controller on; its keys are the controller's values. null: not set.",
@@ -234,7 +272,7 @@ fn dedicated_ingress_schema(_: &mut schemars::SchemaGenerator) -> schemars::Sche
     })
 }
 
-/// The three CRDs, each with the file name it is committed under in `manifests/base/crds/`.
+/// The three CRDs, each with the file name it is committed under in `charts/styrmin-webhook/files/crds/`.
 pub fn all_crds() -> Vec<(&'static str, CustomResourceDefinition)> {
     vec![
         ("styrminclusters.yaml", StyrminCluster::crd()),
@@ -248,7 +286,7 @@ pub fn crd_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::
     let body = serde_saphyr::to_string(crd)?;
     Ok(format!(
         "# Generated from webhook/src/crd.rs: do not edit. Regenerate with\n\
-         # cargo run -p styrmin-webhook --example crdgen -- manifests/base/crds\n{body}"
+         # cargo run -p styrmin-webhook --example crdgen -- charts/styrmin-webhook/files/crds\n{body}"
     ))
 }
 
@@ -288,6 +326,31 @@ mod tests {
             spec["dedicatedIngress"]["x-kubernetes-preserve-unknown-fields"],
             true
         );
+    }
+
+    #[test]
+    fn the_cluster_class_defaults_to_traefik_and_keeps_null_and_empty() {
+        let crd = serde_json::to_value(StyrminCluster::crd()).unwrap();
+        let version = &crd["spec"]["versions"][0];
+        let class = &version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["ingressClass"];
+        assert_eq!(class["default"], "traefik");
+        assert_eq!(class["nullable"], true, "null is kept, not defaulted");
+        assert_eq!(class["type"], "string", "\"\" is a valid value");
+        // Only the cluster level has a default: elsewhere absent means inherited.
+        let environment = serde_json::to_value(StyrminEnvironment::crd()).unwrap();
+        assert!(
+            environment["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+                ["properties"]["ingressClass"]
+                .get("default")
+                .is_none()
+        );
+        let columns: Vec<&str> = version["additionalPrinterColumns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["jsonPath"].as_str())
+            .collect();
+        assert_eq!(columns, [".spec.ingressClass", ".spec.dedicatedIngress"]);
     }
 
     #[test]

@@ -1,16 +1,17 @@
 //! The decisions (rules W1, W2, W4, R9), as pure functions of the view and one request.
 
 use std::borrow::Cow;
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ingress_rules::{
-    AppliedSettings, IngressTarget, NoClassWarning, SettingsSource, enforce, is_ingress, resolve,
+    AppliedSettings, ClassFields, Enforcement, IngressTarget, NoClassWarning, RuleError,
+    SettingsSource, enforce, is_ingress, resolve,
 };
 use serde_json::Value;
 
 use crate::admission::{AdmissionRequest, AdmissionResponse, Operation, Status};
 use crate::patch::{build_patch, class_fields};
-use crate::view::{Phase, Role, View, namespace_owner};
+use crate::view::{Deployment, Phase, Role, View, namespace_owner};
 
 /// The API group and kind of Styrmin's deployment objects (W2).
 pub const STYRMIN_DEPLOYMENT_API_VERSION: &str = "styrmin.io/v1alpha1";
@@ -137,11 +138,26 @@ impl Decision {
     }
 }
 
-/// Switches of the decisions that are off by default.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Switches of the decisions that are off by default, and their thresholds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DecideOptions {
     /// Put Styrmin's kustomize post-renderer into HelmReleases (`--flux-post-renderer`).
     pub flux_post_renderer: bool,
+    /// After how long a controller removal counts as stuck: the W2 denial then says since
+    /// when, which finalizer holds it and what to do (`--stuck-deleting-after`).
+    pub stuck_deleting_after: Duration,
+}
+
+/// The default of `--stuck-deleting-after`: the product page's "more than a few minutes".
+pub const STUCK_DELETING_AFTER: Duration = Duration::from_secs(5 * 60);
+
+impl Default for DecideOptions {
+    fn default() -> Self {
+        DecideOptions {
+            flux_post_renderer: false,
+            stuck_deleting_after: STUCK_DELETING_AFTER,
+        }
+    }
 }
 
 /// Decides one request, with the default options.
@@ -153,17 +169,36 @@ pub fn decide(view: &View, request: &AdmissionRequest) -> Decision {
 /// time budget.
 pub const FLUX_OVER_BUDGET_REASON: &str = "flux post-renderers over the time budget";
 
-/// Decides one request.
+/// Decides one request, now.
 pub fn decide_with(view: &View, request: &AdmissionRequest, options: &DecideOptions) -> Decision {
     decide_within(view, request, options, None)
 }
 
-/// Decides one request; a HelmRelease's post-renderers must be classified before
+/// Decides one request, now; a HelmRelease's post-renderers must be classified before
 /// `flux_deadline`, else it is allowed unchanged with a warning ([`FLUX_OVER_BUDGET_REASON`]).
 pub fn decide_within(
     view: &View,
     request: &AdmissionRequest,
     options: &DecideOptions,
+    flux_deadline: Option<Instant>,
+) -> Decision {
+    decide_at(view, request, options, unix_now(), flux_deadline)
+}
+
+/// Unix seconds now.
+pub fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// Decides one request as at `now` (unix seconds; only the W2 message of a stuck removal
+/// depends on it), with an optional deadline for a HelmRelease's post-renderers.
+pub fn decide_at(
+    view: &View,
+    request: &AdmissionRequest,
+    options: &DecideOptions,
+    now: i64,
     flux_deadline: Option<Instant>,
 ) -> Decision {
     let kind = ReviewKind::of(request);
@@ -190,26 +225,59 @@ pub fn decide_within(
     match kind {
         ReviewKind::Ingress => decide_ingress(view, owner, object),
         ReviewKind::HelmRelease if options.flux_post_renderer => {
-            let decision = decide_deploy(view, request, kind, owner, object);
+            let decision = decide_deploy(view, request, kind, owner, object, options, now);
             if decision.outcome == Outcome::Denied {
                 return decision;
             }
             decide_flux(view, owner, object, decision, flux_deadline)
         }
         ReviewKind::StyrminDeployment | ReviewKind::HelmRelease => {
-            decide_deploy(view, request, kind, owner, object)
+            decide_deploy(view, request, kind, owner, object, options, now)
         }
         ReviewKind::Other => Decision::allowed("not an Ingress or a deployment object"),
+    }
+}
+
+/// What the rules make of an Ingress of deployment `owner` whose class fields are
+/// `current`: the settings that apply (W5: its record, else its levels) and the enforcement
+/// (R3–R5), or why the rules cannot be applied on this API server (R9).
+///
+/// Admission ([`decide`]) and the audit of the Ingresses already in the cluster
+/// (`crate::audit`) both judge an Ingress with this one function.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IngressJudgement {
+    pub settings: AppliedSettings,
+    pub enforcement: Result<Enforcement, RuleError>,
+}
+
+impl IngressJudgement {
+    /// True when admission would let the Ingress through unchanged (no patch, no denial).
+    pub fn conforms(&self) -> bool {
+        self.enforcement
+            .as_ref()
+            .is_ok_and(|enforcement| enforcement.changes.is_empty())
+    }
+}
+
+/// W1, W5, R3–R5, R9 for one Ingress: see [`IngressJudgement`].
+pub fn judge_ingress(view: &View, owner: &str, current: &ClassFields) -> IngressJudgement {
+    let settings = view.settings_for_deployment(owner);
+    let enforcement = enforce(&settings.resolved.target, current, view.kubernetes_version());
+    IngressJudgement {
+        settings,
+        enforcement,
     }
 }
 
 /// W1, W4, R9, W5: the rules for an Ingress of the deployment `owner`, with the settings it
 /// was last deployed with when it has such a record, else its levels.
 fn decide_ingress(view: &View, owner: &str, object: &Value) -> Decision {
-    let settings = view.settings_for_deployment(owner);
+    let IngressJudgement {
+        settings,
+        enforcement,
+    } = judge_ingress(view, owner, &class_fields(object));
     let target = &settings.resolved.target;
-    let current = class_fields(object);
-    let enforcement = match enforce(target, &current, view.kubernetes_version()) {
+    let enforcement = match enforcement {
         Ok(enforcement) => enforcement,
         // R9: say so rather than produce an object the API server rejects.
         Err(error) => {
@@ -291,6 +359,8 @@ fn decide_deploy(
     kind: ReviewKind,
     owner: &str,
     object: &Value,
+    options: &DecideOptions,
+    now: i64,
 ) -> Decision {
     if request.operation == Operation::Update {
         // Status, finalizers and other metadata only: never denied. A missing old object
@@ -328,23 +398,60 @@ fn decide_deploy(
     {
         return Decision::allowed("environment has no dedicated ingress");
     }
-    let Some((controller, _)) = view
+    let Some((controller, deleting)) = view
         .controllers_of(environment)
         .find(|(_, d)| d.phase == Phase::Deleting)
     else {
         return Decision::allowed("no dedicated ingress controller is being removed");
     };
-    Decision::denied(
-        403,
-        "Forbidden",
-        format!(
-            "environment {environment:?}: its dedicated ingress controller {controller:?} is being removed \
-             (phase {phase}), so applications in this environment cannot be deployed, updated or upgraded \
-             until the removal completes; try again after the removal completes, and Styrmin installs a new \
-             ingress controller",
-            phase = Phase::Deleting
-        ),
-    )
+    let mut message = format!(
+        "environment {environment:?}: its dedicated ingress controller {controller:?} is being removed \
+         (phase {phase}), so applications in this environment cannot be deployed, updated or upgraded \
+         until the removal completes; try again after the removal completes, and Styrmin installs a new \
+         ingress controller",
+        phase = Phase::Deleting
+    );
+    if let Some(stuck) = stuck_removal(controller, deleting, options.stuck_deleting_after, now) {
+        message.push_str(". ");
+        message.push_str(&stuck);
+    }
+    Decision::denied(403, "Forbidden", message)
+}
+
+/// When controller `id`'s removal has gone on for `after` or longer at `now`: since when,
+/// what holds it, and what the product page says to do ("A controller that stays
+/// DELETING"). `None` while it is younger, or when nobody knows since when.
+pub fn stuck_removal(
+    id: &str,
+    controller: &Deployment,
+    after: Duration,
+    now: i64,
+) -> Option<String> {
+    let removal = controller.removal.as_ref()?;
+    let since = removal.since()?;
+    let elapsed = u64::try_from(now.saturating_sub(since)).unwrap_or(0);
+    if elapsed < after.as_secs() {
+        return None;
+    }
+    let object = format!("StyrminDeployment styrmin-{id} in namespace styrmin-{id}");
+    let held = match removal.finalizers.as_slice() {
+        [] => format!("{object} has no finalizer left"),
+        [one] => format!("{object} still has the finalizer {one}"),
+        many => format!("{object} still has the finalizers {}", many.join(", ")),
+    };
+    let started = if removal.deletion_requested.is_some() {
+        "deletion requested at"
+    } else {
+        "DELETING seen first at"
+    };
+    Some(format!(
+        "The removal has not finished after {elapsed} ({started} {at}); {held}. \
+         An agent of Styrmin v0.1.48 or earlier can stop removing a controller: read the agent's version \
+         and remove the finalizer as \"A StyrminDeployment that keeps its finalizer\" says, with styrmin-{id} \
+         as both the name and the namespace; once the finalizer is gone, submit the config again",
+        elapsed = crate::view::human_duration(elapsed),
+        at = crate::view::rfc3339(since),
+    ))
 }
 
 #[cfg(test)]

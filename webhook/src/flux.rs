@@ -616,6 +616,7 @@ deployments:
 
     const ON: DecideOptions = DecideOptions {
         flux_post_renderer: true,
+        stuck_deleting_after: crate::decide::STUCK_DELETING_AFTER,
     };
 
     fn view() -> View {

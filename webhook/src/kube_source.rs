@@ -3,7 +3,7 @@
 //!
 //! The part that talks to the API server is small: [`KubeSource::run`] starts one
 //! `watcher` + `reflector` per resource (every call it may make is in [`API_CALLS`], which the
-//! ClusterRole in `manifests/base/rbac.yaml` must match), reads `/version` once, and after
+//! ClusterRole in `charts/styrmin-webhook/templates/rbac.yaml` must match), reads `/version` once, and after
 //! each batch of watch events rebuilds the view from the three stores with the pure
 //! [`build_view`]. Nothing here runs while a request is answered: handlers only load the
 //! published view.
@@ -18,6 +18,7 @@
 //! - `styrmin_webhook_view_age_seconds` is the time since the view was last known current:
 //!   confirmed every few seconds while no watch has failed for [`HEALTHY_AFTER`].
 
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,11 +32,13 @@ use kube::{Api, Client, Resource, ResourceExt as _};
 use serde::Deserialize as _;
 use serde_json::Value;
 
+use crate::audit::objects::{AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR};
+use crate::audit::{AuditInput, AuditSettings, Reason, audit};
 use crate::crd::{
     CLUSTER_NAME, DeploymentPhase, DeploymentRole, IngressSettings, StyrminCluster,
     StyrminDeployment, StyrminEnvironment,
 };
-use crate::view::{Deployment, Phase, Role, View, ViewSink, ViewSource, namespace_owner};
+use crate::view::{Deployment, Phase, Removal, Role, View, ViewSink, ViewSource, namespace_owner};
 
 /// One kind of call the webhook makes to the API server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +82,26 @@ pub const API_CALLS: &[ApiCall] = &[
         resource: "styrmindeployments",
         verbs: WATCH_VERBS,
     },
+    // The audit (`crate::audit`): the Ingresses (those of Styrmin namespaces are kept), the
+    // service aliases (label selector) and the namespaces' names.
+    ApiCall::Resource {
+        group: "networking.k8s.io",
+        version: "v1",
+        resource: "ingresses",
+        verbs: WATCH_VERBS,
+    },
+    ApiCall::Resource {
+        group: "",
+        version: "v1",
+        resource: "services",
+        verbs: WATCH_VERBS,
+    },
+    ApiCall::Resource {
+        group: "",
+        version: "v1",
+        resource: "namespaces",
+        verbs: WATCH_VERBS,
+    },
     ApiCall::NonResource {
         path: "/version",
         verbs: &["get"],
@@ -88,6 +111,11 @@ pub const API_CALLS: &[ApiCall] = &[
 const CLUSTERS: usize = 0;
 const ENVIRONMENTS: usize = 1;
 const DEPLOYMENTS: usize = 2;
+const INGRESSES: usize = 3;
+const SERVICES: usize = 4;
+const NAMESPACES: usize = 5;
+/// How many watches there are; every one is in the readiness gate.
+const WATCHES: usize = 6;
 
 /// How long after its last error a watch counts as healthy again when no event has shown
 /// it (longer than the watcher's largest backoff, so a watch that keeps failing never does).
@@ -190,7 +218,17 @@ pub fn deployment(object: &StyrminDeployment) -> Result<Deployment, InvalidObjec
         .map(deployed)
         .transpose()
         .map_err(invalid("status.lastDeployed.dedicatedIngress"))?;
+    let removal = (phase == Phase::Deleting).then(|| Removal {
+        deletion_requested: object
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second()),
+        first_seen: None,
+        finalizers: object.metadata.finalizers.clone().unwrap_or_default(),
+    });
     Ok(Deployment {
+        removal,
         environment: Some(spec.environment_id.clone()).filter(|e| !e.is_empty()),
         role: match spec.role {
             DeploymentRole::Application => Role::Application,
@@ -305,8 +343,10 @@ fn step<K>(item: Result<watcher::Event<K>, watcher::Error>) -> Step {
 /// Where each watch stands.
 #[derive(Debug, Default)]
 struct Progress {
-    listed: [bool; 3],
-    last_error: [Option<Instant>; 3],
+    listed: [bool; WATCHES],
+    last_error: [Option<Instant>; WATCHES],
+    /// The last error of each watch, for the audit's `stale_because`.
+    last_message: [Option<String>; WATCHES],
 }
 
 impl Progress {
@@ -320,6 +360,26 @@ impl Progress {
                 .last_error
                 .iter()
                 .all(|e| e.is_none_or(|at| now.duration_since(at) >= HEALTHY_AFTER))
+    }
+
+    /// Why the watches are not all healthy at `now` (`None` when they are).
+    fn unhealthy_because(&self, now: Instant) -> Option<String> {
+        let mut why = Vec::new();
+        for index in 0..WATCHES {
+            if !self.listed[index] {
+                why.push(format!("{} not listed yet", resource_name(index)));
+            } else if let Some(at) = self.last_error[index]
+                && now.duration_since(at) < HEALTHY_AFTER
+            {
+                why.push(format!(
+                    "the watch of {} failed {}s ago: {}",
+                    resource_name(index),
+                    now.duration_since(at).as_secs(),
+                    self.last_message[index].as_deref().unwrap_or("")
+                ));
+            }
+        }
+        (!why.is_empty()).then(|| why.join("; "))
     }
 }
 
@@ -335,6 +395,43 @@ type Events = futures::stream::BoxStream<'static, (usize, Step)>;
 /// A watcher and reflector for the resource of `API_CALLS[index]`, in every namespace.
 /// Fails when the type's group, version or plural is not the table's.
 fn watch<K>(client: &Client, index: usize) -> anyhow::Result<(Store<K>, Events)>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    watch_trimmed(
+        client,
+        index,
+        watcher::Config::default(),
+        |_| true,
+        without_bookkeeping::<K>,
+    )
+}
+
+/// Drops what the webhook never reads and can be large: managed fields, and the copy of the
+/// whole object that client-side `kubectl apply` keeps in an annotation.
+fn without_bookkeeping<K: Resource>(object: &mut K) {
+    let meta = object.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// [`watch`] with a watcher configuration, and objects that `keep` refuses never stored,
+/// the others `trim`med first (the audit's watches keep only what they read).
+fn watch_trimmed<K>(
+    client: &Client,
+    index: usize,
+    config: watcher::Config,
+    keep: fn(&K) -> bool,
+    trim: fn(&mut K),
+) -> anyhow::Result<(Store<K>, Events)>
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -364,8 +461,20 @@ where
         K::kind(&())
     );
     let (reader, writer) = reflector::store::<K>();
-    let stream = watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+    let stream = watcher(Api::<K>::all(client.clone()), config)
         .default_backoff()
+        .filter_map(move |item| {
+            let kept = match item {
+                Ok(
+                    watcher::Event::Apply(object)
+                    | watcher::Event::InitApply(object)
+                    | watcher::Event::Delete(object),
+                ) if !keep(&object) => None,
+                other => Some(other),
+            };
+            futures::future::ready(kept)
+        })
+        .modify(trim)
         .reflect(writer)
         .map(move |item| (index, step(item)))
         .boxed();
@@ -405,11 +514,16 @@ async fn read_version(client: Client) -> Option<KubernetesVersion> {
     None
 }
 
-/// The view source for a cluster.
+/// The view source for a cluster; it also audits what is already there (`crate::audit`).
 pub struct KubeSource {
     client: Client,
     confirm_interval: Duration,
+    audit_interval: Duration,
+    audit_settings: AuditSettings,
 }
+
+/// The default of `--audit-interval`.
+pub const AUDIT_INTERVAL: Duration = Duration::from_secs(30);
 
 impl fmt::Debug for KubeSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -425,7 +539,16 @@ impl KubeSource {
         KubeSource {
             client,
             confirm_interval: Duration::from_secs(5),
+            audit_interval: AUDIT_INTERVAL,
+            audit_settings: AuditSettings::default(),
         }
+    }
+
+    /// How often the audit runs (default 30 s), and its thresholds.
+    pub fn with_audit(mut self, interval: Duration, settings: AuditSettings) -> Self {
+        self.audit_interval = interval;
+        self.audit_settings = settings;
+        self
     }
 
     /// A source on the in-cluster configuration (the pod's service account), or the local
@@ -454,13 +577,52 @@ impl ViewSource for KubeSource {
         let KubeSource {
             client,
             confirm_interval,
+            audit_interval,
+            audit_settings,
         } = self;
         let (clusters, cluster_events) = watch::<StyrminCluster>(&client, CLUSTERS)?;
         let (environments, environment_events) =
             watch::<StyrminEnvironment>(&client, ENVIRONMENTS)?;
         let (deployments, deployment_events) = watch::<StyrminDeployment>(&client, DEPLOYMENTS)?;
-        let mut events =
-            futures::stream::select_all([cluster_events, environment_events, deployment_events]);
+        let (ingresses, ingress_events) = watch_trimmed::<AuditedIngress>(
+            &client,
+            INGRESSES,
+            watcher::Config::default(),
+            |i| namespace_owner(i.namespace()).is_some(),
+            AuditedIngress::trim,
+        )?;
+        let (aliases, alias_events) = watch_trimmed::<AliasService>(
+            &client,
+            SERVICES,
+            watcher::Config::default().labels(SERVICE_ALIAS_SELECTOR),
+            |_| true,
+            AliasService::trim,
+        )?;
+        let (namespaces, namespace_events) = watch_trimmed::<NamespaceName>(
+            &client,
+            NAMESPACES,
+            watcher::Config::default(),
+            |_| true,
+            NamespaceName::trim,
+        )?;
+        let mut events = futures::stream::select_all([
+            cluster_events,
+            environment_events,
+            deployment_events,
+            ingress_events,
+            alias_events,
+            namespace_events,
+        ]);
+        let mut auditor = Auditor {
+            settings: audit_settings,
+            ingresses,
+            aliases,
+            namespaces,
+            stuck: HashSet::new(),
+        };
+        let mut audit_ticker = tokio::time::interval(audit_interval);
+        audit_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut first_seen_deleting = HashMap::new();
         let version = read_version(client).fuse();
         tokio::pin!(version);
         let mut kubernetes_version: Option<Option<KubernetesVersion>> = None;
@@ -503,6 +665,7 @@ impl ViewSource for KubeSource {
                                 tracing::warn!(resource = resource_name(index), %error,
                                     "watch failed; keeping the last view, retrying with backoff");
                                 progress.last_error[index] = Some(Instant::now());
+                                progress.last_message[index] = Some(error);
                                 sink.report_error(name);
                             }
                         }
@@ -511,6 +674,11 @@ impl ViewSource for KubeSource {
                 _ = ticker.tick() => {
                     if published && progress.all_healthy(Instant::now()) {
                         sink.confirm();
+                    }
+                }
+                _ = audit_ticker.tick() => {
+                    if published {
+                        auditor.run(&sink, &progress);
                     }
                 }
             }
@@ -526,7 +694,8 @@ impl ViewSource for KubeSource {
                 &deployments.state(),
                 version,
             ) {
-                Ok(BuiltView { view, ignored }) => {
+                Ok(BuiltView { mut view, ignored }) => {
+                    view.note_removals(&mut first_seen_deleting, crate::decide::unix_now());
                     for why in &ignored {
                         tracing::warn!("{why}");
                     }
@@ -539,6 +708,10 @@ impl ViewSource for KubeSource {
                         );
                     }
                     sink.publish(view);
+                    if !published {
+                        // The first audit right away, not an interval later.
+                        auditor.run(&sink, &progress);
+                    }
                     published = true;
                 }
                 Err(error) => {
@@ -548,6 +721,63 @@ impl ViewSource for KubeSource {
                 }
             }
         }
+    }
+}
+
+/// The audit's watches, and the controllers last found stuck (to warn once per new one).
+struct Auditor {
+    settings: AuditSettings,
+    ingresses: Store<AuditedIngress>,
+    aliases: Store<AliasService>,
+    namespaces: Store<NamespaceName>,
+    stuck: HashSet<String>,
+}
+
+impl Auditor {
+    /// Audits the current view and stores; while a watch is not healthy, keeps the last
+    /// audit and says why it is not newer.
+    fn run(&mut self, sink: &ViewSink, progress: &Progress) {
+        if let Some(why) = progress.unhealthy_because(Instant::now()) {
+            tracing::debug!(%why, "audit not renewed");
+            sink.audit().mark_stale(why);
+            return;
+        }
+        let view = sink.current();
+        let namespaces: HashSet<String> = self
+            .namespaces
+            .state()
+            .iter()
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
+        let report = audit(
+            &AuditInput {
+                view: &view,
+                ingresses: &self.ingresses.state(),
+                aliases: &self.aliases.state(),
+                namespaces: &namespaces,
+                now: crate::decide::unix_now(),
+            },
+            &self.settings,
+        );
+        let mut stuck = HashSet::new();
+        for finding in report
+            .findings
+            .iter()
+            .filter(|f| f.reason == Reason::StuckDeleting)
+        {
+            if !self.stuck.contains(&finding.name) {
+                tracing::warn!(deployment = %finding.name, state = %finding.has, why = %finding.why,
+                    fix = %finding.fix, "ingress controller stuck DELETING");
+            }
+            stuck.insert(finding.name.clone());
+        }
+        self.stuck = stuck;
+        tracing::debug!(
+            ingresses = report.ingresses,
+            findings = report.findings.len(),
+            "audit complete"
+        );
+        sink.audit().publish(report);
     }
 }
 

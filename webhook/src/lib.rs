@@ -8,6 +8,7 @@
 //! the wiring.
 
 pub mod admission;
+pub mod audit;
 pub mod budget;
 pub mod cli;
 pub mod client_text;
@@ -149,6 +150,7 @@ pub fn router(state: AppState) -> Router {
 pub fn metrics_router(state: AppState) -> Router {
     operations_routes()
         .route("/debug/deployments/{id}", get(debug_deployment))
+        .route("/debug/audit", get(audit::debug_audit))
         .with_state(state)
 }
 
@@ -213,6 +215,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
         .view_changed_timestamp_seconds
         .set(view.changed_at_unix().unwrap_or(0.0));
     metrics.view_ready.set(i64::from(view.is_ready()));
+    metrics.audit.export(view.audit());
     metrics
         .view_source_valid
         .set(i64::from(view.source_valid()));

@@ -1,9 +1,18 @@
+use std::process::ExitCode;
+
 use clap::Parser;
+use styrmin_webhook::audit::cli::AuditArgs;
 use styrmin_webhook::cli::Args;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> anyhow::Result<ExitCode> {
     // One crypto provider for the process: ring.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    Args::parse().run().await
+    // `styrmin-webhook audit ...`: the one-shot audit; anything else serves.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "audit") {
+        return Ok(AuditArgs::parse_from(std::env::args_os().skip(1))
+            .run()
+            .await);
+    }
+    Args::parse().run().await.map(|()| ExitCode::SUCCESS)
 }

@@ -53,6 +53,8 @@ pub struct Metrics {
     pub request_body_bytes_in_flight: Gauge,
     pub flux_budget_exceeded: Counter,
     pub open_files_limit: Gauge,
+    /// The audit of what is already in the cluster (`crate::audit`).
+    pub audit: crate::audit::AuditMetrics,
     registry: Registry,
 }
 
@@ -166,7 +168,9 @@ impl Metrics {
             "The process's limit of open file descriptors (RLIMIT_NOFILE soft limit) in force",
             open_files_limit.clone(),
         );
+        let audit = crate::audit::AuditMetrics::register(&mut registry);
         Metrics {
+            audit,
             requests,
             request_duration,
             view_age_seconds,

@@ -125,6 +125,7 @@ pub fn parse_policy(path: &Path, text: &str) -> Result<View, PolicyFileError> {
                     dedicated_ingress: d.dedicated_ingress,
                 },
                 last_deployed: d.last_deployed,
+                removal: None,
             };
             (id, deployment)
         })
@@ -463,7 +464,7 @@ deployments:
         assert_eq!(*store.load(), first, "a version read once is not published");
         source.poll_once(&sink);
         assert_eq!(
-            resolve(&store.load().levels_for_deployment("web1")).enforced_class(),
+            resolve(&store.load().levels_for_deployment("web1")).target.enforced_class(),
             Some("haproxy"),
             "read twice the same: published"
         );

@@ -65,6 +65,54 @@ pub struct Deployment {
     /// W5: the ingress settings it was last deployed with (dedicated, a class, or no
     /// class). When set, it decides its Ingresses instead of the three levels.
     pub last_deployed: Option<IngressTarget>,
+    /// While it is `DELETING`, what the source knows about the removal (W2's message says
+    /// since when and what holds it once that takes too long).
+    pub removal: Option<Removal>,
+}
+
+/// What is known about a deployment's removal.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Removal {
+    /// Unix seconds of the object's `metadata.deletionTimestamp`, when it has one.
+    pub deletion_requested: Option<i64>,
+    /// Unix seconds at which the source first saw it `DELETING` (a phase set by the
+    /// operator carries no time of its own).
+    pub first_seen: Option<i64>,
+    /// The finalizers its object still has (`styrmin.io/kopf-finalizer` holds a stuck one).
+    pub finalizers: Vec<String>,
+}
+
+impl Removal {
+    /// Since when it is being removed: the deletion timestamp, else when it was first seen.
+    pub fn since(&self) -> Option<i64> {
+        self.deletion_requested.or(self.first_seen)
+    }
+}
+
+/// `3d4h`, `1h2m`, `12m5s`, `40s`: a duration as a person reads it.
+pub fn human_duration(seconds: u64) -> String {
+    let (d, h, m, s) = (
+        seconds / 86_400,
+        seconds / 3600,
+        seconds / 60 % 60,
+        seconds % 60,
+    );
+    if d >= 2 {
+        return format!("{d}d{}h", h % 24);
+    }
+    match (h, m, s) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m{s}s"),
+        (h, 0, _) => format!("{h}h"),
+        (h, m, _) => format!("{h}h{m}m"),
+    }
+}
+
+/// Unix seconds as RFC 3339 UTC (`2026-12-03T08:00:00Z`).
+pub fn rfc3339(unix_seconds: i64) -> String {
+    k8s_openapi::jiff::Timestamp::from_second(unix_seconds)
+        .map_or_else(|_| format!("@{unix_seconds}"), |t| t.to_string())
 }
 
 /// Everything the decisions need, as one immutable value.
@@ -118,6 +166,33 @@ impl View {
 
     pub fn deployment_count(&self) -> usize {
         self.deployments.len()
+    }
+
+    /// Every deployment with its id, in no particular order.
+    pub fn deployments(&self) -> impl Iterator<Item = (&str, &Deployment)> {
+        self.deployments.iter().map(|(id, d)| (id.as_str(), d))
+    }
+
+    /// The ids of the environments that have a level, sorted.
+    pub fn environment_ids(&self) -> Vec<&str> {
+        let mut ids: Vec<&str> = self.environments.keys().map(String::as_str).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Fills in when each `DELETING` deployment was first seen so (kept in `first_seen`
+    /// from one view to the next, which forgets the ones no longer `DELETING`).
+    pub fn note_removals(&mut self, first_seen: &mut HashMap<String, i64>, now: i64) {
+        first_seen.retain(|id, _| {
+            self.deployments
+                .get(id)
+                .is_some_and(|d| d.phase == Phase::Deleting)
+        });
+        for (id, deployment) in &mut self.deployments {
+            if let Some(removal) = deployment.removal.as_mut() {
+                removal.first_seen = Some(*first_seen.entry(id.clone()).or_insert(now));
+            }
+        }
     }
 
     /// The API server's version, where the source knows it (R9).
@@ -232,6 +307,8 @@ pub struct ViewStore {
     changed_at_ms: AtomicU64,
     /// Whether the source's latest version was valid (false while a last good view is kept).
     source_valid: AtomicBool,
+    /// The last complete audit of what is already in the cluster (`--source kubernetes`).
+    audit: crate::audit::AuditStore,
 }
 
 impl Default for ViewStore {
@@ -242,6 +319,7 @@ impl Default for ViewStore {
             confirmed_at_ms: AtomicU64::new(0),
             changed_at_ms: AtomicU64::new(0),
             source_valid: AtomicBool::new(true),
+            audit: crate::audit::AuditStore::default(),
         }
     }
 }
@@ -253,6 +331,11 @@ fn now_ms() -> u64 {
 }
 
 impl ViewStore {
+    /// The last complete audit, and why it is not newer.
+    pub fn audit(&self) -> &crate::audit::AuditStore {
+        &self.audit
+    }
+
     /// The current view.
     pub fn load(&self) -> Arc<View> {
         self.current.load_full()
@@ -332,6 +415,16 @@ impl ViewSink {
         self.store.confirm();
     }
 
+    /// The view in force.
+    pub fn current(&self) -> Arc<View> {
+        self.store.load()
+    }
+
+    /// Where the source puts its audits.
+    pub fn audit(&self) -> &crate::audit::AuditStore {
+        &self.store.audit
+    }
+
     /// Says that an update failed and the last good view stays in force.
     pub fn report_error(&self, source: &'static str) {
         self.store.source_valid.store(false, Ordering::Relaxed);
@@ -392,6 +485,21 @@ mod tests {
         );
         let environments = HashMap::from([("prod".to_owned(), class("nginx"))]);
         View::new(class("contour"), environments, deployments, None)
+    }
+
+    #[test]
+    fn durations_read_like_kubectl_ages() {
+        for (seconds, text) in [
+            (40, "40s"),
+            (600, "10m"),
+            (725, "12m5s"),
+            (3660, "1h1m"),
+            (7200, "2h"),
+            (86_400 + 3600, "25h"),
+            (3 * 86_400 + 4 * 3600 + 59, "3d4h"),
+        ] {
+            assert_eq!(human_duration(seconds), text, "{seconds}");
+        }
     }
 
     #[test]

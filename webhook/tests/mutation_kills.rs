@@ -123,6 +123,7 @@ fn decisions_name_the_settings_they_applied() {
     // --flux-post-renderer, with a patch and (on Kubernetes 1.24, R9) with a warning only.
     let flux = DecideOptions {
         flux_post_renderer: true,
+        ..DecideOptions::default()
     };
     let release = request("styrmin-web2", None, helm_release());
     let decision = decide_with(&view(""), &release, &flux);

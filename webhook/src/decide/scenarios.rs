@@ -114,6 +114,7 @@ impl World {
                 phase: Phase::Running,
                 level: Level::default(),
                 last_deployed: record,
+                removal: None,
             },
         );
     }

@@ -541,3 +541,116 @@ fn an_object_that_is_not_a_json_object_is_never_patched() {
         assert!(d.patch.is_empty());
     }
 }
+
+/// prod (dedicated ingress on the cluster) with application web1 and its controller ctl9,
+/// whose StyrminDeployment is held by kopf's finalizer since 08:00:00Z.
+fn view_with_held_controller() -> View {
+    use crate::crd::{StyrminCluster, StyrminDeployment};
+    let cluster: StyrminCluster = serde_json::from_value(json!({
+        "apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminCluster",
+        "metadata": {"name": "default"}, "spec": {"dedicatedIngress": {}}
+    }))
+    .unwrap();
+    let deployment = |id: &str, role: &str, extra: Value| -> std::sync::Arc<StyrminDeployment> {
+        let mut object = json!({
+            "apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminDeployment",
+            "metadata": {"name": format!("styrmin-{id}"), "namespace": format!("styrmin-{id}")},
+            "spec": {"environmentId": "prod", "role": role},
+            "status": {"phase": "RUNNING"}
+        });
+        if let (Some(metadata), Some(extra)) =
+            (object["metadata"].as_object_mut(), extra.as_object())
+        {
+            metadata.extend(extra.clone());
+        }
+        std::sync::Arc::new(serde_json::from_value(object).unwrap())
+    };
+    let deployments = [
+        deployment("web1", "application", json!({})),
+        deployment(
+            "ctl9",
+            "ingress-controller",
+            json!({"deletionTimestamp": "2026-12-03T08:00:00Z", "finalizers": ["styrmin.io/kopf-finalizer"]}),
+        ),
+    ];
+    crate::kube_source::build_view(&[std::sync::Arc::new(cluster)], &[], &deployments, None)
+        .unwrap()
+        .view
+}
+
+const HELD_SINCE: i64 = 1_796_284_800; // 2026-12-03T08:00:00Z
+
+const W2_MESSAGE: &str = "environment \"prod\": its dedicated ingress controller \"ctl9\" is being removed (phase DELETING), \
+so applications in this environment cannot be deployed, updated or upgraded until the removal completes; try again \
+after the removal completes, and Styrmin installs a new ingress controller";
+
+#[test]
+fn w2_denial_of_a_stuck_removal_names_the_finalizer_since_when_and_what_to_do() {
+    let view = view_with_held_controller();
+    let deploy = request("CREATE", "styrmin-web1", helm_release("v2", "1"), None);
+    let d = decide_at(&view, &deploy, &DecideOptions::default(), HELD_SINCE + 725, None);
+    assert_eq!(d.outcome, Outcome::Denied);
+    let message = d.status.map(|s| s.message).unwrap_or_default();
+    assert_eq!(
+        message,
+        format!(
+            "{W2_MESSAGE}. The removal has not finished after 12m5s (deletion requested at 2026-12-03T08:00:00Z); \
+             StyrminDeployment styrmin-ctl9 in namespace styrmin-ctl9 still has the finalizer styrmin.io/kopf-finalizer. \
+             An agent of Styrmin v0.1.48 or earlier can stop removing a controller: read the agent's version and remove \
+             the finalizer as \"A StyrminDeployment that keeps its finalizer\" says, with styrmin-ctl9 as both the name \
+             and the namespace; once the finalizer is gone, submit the config again"
+        )
+    );
+}
+
+#[test]
+fn w2_denial_of_a_young_removal_has_no_stuck_detail() {
+    let view = view_with_held_controller();
+    let deploy = request("CREATE", "styrmin-web1", helm_release("v2", "1"), None);
+    let options = DecideOptions {
+        stuck_deleting_after: Duration::from_secs(3600),
+        ..DecideOptions::default()
+    };
+    let d = decide_at(&view, &deploy, &options, HELD_SINCE + 725, None);
+    assert_eq!(d.status.map(|s| s.message).as_deref(), Some(W2_MESSAGE));
+}
+
+#[test]
+fn w2_a_phase_without_a_deletion_timestamp_counts_from_when_it_was_first_seen() {
+    let text = "cluster: {dedicated_ingress: {}}\ndeployments:\n  a: {environment: e}\n  c: {environment: e, role: ingress-controller, phase: DELETING}\n";
+    let mut v = parse_policy(Path::new("p"), text).unwrap();
+    // The policy file knows no removal; the kube source gives one to every DELETING object.
+    let mut with_removal = v.clone();
+    let mut first_seen = std::collections::HashMap::new();
+    with_removal.note_removals(&mut first_seen, HELD_SINCE);
+    assert!(first_seen.is_empty(), "no removal known, nothing noted");
+    v = crate::view::View::new(
+        v.cluster().clone(),
+        std::collections::HashMap::new(),
+        [
+            ("a".to_owned(), v.deployment("a").unwrap().clone()),
+            (
+                "c".to_owned(),
+                crate::view::Deployment {
+                    removal: Some(crate::view::Removal::default()),
+                    ..v.deployment("c").unwrap().clone()
+                },
+            ),
+        ]
+        .into(),
+        None,
+    );
+    v.note_removals(&mut first_seen, HELD_SINCE);
+    // Seen again later: the first time stays.
+    v.note_removals(&mut first_seen, HELD_SINCE + 60);
+    let deploy = request("CREATE", "styrmin-a", helm_release("v2", "1"), None);
+    let d = decide_at(&v, &deploy, &DecideOptions::default(), HELD_SINCE + 3700, None);
+    let message = d.status.map(|s| s.message).unwrap_or_default();
+    assert!(
+        message.contains(
+            "The removal has not finished after 1h1m (DELETING seen first at 2026-12-03T08:00:00Z); \
+             StyrminDeployment styrmin-c in namespace styrmin-c has no finalizer left."
+        ),
+        "{message}"
+    );
+}

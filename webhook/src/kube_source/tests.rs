@@ -335,7 +335,10 @@ fn the_table_names_the_crd_types() {
         [
             of::<StyrminCluster>(),
             of::<StyrminEnvironment>(),
-            of::<StyrminDeployment>()
+            of::<StyrminDeployment>(),
+            of::<crate::audit::objects::AuditedIngress>(),
+            of::<crate::audit::objects::AliasService>(),
+            of::<crate::audit::objects::NamespaceName>(),
         ]
     );
 }
@@ -345,11 +348,24 @@ fn health_needs_every_list_and_no_recent_error() {
     let now = Instant::now();
     let mut progress = Progress::default();
     assert!(!progress.all_healthy(now));
-    progress.listed = [true, true, false];
-    assert!(!progress.all_listed());
-    progress.listed[2] = true;
+    progress.listed = [true, true, true, true, true, false];
+    assert!(
+        !progress.all_listed(),
+        "the audit's watches are in the gate too"
+    );
+    assert_eq!(
+        progress.unhealthy_because(now).as_deref(),
+        Some("namespaces not listed yet")
+    );
+    progress.listed[5] = true;
     assert!(progress.all_healthy(now));
-    progress.last_error[1] = Some(now);
+    assert_eq!(progress.unhealthy_because(now), None);
+    progress.last_error[3] = Some(now);
+    progress.last_message[3] = Some("connection reset".into());
     assert!(!progress.all_healthy(now));
+    assert_eq!(
+        progress.unhealthy_because(now).as_deref(),
+        Some("the watch of ingresses failed 0s ago: connection reset")
+    );
     assert!(progress.all_healthy(now + HEALTHY_AFTER));
 }

@@ -1,0 +1,647 @@
+//! The audit of what is already in the cluster (`--source kubernetes` and
+//! `styrmin-webhook audit`): every Ingress of a Styrmin namespace judged against the view
+//! exactly as admission would judge it ([`judge_ingress`], the one function both use), the
+//! Ingresses no controller serves, the controllers stuck `DELETING` and the service aliases
+//! that point into a namespace that does not exist.
+//!
+//! [`audit`] is pure: the view, the watched objects and the time in, an [`AuditReport`] out.
+//! The kube source runs it on its stores ([`crate::kube_source`]), keeps the last complete
+//! one in the [`AuditStore`] while a watch fails, and the webhook exposes it as metrics and
+//! `GET /debug/audit`; the CLI ([`cli`]) runs it once on lists and prints a table.
+
+pub mod cli;
+pub mod objects;
+pub mod render;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use ingress_rules::{
+    ClassFields, DEDICATED_CONTROLLER_CLASS, IngressTarget, Level, ResolvedIngress, Setting,
+    SettingsSource, resolve,
+};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use serde::Serialize;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use crate::decide::{IngressJudgement, STUCK_DELETING_AFTER, judge_ingress};
+use crate::view::{NAMESPACE_PREFIX, Phase, Role, View, human_duration, namespace_owner, rfc3339};
+use objects::{AliasService, AuditedIngress};
+
+/// Why something is out of line: a small fixed set (the metric's `reason` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// An Ingress whose class fields are not what admission would make them (R3–R5, W5).
+    WrongClass,
+    /// An Ingress the rules cannot be applied to on this API server (R9): admission denies
+    /// its next write.
+    CannotEnforce,
+    /// An Ingress with no `status.loadBalancer.ingress` after the grace period: no
+    /// controller serves it (the product page's R5 symptom).
+    NotServed,
+    /// An ingress controller deployment `DELETING` for longer than the threshold.
+    StuckDeleting,
+    /// A service alias that points into a namespace that does not exist.
+    StaleAlias,
+}
+
+impl Reason {
+    /// Every reason, in the order reports list them.
+    pub const ALL: [Reason; 5] = [
+        Reason::WrongClass,
+        Reason::CannotEnforce,
+        Reason::NotServed,
+        Reason::StuckDeleting,
+        Reason::StaleAlias,
+    ];
+    /// The reasons of an Ingress (`styrmin_webhook_audit_nonconforming_ingresses{reason}`).
+    pub const INGRESS: [Reason; 3] = [Reason::WrongClass, Reason::CannotEnforce, Reason::NotServed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::WrongClass => "wrong_class",
+            Reason::CannotEnforce => "cannot_enforce",
+            Reason::NotServed => "not_served",
+            Reason::StuckDeleting => "stuck_deleting",
+            Reason::StaleAlias => "stale_alias",
+        }
+    }
+}
+
+/// Thresholds of the audit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuditSettings {
+    /// How long an Ingress may have no address before it counts as not served.
+    pub not_served_grace: Duration,
+    /// How long a controller may be `DELETING` before it counts as stuck.
+    pub stuck_deleting_after: Duration,
+}
+
+/// The default of `--audit-not-served-grace`.
+pub const NOT_SERVED_GRACE: Duration = Duration::from_secs(5 * 60);
+
+impl Default for AuditSettings {
+    fn default() -> Self {
+        AuditSettings {
+            not_served_grace: NOT_SERVED_GRACE,
+            stuck_deleting_after: STUCK_DELETING_AFTER,
+        }
+    }
+}
+
+/// One thing out of line. `kind`, `namespace` and `name` say which object; `has`, `wants`,
+/// `why` and `fix` are one line each, for a person.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub reason: Reason,
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+    pub has: String,
+    pub wants: String,
+    pub why: String,
+    pub fix: String,
+    /// For an Ingress: `record` or `levels` (W5), and the key that decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settings: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+}
+
+/// One configuration level as stored, and what it resolves to (the `null` trap shows here).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LevelSummary {
+    /// `cluster` or `environment <id>`.
+    pub level: String,
+    /// `ingressClass` as stored: `absent`, `null`, `""` or the quoted name.
+    pub ingress_class: String,
+    /// `dedicatedIngress` as stored: `absent`, `null` or `set`.
+    pub dedicated_ingress: String,
+    /// What a deployment of this level with no settings of its own gets.
+    pub resolves_to: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A complete audit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AuditReport {
+    /// When it was made (RFC 3339) and as unix seconds.
+    pub completed_at: String,
+    pub completed_at_unix: i64,
+    /// Ingresses of Styrmin namespaces judged, and how many of them conform.
+    pub ingresses: usize,
+    pub conforming_ingresses: usize,
+    /// Per reason: the Ingresses, controllers or aliases found (every reason listed).
+    pub counts: BTreeMap<Reason, usize>,
+    /// Sorted by reason, namespace and name.
+    pub findings: Vec<Finding>,
+    /// The cluster level and each environment's, as stored and resolved.
+    pub levels: Vec<LevelSummary>,
+}
+
+impl AuditReport {
+    /// True when nothing is out of line.
+    pub fn is_clean(&self) -> bool {
+        self.findings.is_empty()
+    }
+
+    pub fn count(&self, reason: Reason) -> usize {
+        self.counts.get(&reason).copied().unwrap_or(0)
+    }
+}
+
+/// What the audit reads besides the view.
+#[derive(Clone, Copy, Debug)]
+pub struct AuditInput<'a> {
+    pub view: &'a View,
+    pub ingresses: &'a [Arc<AuditedIngress>],
+    pub aliases: &'a [Arc<AliasService>],
+    pub namespaces: &'a HashSet<String>,
+    /// Unix seconds.
+    pub now: i64,
+}
+
+/// Judges everything once.
+pub fn audit(input: &AuditInput<'_>, settings: &AuditSettings) -> AuditReport {
+    let mut findings = Vec::new();
+    let mut judged = 0;
+    let mut conforming = 0;
+    let mut ingress_counts: BTreeMap<Reason, usize> = BTreeMap::new();
+    for ingress in input.ingresses {
+        let Some(owner) = namespace_owner(ingress.namespace()) else {
+            continue;
+        };
+        judged += 1;
+        let mut out_of_line = ingress_findings(input.view, owner, ingress, input.now, settings);
+        if out_of_line.is_empty() {
+            conforming += 1;
+        }
+        for finding in &out_of_line {
+            *ingress_counts.entry(finding.reason).or_default() += 1;
+        }
+        findings.append(&mut out_of_line);
+    }
+    findings.extend(stuck_controllers(
+        input.view,
+        input.now,
+        settings.stuck_deleting_after,
+    ));
+    findings.extend(stale_aliases(input.view, input.aliases, input.namespaces));
+    findings
+        .sort_by(|a, b| (a.reason, &a.namespace, &a.name).cmp(&(b.reason, &b.namespace, &b.name)));
+    let mut counts: BTreeMap<Reason, usize> = Reason::ALL.iter().map(|r| (*r, 0)).collect();
+    for reason in Reason::INGRESS {
+        counts.insert(reason, ingress_counts.get(&reason).copied().unwrap_or(0));
+    }
+    for reason in [Reason::StuckDeleting, Reason::StaleAlias] {
+        counts.insert(
+            reason,
+            findings.iter().filter(|f| f.reason == reason).count(),
+        );
+    }
+    AuditReport {
+        completed_at: rfc3339(input.now),
+        completed_at_unix: input.now,
+        ingresses: judged,
+        conforming_ingresses: conforming,
+        counts,
+        findings,
+        levels: level_summaries(input.view),
+    }
+}
+
+/// What an Ingress has: `class "nginx"` (both fields agree), `ingressClassName "a",
+/// annotation "b"`, `annotation "traefik"`, or `no class`.
+pub fn describe_fields(fields: &ClassFields) -> String {
+    match (&fields.ingress_class_name, &fields.class_annotation) {
+        (None, None) => "no class".to_owned(),
+        (Some(a), Some(b)) if a == b => format!("class {a:?}"),
+        (Some(a), None) => format!("ingressClassName {a:?}, no annotation"),
+        (None, Some(b)) => format!("annotation {b:?}, no ingressClassName"),
+        (Some(a), Some(b)) => format!("ingressClassName {a:?}, annotation {b:?}"),
+    }
+}
+
+/// What the rules want: `dedicated (annotation traefik, no ingressClassName)`, `class
+/// "nginx" (ingressClassName and annotation)`, or `no class (the chart's own fields)`.
+pub fn describe_wanted(resolved: &ResolvedIngress) -> String {
+    match &resolved.target {
+        IngressTarget::Dedicated => {
+            format!("dedicated (annotation {DEDICATED_CONTROLLER_CLASS}, no ingressClassName)")
+        }
+        IngressTarget::Class(class) => {
+            format!("class {:?} (ingressClassName and annotation)", class.as_str())
+        }
+        IngressTarget::NoClass => "no class (the chart's own fields)".to_owned(),
+    }
+}
+
+/// Which settings decided and by which key: `levels: environment.dedicated_ingress`, or
+/// `record (status.lastDeployed)`, with the levels' newer answer when they differ.
+fn describe_decision(judgement: &IngressJudgement) -> String {
+    let settings = &judgement.settings;
+    match settings.source() {
+        SettingsSource::Levels => format!("levels: {}", settings.resolved.decided_by()),
+        SettingsSource::Record if settings.waits_for_redeploy() => format!(
+            "record (status.lastDeployed, W5); the levels give {} after a redeploy ({})",
+            settings.levels.target,
+            settings.levels.decided_by()
+        ),
+        SettingsSource::Record => "record (status.lastDeployed, W5)".to_owned(),
+    }
+}
+
+/// The merge patch that gives the Ingress the wanted fields; any write of it goes through
+/// the webhook, which makes the same change.
+fn fix_command(namespace: &str, name: &str, wanted: &ClassFields) -> String {
+    let patch = serde_json::json!({
+        "metadata": {"annotations": {ingress_rules::CLASS_ANNOTATION: wanted.class_annotation}},
+        "spec": {"ingressClassName": wanted.ingress_class_name},
+    });
+    format!("kubectl -n {namespace} patch ingress {name} --type=merge -p '{patch}'")
+}
+
+fn ingress_findings(
+    view: &View,
+    owner: &str,
+    ingress: &AuditedIngress,
+    now: i64,
+    settings: &AuditSettings,
+) -> Vec<Finding> {
+    let current = ingress.class_fields();
+    let judgement = judge_ingress(view, owner, &current);
+    let finding = |reason, wants: String, why: String, fix: String| Finding {
+        reason,
+        kind: "Ingress",
+        namespace: ingress.namespace().to_owned(),
+        name: ingress.name().to_owned(),
+        has: describe_fields(&current),
+        wants,
+        why,
+        fix,
+        settings: Some(judgement.settings.source().as_str()),
+        decided_by: Some(judgement.settings.resolved.decided_by().to_string()),
+    };
+    let mut findings = Vec::new();
+    let wanted = describe_wanted(&judgement.settings.resolved);
+    match &judgement.enforcement {
+        Err(error) => findings.push(finding(
+            Reason::CannotEnforce,
+            wanted.clone(),
+            format!("{}; {error}", describe_decision(&judgement)),
+            "run Kubernetes 1.27 or later, or turn the dedicated ingress on for it (annotation only)"
+                .to_owned(),
+        )),
+        Ok(enforcement) if !enforcement.changes.is_empty() => findings.push(finding(
+            Reason::WrongClass,
+            wanted.clone(),
+            describe_decision(&judgement),
+            fix_command(ingress.namespace(), ingress.name(), &enforcement.fields),
+        )),
+        Ok(_) => {}
+    }
+    let grace = i64::try_from(settings.not_served_grace.as_secs()).unwrap_or(i64::MAX);
+    let old_enough = ingress
+        .created()
+        .is_none_or(|created| now.saturating_sub(created) >= grace);
+    if !ingress.has_address() && old_enough {
+        let age = ingress
+            .created()
+            .map(|c| {
+                format!(
+                    "{} after creation",
+                    human_duration(u64::try_from(now - c).unwrap_or(0))
+                )
+            })
+            .unwrap_or_else(|| "creation time unknown".to_owned());
+        let served_by = match current
+            .class_annotation
+            .as_ref()
+            .or(current.ingress_class_name.as_ref())
+        {
+            Some(class) => format!("no controller of class {class:?} has served it"),
+            None => {
+                "no class: no controller that serves class-less Ingresses has served it".to_owned()
+            }
+        };
+        let fix = match &judgement.settings.resolved.target {
+            IngressTarget::NoClass => "set ingress_class on the cluster, the environment or the deployment; Styrmin sets it on the Ingress at the next deploy".to_owned(),
+            _ => "check that the controller of that class runs (kubectl get ingressclass; its pods and logs)".to_owned(),
+        };
+        findings.push(finding(
+            Reason::NotServed,
+            "an address in status.loadBalancer.ingress".to_owned(),
+            format!(
+                "no address {age} (grace {}): {served_by}",
+                human_duration(settings.not_served_grace.as_secs())
+            ),
+            fix,
+        ));
+    }
+    findings
+}
+
+fn stuck_controllers(view: &View, now: i64, after: Duration) -> Vec<Finding> {
+    view.deployments()
+        .filter(|(_, d)| d.role == Role::IngressController && d.phase == Phase::Deleting)
+        .filter_map(|(id, d)| {
+            let removal = d.removal.as_ref()?;
+            let since = removal.since()?;
+            let elapsed = u64::try_from(now.saturating_sub(since)).unwrap_or(0);
+            if elapsed < after.as_secs() {
+                return None;
+            }
+            let name = format!("{NAMESPACE_PREFIX}{id}");
+            let held = if removal.finalizers.is_empty() {
+                "no finalizer left".to_owned()
+            } else {
+                format!("finalizer {}", removal.finalizers.join(", "))
+            };
+            Some(Finding {
+                reason: Reason::StuckDeleting,
+                kind: "StyrminDeployment",
+                namespace: name.clone(),
+                name: name.clone(),
+                has: format!(
+                    "DELETING for {} (since {}), {held}",
+                    human_duration(elapsed),
+                    rfc3339(since)
+                ),
+                wants: "removed".to_owned(),
+                why: format!(
+                    "environment {:?}: deploys are denied (W2) until the removal completes",
+                    d.environment.as_deref().unwrap_or("")
+                ),
+                fix: format!(
+                    "read the agent's version; remove the finalizer as \"A StyrminDeployment that keeps its finalizer\" says \
+                     (name and namespace {name}); then submit the config again"
+                ),
+                settings: None,
+                decided_by: None,
+            })
+        })
+        .collect()
+}
+
+fn stale_aliases(
+    view: &View,
+    aliases: &[Arc<AliasService>],
+    namespaces: &HashSet<String>,
+) -> Vec<Finding> {
+    aliases
+        .iter()
+        .filter_map(|alias| {
+            let target = alias.target_namespace()?;
+            if namespaces.contains(target) {
+                return None;
+            }
+            let namespace = alias.metadata.namespace.clone().unwrap_or_default();
+            let name = alias.metadata.name.clone().unwrap_or_default();
+            let owner = namespace_owner(target);
+            let mut why = format!("namespace {target} does not exist");
+            if let Some(deployment) = owner.and_then(|id| view.deployment(id)) {
+                why.push_str(&format!(
+                    "; deployment {:?} is still in the view (phase {}): a restore may be re-creating it, keep the alias",
+                    owner.unwrap_or(""),
+                    deployment.phase
+                ));
+            }
+            let check = match owner {
+                Some(id) => format!(
+                    "first check that no deployment has the id {id} (styrminctl deployments get {id}): a restore deletes and re-creates its namespace"
+                ),
+                None => format!("first check that nothing re-creates the namespace {target}"),
+            };
+            Some(Finding {
+                reason: Reason::StaleAlias,
+                kind: "Service",
+                has: format!(
+                    "externalName {}",
+                    alias.spec.external_name.as_deref().unwrap_or("")
+                ),
+                wants: format!("namespace {target}"),
+                why,
+                fix: format!("{check}; then kubectl delete service --namespace {namespace} {name}"),
+                namespace,
+                name,
+                settings: None,
+                decided_by: None,
+            })
+        })
+        .collect()
+}
+
+fn stored<T>(setting: &Setting<T>, value: impl Fn(&T) -> String) -> String {
+    match setting {
+        Setting::Absent => "absent".to_owned(),
+        Setting::Null => "null".to_owned(),
+        Setting::Value(v) => value(v),
+    }
+}
+
+fn level_summary(
+    name: String,
+    level: &Level,
+    resolved: &ResolvedIngress,
+    note: Option<String>,
+) -> LevelSummary {
+    LevelSummary {
+        level: name,
+        ingress_class: stored(&level.ingress_class, |c| format!("{c:?}")),
+        dedicated_ingress: stored(&level.dedicated_ingress, |_| "set".to_owned()),
+        resolves_to: format!(
+            "{} ({})",
+            resolved.target,
+            resolved.decided_by()
+        ),
+        note,
+    }
+}
+
+/// The cluster level and every environment's, with what each resolves to; the cluster's
+/// note explains an absent `ingressClass` (the `null` trap).
+fn level_summaries(view: &View) -> Vec<LevelSummary> {
+    let cluster = view.cluster();
+    let resolved = resolve(&ingress_rules::Levels {
+        cluster,
+        environment: None,
+        deployment: None,
+    });
+    let note = matches!(cluster.ingress_class, Setting::Absent).then(|| {
+        "ingressClass is not in the stored StyrminCluster, which means the default class traefik; \
+         `ingressClass: null` applied with client-side `kubectl apply` is stored like this: \
+         write `ingressClass: \"\"` for no class"
+            .to_owned()
+    });
+    let mut levels = vec![level_summary(
+        "cluster".to_owned(),
+        cluster,
+        &resolved,
+        note,
+    )];
+    for id in view.environment_ids() {
+        if let Some(level) = view.environment(id) {
+            let resolved = resolve(&view.levels_for_environment(id));
+            levels.push(level_summary(
+                format!("environment {id}"),
+                level,
+                &resolved,
+                None,
+            ));
+        }
+    }
+    levels
+}
+
+/// The last complete audit, and the watch error that keeps it from being newer.
+#[derive(Debug, Default)]
+pub struct AuditStore {
+    report: ArcSwapOption<AuditReport>,
+    /// Set while a watch fails (the report then gets older); cleared by the next audit.
+    stale_because: Mutex<Option<String>>,
+}
+
+impl AuditStore {
+    pub fn report(&self) -> Option<Arc<AuditReport>> {
+        self.report.load_full()
+    }
+
+    /// A new complete audit.
+    pub fn publish(&self, report: AuditReport) {
+        self.report.store(Some(Arc::new(report)));
+        if let Ok(mut stale) = self.stale_because.lock() {
+            *stale = None;
+        }
+    }
+
+    /// The audit cannot be renewed (a watch fails): the last one stays, with why.
+    pub fn mark_stale(&self, why: String) {
+        if let Ok(mut stale) = self.stale_because.lock() {
+            *stale = Some(why);
+        }
+    }
+
+    pub fn stale_because(&self) -> Option<String> {
+        self.stale_because.lock().ok().and_then(|s| s.clone())
+    }
+
+    /// What `GET /debug/audit` answers at `now`: the state (`none`, `complete`, `stale`),
+    /// the report's age, why it is stale, and the report.
+    pub fn debug(&self, now: i64) -> serde_json::Value {
+        let report = self.report();
+        let stale = self.stale_because();
+        let state = match (&report, &stale) {
+            (None, _) => "none",
+            (Some(_), None) => "complete",
+            (Some(_), Some(_)) => "stale",
+        };
+        serde_json::json!({
+            "state": state,
+            "age_seconds": report.as_ref().map(|r| now.saturating_sub(r.completed_at_unix)),
+            "stale_because": stale,
+            "report": report.as_deref(),
+        })
+    }
+}
+
+/// `GET /debug/audit` on the metrics listener: the last complete audit, its age, and why it
+/// is not newer (a watch that fails keeps it). `503` before the first one.
+pub async fn debug_audit(
+    axum::extract::State(state): axum::extract::State<crate::AppState>,
+) -> axum::response::Response {
+    use axum::http::{StatusCode, header};
+    use axum::response::IntoResponse as _;
+    let store = state.view().audit();
+    let status = if store.report().is_some() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = store.debug(crate::decide::unix_now());
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        format!("{body:#}\n"),
+    )
+        .into_response()
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: &'static str,
+}
+
+/// The audit's metrics (registered with the webhook's others, prefix `styrmin_webhook`).
+#[derive(Debug, Default)]
+pub struct AuditMetrics {
+    pub nonconforming_ingresses: Family<ReasonLabels, Gauge>,
+    pub ingresses: Gauge,
+    pub last_complete_timestamp_seconds: Gauge<f64, AtomicU64>,
+    pub controllers_stuck_deleting: Gauge,
+    pub stale_service_aliases: Gauge,
+}
+
+impl AuditMetrics {
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = AuditMetrics::default();
+        registry.register(
+            "audit_nonconforming_ingresses",
+            "Ingresses of Styrmin namespaces out of line at the last complete audit, by reason (wrong_class, cannot_enforce, not_served)",
+            metrics.nonconforming_ingresses.clone(),
+        );
+        registry.register(
+            "audit_ingresses",
+            "Ingresses of Styrmin namespaces judged by the last complete audit",
+            metrics.ingresses.clone(),
+        );
+        registry.register(
+            "audit_last_complete_timestamp_seconds",
+            "Unix time of the last complete audit (0: none yet); it stops moving while a watch fails",
+            metrics.last_complete_timestamp_seconds.clone(),
+        );
+        registry.register(
+            "controllers_stuck_deleting",
+            "Ingress controller deployments DELETING for longer than --stuck-deleting-after",
+            metrics.controllers_stuck_deleting.clone(),
+        );
+        registry.register(
+            "stale_service_aliases",
+            "Service aliases (styrmin.io/service-alias=true) whose externalName points into a namespace that does not exist",
+            metrics.stale_service_aliases.clone(),
+        );
+        metrics
+    }
+
+    /// Sets the gauges from the last complete audit (none: nothing is set).
+    pub fn export(&self, store: &AuditStore) {
+        let Some(report) = store.report() else {
+            return;
+        };
+        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        for reason in Reason::INGRESS {
+            self.nonconforming_ingresses
+                .get_or_create(&ReasonLabels {
+                    reason: reason.as_str(),
+                })
+                .set(gauge(report.count(reason)));
+        }
+        self.ingresses.set(gauge(report.ingresses));
+        self.last_complete_timestamp_seconds
+            .set(report.completed_at_unix as f64);
+        self.controllers_stuck_deleting
+            .set(gauge(report.count(Reason::StuckDeleting)));
+        self.stale_service_aliases
+            .set(gauge(report.count(Reason::StaleAlias)));
+    }
+}
+
+#[cfg(test)]
+mod tests;

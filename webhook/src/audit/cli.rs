@@ -1,0 +1,187 @@
+//! `styrmin-webhook audit`: one audit of a cluster, for a person, CI or cron. Lists what the
+//! webhook watches (the same calls, [`crate::kube_source::API_CALLS`]), builds the same view,
+//! judges the same way, prints a table or JSON, and exits 1 when anything is out of line.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use kube::api::ListParams;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config, Resource};
+
+use super::objects::{AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR};
+use super::render::{render_json, render_table};
+use super::{AuditInput, AuditSettings, audit};
+use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
+use crate::decide::unix_now;
+use crate::kube_source::{BuiltView, build_view, version_of};
+use crate::view::namespace_owner;
+
+/// Audits the Ingresses of Styrmin namespaces, the ingress controllers stuck DELETING and the
+/// service aliases that point into a namespace that does not exist. Exit status: 0 nothing
+/// out of line, 1 something is, 2 the audit could not be made.
+#[derive(Debug, Parser)]
+#[command(name = "styrmin-webhook audit", version)]
+pub struct AuditArgs {
+    /// Kubeconfig file; default: $KUBECONFIG, ~/.kube/config, then the in-cluster service
+    /// account (kube's usual order).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig context; default: the current context.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: Output,
+
+    /// How long an Ingress may have no address (status.loadBalancer.ingress) before it counts
+    /// as not served.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    pub not_served_grace_secs: u64,
+
+    /// How long an ingress controller may be DELETING (since its deletion timestamp) before
+    /// it counts as stuck.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    pub stuck_deleting_after_secs: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+impl fmt::Display for Output {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Output::Table => "table",
+            Output::Json => "json",
+        })
+    }
+}
+
+impl AuditArgs {
+    /// Runs the audit; prints it on stdout, an error on stderr.
+    pub async fn run(self) -> ExitCode {
+        let output = self.output;
+        match self.audit().await {
+            Ok(report) => {
+                let text = match output {
+                    Output::Table => render_table(&report),
+                    Output::Json => render_json(&report),
+                };
+                print!("{text}");
+                if report.is_clean() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                }
+            }
+            Err(error) => {
+                eprintln!("styrmin-webhook audit: {error:#}");
+                ExitCode::from(2)
+            }
+        }
+    }
+
+    async fn client(&self) -> anyhow::Result<Client> {
+        let options = KubeConfigOptions {
+            context: self.context.clone(),
+            ..KubeConfigOptions::default()
+        };
+        let config = match (&self.kubeconfig, &self.context) {
+            (Some(path), _) => {
+                let kubeconfig = Kubeconfig::read_from(path)
+                    .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
+                Config::from_custom_kubeconfig(kubeconfig, &options)
+                    .await
+                    .with_context(|| format!("kubeconfig {}", path.display()))?
+            }
+            (None, Some(_)) => Config::from_kubeconfig(&options)
+                .await
+                .context("cannot load the kubeconfig")?,
+            (None, None) => Config::infer()
+                .await
+                .context("cannot configure a Kubernetes client (kubeconfig or in-cluster)")?,
+        };
+        Client::try_from(config).context("cannot create a Kubernetes client")
+    }
+
+    /// Lists everything, builds the view and judges.
+    pub async fn audit(&self) -> anyhow::Result<super::AuditReport> {
+        let client = self.client().await?;
+        let info = client
+            .apiserver_version()
+            .await
+            .context("cannot read /version")?;
+        let clusters = list_all(Api::<StyrminCluster>::all(client.clone()), None).await?;
+        let environments = list_all(Api::<StyrminEnvironment>::all(client.clone()), None).await?;
+        let deployments = list_all(Api::<StyrminDeployment>::all(client.clone()), None).await?;
+        let BuiltView { view, ignored } =
+            build_view(&clusters, &environments, &deployments, version_of(&info))
+                .map_err(|e| anyhow::anyhow!(crate::policy_file::error_chain(&e)))?;
+        for why in ignored {
+            eprintln!("warning: {why}");
+        }
+        let mut ingresses = list_all(Api::<AuditedIngress>::all(client.clone()), None).await?;
+        ingresses.retain(|i| namespace_owner(i.namespace()).is_some());
+        for ingress in &mut ingresses {
+            Arc::make_mut(ingress).trim();
+        }
+        let aliases = list_all(
+            Api::<AliasService>::all(client.clone()),
+            Some(SERVICE_ALIAS_SELECTOR),
+        )
+        .await?;
+        let namespaces: HashSet<String> = list_all(Api::<NamespaceName>::all(client), None)
+            .await?
+            .iter()
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
+        let settings = AuditSettings {
+            not_served_grace: Duration::from_secs(self.not_served_grace_secs),
+            stuck_deleting_after: Duration::from_secs(self.stuck_deleting_after_secs),
+        };
+        Ok(audit(
+            &AuditInput {
+                view: &view,
+                ingresses: &ingresses,
+                aliases: &aliases,
+                namespaces: &namespaces,
+                now: unix_now(),
+            },
+            &settings,
+        ))
+    }
+}
+
+/// Every object of a resource, a page of 500 at a time.
+async fn list_all<K>(api: Api<K>, labels: Option<&str>) -> anyhow::Result<Vec<Arc<K>>>
+where
+    K: Resource<DynamicType = ()> + Clone + fmt::Debug + serde::de::DeserializeOwned,
+{
+    let mut params = ListParams::default().limit(500);
+    if let Some(labels) = labels {
+        params = params.labels(labels);
+    }
+    let mut objects = Vec::new();
+    loop {
+        let page = api
+            .list(&params)
+            .await
+            .with_context(|| format!("cannot list {}", K::plural(&())))?;
+        objects.extend(page.items.into_iter().map(Arc::new));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(objects),
+        }
+    }
+}

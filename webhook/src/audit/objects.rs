@@ -1,0 +1,390 @@
+//! The objects the audit watches, trimmed to what it reads: each is a `kube::Resource` of
+//! its own whose type holds only those fields (anything else in the API server's JSON is
+//! skipped while reading), and [`trim`](AuditedIngress::trim) drops the rest of the metadata
+//! before the reflector stores it. 10,000 Ingresses then take a few megabytes.
+
+use std::borrow::Cow;
+
+use ingress_rules::{CLASS_ANNOTATION, ClassFields};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
+use kube::Resource;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+/// The label of Styrmin's service aliases (product page, "Service aliases").
+pub const SERVICE_ALIAS_LABEL: &str = "styrmin.io/service-alias";
+/// The label selector of the alias watch.
+pub const SERVICE_ALIAS_SELECTOR: &str = "styrmin.io/service-alias=true";
+
+/// An Ingress (`networking.k8s.io/v1`) as the audit keeps it: name, namespace, creation
+/// time, the class annotation, `spec.ingressClassName` and whether it has an address.
+/// The metadata is read field by field ([`slim_metadata`]): managed fields, labels and the
+/// other annotations are skipped while reading, never built.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct AuditedIngress {
+    #[serde(deserialize_with = "slim_metadata")]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: AuditedIngressSpec,
+    #[serde(default)]
+    pub status: AuditedIngressStatus,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditedIngressSpec {
+    #[serde(default)]
+    pub ingress_class_name: Option<String>,
+}
+
+/// What the audit and the watcher read of an Ingress's metadata (the watcher resumes from
+/// `resourceVersion`).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SlimMetadata {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    creation_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    #[serde(default, deserialize_with = "class_annotation_only")]
+    annotations: Option<std::collections::BTreeMap<String, String>>,
+}
+
+fn slim_metadata<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<ObjectMeta, D::Error> {
+    let slim = SlimMetadata::deserialize(deserializer)?;
+    Ok(ObjectMeta {
+        name: slim.name,
+        namespace: slim.namespace,
+        resource_version: slim.resource_version,
+        creation_timestamp: slim.creation_timestamp,
+        annotations: slim.annotations,
+        ..ObjectMeta::default()
+    })
+}
+
+/// The annotations map, with only the class annotation kept.
+fn class_annotation_only<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<std::collections::BTreeMap<String, String>>, D::Error> {
+    struct ClassOnly;
+    impl<'de> serde::de::Visitor<'de> for ClassOnly {
+        type Value = Option<std::collections::BTreeMap<String, String>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a map of annotations")
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut class = None;
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == CLASS_ANNOTATION {
+                    class = Some(map.next_value::<String>()?);
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(class.map(|c| [(CLASS_ANNOTATION.to_owned(), c)].into()))
+        }
+    }
+    deserializer.deserialize_option(ClassOnly)
+}
+
+/// `status.loadBalancer.ingress`, counted: a controller that serves the Ingress writes its
+/// address there.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditedIngressStatus {
+    #[serde(default)]
+    pub load_balancer: Option<LoadBalancer>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct LoadBalancer {
+    #[serde(default)]
+    pub ingress: Option<Vec<Address>>,
+}
+
+/// One address; what it says does not matter, only that there is one.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Address;
+
+impl<'de> Deserialize<'de> for Address {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(deserializer).map(|_| Address)
+    }
+}
+
+impl AuditedIngress {
+    /// The two class fields, as admission reads them from the object it is sent.
+    pub fn class_fields(&self) -> ClassFields {
+        ClassFields {
+            ingress_class_name: self.spec.ingress_class_name.clone(),
+            class_annotation: self
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(CLASS_ANNOTATION))
+                .cloned(),
+        }
+    }
+
+    /// Whether a controller has written an address into its status.
+    pub fn has_address(&self) -> bool {
+        self.status
+            .load_balancer
+            .as_ref()
+            .and_then(|lb| lb.ingress.as_ref())
+            .is_some_and(|addresses| !addresses.is_empty())
+    }
+
+    /// Unix seconds of `metadata.creationTimestamp`.
+    pub fn created(&self) -> Option<i64> {
+        self.metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second())
+    }
+
+    pub fn namespace(&self) -> &str {
+        self.metadata.namespace.as_deref().unwrap_or("")
+    }
+
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or("")
+    }
+
+    /// Keeps name, namespace, creation time and the class annotation of the metadata; the
+    /// rest (other annotations such as `last-applied-configuration`, labels, managed fields)
+    /// is dropped before the object is stored.
+    pub fn trim(&mut self) {
+        let meta = std::mem::take(&mut self.metadata);
+        let class = meta
+            .annotations
+            .and_then(|mut a| a.remove(CLASS_ANNOTATION));
+        self.metadata = ObjectMeta {
+            name: meta.name,
+            namespace: meta.namespace,
+            creation_timestamp: meta.creation_timestamp,
+            annotations: class.map(|c| [(CLASS_ANNOTATION.to_owned(), c)].into()),
+            ..ObjectMeta::default()
+        };
+    }
+}
+
+impl Resource for AuditedIngress {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Ingress".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "networking.k8s.io".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "ingresses".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// A Service with the alias label: name, namespace and `spec.externalName`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct AliasService {
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: AliasServiceSpec,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AliasServiceSpec {
+    #[serde(default)]
+    pub external_name: Option<String>,
+}
+
+impl AliasService {
+    /// The namespace the alias points into: the second label of
+    /// `<service>.<namespace>.svc.cluster.local`, as the product page's loop reads it.
+    pub fn target_namespace(&self) -> Option<&str> {
+        self.spec
+            .external_name
+            .as_deref()?
+            .split('.')
+            .nth(1)
+            .filter(|ns| !ns.is_empty())
+    }
+
+    /// Keeps name and namespace of the metadata.
+    pub fn trim(&mut self) {
+        let meta = std::mem::take(&mut self.metadata);
+        self.metadata = ObjectMeta {
+            name: meta.name,
+            namespace: meta.namespace,
+            ..ObjectMeta::default()
+        };
+    }
+}
+
+impl Resource for AliasService {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Service".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "services".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// A Namespace, by name only (a `Terminating` one still exists).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct NamespaceName {
+    pub metadata: ObjectMeta,
+}
+
+impl NamespaceName {
+    /// Keeps the name.
+    pub fn trim(&mut self) {
+        let name = self.metadata.name.take();
+        self.metadata = ObjectMeta {
+            name,
+            ..ObjectMeta::default()
+        };
+    }
+}
+
+impl Resource for NamespaceName {
+    type DynamicType = ();
+    type Scope = ClusterResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Namespace".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "namespaces".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn an_ingress_keeps_only_what_the_rules_read() {
+        let mut ingress: AuditedIngress = serde_json::from_value(json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {
+                "name": "web", "namespace": "styrmin-web1", "resourceVersion": "7",
+                "creationTimestamp": "2026-12-03T08:00:00Z",
+                "labels": {"app": "web"},
+                "annotations": {
+                    "kubernetes.io/ingress.class": "nginx",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{...}"
+                },
+                "managedFields": [{"manager": "kubectl"}]
+            },
+            "spec": {"ingressClassName": "haproxy", "rules": [{"host": "a.example.com"}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}]}}
+        }))
+        .unwrap();
+        // Read slim: the watcher's resourceVersion kept, the rest never built.
+        assert_eq!(ingress.metadata.resource_version.as_deref(), Some("7"));
+        assert!(ingress.metadata.managed_fields.is_none());
+        assert!(ingress.metadata.labels.is_none());
+        assert_eq!(
+            ingress.metadata.annotations.as_ref().map(|a| a.len()),
+            Some(1)
+        );
+        ingress.trim();
+        assert_eq!(
+            ingress.class_fields(),
+            ClassFields {
+                ingress_class_name: Some("haproxy".into()),
+                class_annotation: Some("nginx".into())
+            }
+        );
+        assert!(ingress.has_address());
+        assert_eq!(ingress.created(), Some(1_796_284_800));
+        assert_eq!(
+            ingress.metadata.annotations.as_ref().map(|a| a.len()),
+            Some(1)
+        );
+        assert!(ingress.metadata.labels.is_none());
+        assert!(ingress.metadata.managed_fields.is_none());
+
+        let bare: AuditedIngress = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "styrmin-web1"},
+            "status": {"loadBalancer": {}}
+        }))
+        .unwrap();
+        assert!(!bare.has_address());
+        assert_eq!(bare.class_fields(), ClassFields::default());
+    }
+
+    #[test]
+    fn an_alias_points_into_the_second_label() {
+        let alias: AliasService = serde_json::from_value(json!({
+            "metadata": {"name": "db", "namespace": "styrmin-web1"},
+            "spec": {"type": "ExternalName", "externalName": "db.styrmin-gone.svc.cluster.local"}
+        }))
+        .unwrap();
+        assert_eq!(alias.target_namespace(), Some("styrmin-gone"));
+        let odd: AliasService = serde_json::from_value(
+            json!({"metadata": {"name": "x"}, "spec": {"externalName": "x"}}),
+        )
+        .unwrap();
+        assert_eq!(odd.target_namespace(), None);
+    }
+}

@@ -1,0 +1,501 @@
+//! The audit as a pure function: each reason at its threshold, the counts, what is left out.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::policy_file::parse_policy;
+use crate::view::{Deployment, Removal};
+
+const NOW: i64 = 1_796_284_800; // 2026-12-03T08:00:00Z
+
+const POLICY: &str = "
+cluster: {ingress_class: contour}
+environments:
+  prod: {dedicated_ingress: {}}
+  blank: {ingress_class: ''}
+deployments:
+  web1: {environment: prod}
+  web2: {environment: blank}
+  web3: {environment: prod, last_deployed: {ingress_class: nginx}}
+";
+
+fn ingress(
+    namespace: &str,
+    name: &str,
+    class: Option<&str>,
+    annotation: Option<&str>,
+    created: i64,
+    address: bool,
+) -> Arc<AuditedIngress> {
+    let mut object = json!({
+        "metadata": {
+            "name": name, "namespace": namespace,
+            "creationTimestamp": rfc3339(created),
+        },
+        "spec": {},
+        "status": {"loadBalancer": if address { json!({"ingress": [{"hostname": "lb.example.com"}]}) } else { json!({}) }}
+    });
+    if let Some(class) = class {
+        object["spec"]["ingressClassName"] = json!(class);
+    }
+    if let Some(annotation) = annotation {
+        object["metadata"]["annotations"] = json!({"kubernetes.io/ingress.class": annotation});
+    }
+    let mut ingress: AuditedIngress = serde_json::from_value(object).unwrap();
+    ingress.trim();
+    Arc::new(ingress)
+}
+
+fn alias(namespace: &str, name: &str, external_name: &str) -> Arc<AliasService> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"externalName": external_name}
+        }))
+        .unwrap(),
+    )
+}
+
+fn run(
+    view: &View,
+    ingresses: &[Arc<AuditedIngress>],
+    aliases: &[Arc<AliasService>],
+    namespaces: &[&str],
+    now: i64,
+) -> AuditReport {
+    let namespaces: HashSet<String> = namespaces.iter().map(|n| (*n).to_owned()).collect();
+    audit(
+        &AuditInput {
+            view,
+            ingresses,
+            aliases,
+            namespaces: &namespaces,
+            now,
+        },
+        &AuditSettings::default(),
+    )
+}
+
+fn reasons(report: &AuditReport) -> Vec<(Reason, String)> {
+    report
+        .findings
+        .iter()
+        .map(|f| (f.reason, format!("{}/{}", f.namespace, f.name)))
+        .collect()
+}
+
+#[test]
+fn wrong_class_says_has_wants_why_and_fix() {
+    let view = parse_policy(Path::new("p"), POLICY).unwrap();
+    let report = run(
+        &view,
+        &[
+            ingress("styrmin-web1", "web", Some("nginx"), None, NOW - 3600, true),
+            ingress(
+                "styrmin-web1",
+                "ok",
+                None,
+                Some("traefik"),
+                NOW - 3600,
+                true,
+            ),
+            // W5: web3's record (nginx) decides, not prod's dedicated ingress.
+            ingress(
+                "styrmin-web3",
+                "web",
+                None,
+                Some("traefik"),
+                NOW - 3600,
+                true,
+            ),
+            ingress(
+                "styrmin-web3",
+                "ok",
+                Some("nginx"),
+                Some("nginx"),
+                NOW - 3600,
+                true,
+            ),
+            // Not a Styrmin namespace: not judged.
+            ingress("default", "web", Some("nginx"), None, NOW - 3600, false),
+        ],
+        &[],
+        &[],
+        NOW,
+    );
+    assert_eq!(
+        reasons(&report),
+        [
+            (Reason::WrongClass, "styrmin-web1/web".to_owned()),
+            (Reason::WrongClass, "styrmin-web3/web".to_owned()),
+        ]
+    );
+    assert_eq!((report.ingresses, report.conforming_ingresses), (4, 2));
+    assert_eq!(report.count(Reason::WrongClass), 2);
+    let web1 = &report.findings[0];
+    assert_eq!(web1.has, "ingressClassName \"nginx\", no annotation");
+    assert_eq!(
+        web1.wants,
+        "dedicated (annotation traefik, no ingressClassName)"
+    );
+    assert_eq!(web1.why, "levels: environment.dedicated_ingress");
+    let web3 = &report.findings[1];
+    assert_eq!(web3.has, "annotation \"traefik\", no ingressClassName");
+    assert_eq!(
+        web3.wants,
+        "class \"nginx\" (ingressClassName and annotation)"
+    );
+    assert_eq!(
+        web3.why,
+        "record (status.lastDeployed, W5); the levels give dedicated after a redeploy (environment.dedicated_ingress)"
+    );
+    assert_eq!(web3.settings, Some("record"));
+    assert_eq!(
+        web3.decided_by.as_deref(),
+        Some("last_deployed.ingress_class")
+    );
+}
+
+#[test]
+fn cannot_enforce_on_a_server_that_rejects_both_fields() {
+    let text = format!("kubernetes_version: '1.26'\n{POLICY}");
+    let view = parse_policy(Path::new("p"), &text).unwrap();
+    let report = run(
+        &view,
+        &[
+            ingress("styrmin-web3", "web", Some("nginx"), None, NOW - 3600, true),
+            // Dedicated sets the annotation only: fine on 1.26.
+            ingress(
+                "styrmin-web1",
+                "web",
+                None,
+                Some("traefik"),
+                NOW - 3600,
+                true,
+            ),
+        ],
+        &[],
+        &[],
+        NOW,
+    );
+    assert_eq!(
+        reasons(&report),
+        [(Reason::CannotEnforce, "styrmin-web3/web".to_owned())]
+    );
+    assert!(
+        report.findings[0].why.contains("Kubernetes 1.26 rejects"),
+        "{}",
+        report.findings[0].why
+    );
+}
+
+#[test]
+fn not_served_only_after_the_grace_period() {
+    let view = parse_policy(Path::new("p"), POLICY).unwrap();
+    let grace = i64::try_from(NOT_SERVED_GRACE.as_secs()).unwrap();
+    let report = run(
+        &view,
+        &[
+            ingress("styrmin-web2", "young", None, None, NOW - grace + 1, false),
+            ingress("styrmin-web2", "old", None, None, NOW - grace, false),
+            ingress("styrmin-web2", "served", None, None, NOW - 3 * grace, true),
+            ingress(
+                "styrmin-web1",
+                "old",
+                None,
+                Some("traefik"),
+                NOW - 3600,
+                false,
+            ),
+        ],
+        &[],
+        &[],
+        NOW,
+    );
+    assert_eq!(
+        reasons(&report),
+        [
+            (Reason::NotServed, "styrmin-web1/old".to_owned()),
+            (Reason::NotServed, "styrmin-web2/old".to_owned()),
+        ]
+    );
+    assert_eq!(report.count(Reason::NotServed), 2);
+    let classless = &report.findings[1];
+    assert_eq!(
+        classless.why,
+        "no address 5m after creation (grace 5m): no class: no controller that serves class-less Ingresses has served it"
+    );
+    assert!(
+        classless
+            .fix
+            .starts_with("set ingress_class on the cluster"),
+        "{}",
+        classless.fix
+    );
+    assert!(
+        report.findings[0]
+            .why
+            .ends_with("no controller of class \"traefik\" has served it")
+    );
+}
+
+#[test]
+fn one_ingress_counts_once_per_reason() {
+    let view = parse_policy(Path::new("p"), POLICY).unwrap();
+    let report = run(
+        &view,
+        &[ingress(
+            "styrmin-web1",
+            "web",
+            Some("nginx"),
+            None,
+            NOW - 3600,
+            false,
+        )],
+        &[],
+        &[],
+        NOW,
+    );
+    assert_eq!(report.count(Reason::WrongClass), 1);
+    assert_eq!(report.count(Reason::NotServed), 1);
+    assert_eq!((report.ingresses, report.conforming_ingresses), (1, 0));
+    assert_eq!(
+        report.counts.len(),
+        Reason::ALL.len(),
+        "every reason is listed"
+    );
+}
+
+fn view_with_controller(removal: Removal) -> View {
+    let mut view = parse_policy(Path::new("p"), POLICY).unwrap();
+    let mut deployments: std::collections::HashMap<String, Deployment> = view
+        .deployments()
+        .map(|(id, d)| (id.to_owned(), d.clone()))
+        .collect();
+    deployments.insert(
+        "ctl9".into(),
+        Deployment {
+            environment: Some("prod".into()),
+            role: Role::IngressController,
+            phase: Phase::Deleting,
+            removal: Some(removal),
+            ..Deployment::default()
+        },
+    );
+    let environments = view
+        .environment_ids()
+        .into_iter()
+        .map(|id| {
+            (
+                id.to_owned(),
+                view.environment(id).cloned().unwrap_or_default(),
+            )
+        })
+        .collect();
+    view = View::new(view.cluster().clone(), environments, deployments, None);
+    view
+}
+
+#[test]
+fn stuck_deleting_after_the_threshold_with_the_finalizer() {
+    let after = i64::try_from(STUCK_DELETING_AFTER.as_secs()).unwrap();
+    let view = view_with_controller(Removal {
+        deletion_requested: Some(NOW - after),
+        first_seen: Some(NOW - 10),
+        finalizers: vec!["styrmin.io/kopf-finalizer".into()],
+    });
+    let young = run(&view, &[], &[], &[], NOW - 1);
+    assert_eq!(young.count(Reason::StuckDeleting), 0);
+    let report = run(&view, &[], &[], &[], NOW);
+    assert_eq!(
+        reasons(&report),
+        [(
+            Reason::StuckDeleting,
+            "styrmin-ctl9/styrmin-ctl9".to_owned()
+        )]
+    );
+    let stuck = &report.findings[0];
+    assert_eq!(
+        stuck.has,
+        "DELETING for 5m (since 2026-12-03T07:55:00Z), finalizer styrmin.io/kopf-finalizer"
+    );
+    assert_eq!(
+        stuck.why,
+        "environment \"prod\": deploys are denied (W2) until the removal completes"
+    );
+    assert!(
+        stuck
+            .fix
+            .contains("A StyrminDeployment that keeps its finalizer")
+    );
+    // Since when it was first seen, when there is no deletion timestamp.
+    let view = view_with_controller(Removal {
+        deletion_requested: None,
+        first_seen: Some(NOW - after - 60),
+        finalizers: vec![],
+    });
+    let report = run(&view, &[], &[], &[], NOW);
+    assert_eq!(
+        report.findings[0].has,
+        "DELETING for 6m (since 2026-12-03T07:54:00Z), no finalizer left"
+    );
+    // Nobody knows since when: not reported.
+    let view = view_with_controller(Removal::default());
+    assert_eq!(
+        run(&view, &[], &[], &[], NOW).count(Reason::StuckDeleting),
+        0
+    );
+}
+
+#[test]
+fn stale_aliases_point_into_missing_namespaces_and_say_what_to_check() {
+    let view = parse_policy(Path::new("p"), POLICY).unwrap();
+    let report = run(
+        &view,
+        &[],
+        &[
+            alias("styrmin-web1", "db", "db.styrmin-web2.svc.cluster.local"),
+            alias(
+                "styrmin-web1",
+                "cache",
+                "cache.styrmin-gone.svc.cluster.local",
+            ),
+            alias("styrmin-web2", "api", "api.styrmin-web3.svc.cluster.local"),
+            alias("styrmin-web2", "odd", "odd"),
+        ],
+        &["styrmin-web1", "styrmin-web2"],
+        NOW,
+    );
+    assert_eq!(
+        reasons(&report),
+        [
+            (Reason::StaleAlias, "styrmin-web1/cache".to_owned()),
+            (Reason::StaleAlias, "styrmin-web2/api".to_owned()),
+        ]
+    );
+    let gone = &report.findings[0];
+    assert_eq!(gone.why, "namespace styrmin-gone does not exist");
+    assert_eq!(
+        gone.fix,
+        "first check that no deployment has the id gone (styrminctl deployments get gone): a restore deletes and \
+         re-creates its namespace; then kubectl delete service --namespace styrmin-web1 cache"
+    );
+    // web3 is in the view: its namespace may be re-created by a restore.
+    assert!(
+        report.findings[1]
+            .why
+            .contains("deployment \"web3\" is still in the view (phase RUNNING)")
+    );
+}
+
+#[test]
+fn levels_show_what_is_stored_and_what_it_resolves_to() {
+    for (cluster, stored, resolves, note) in [
+        ("{}", "absent", "class:traefik (the cluster default)", true),
+        (
+            "{ingress_class: null}",
+            "null",
+            "no-class (cluster.ingress_class)",
+            false,
+        ),
+        (
+            "{ingress_class: ''}",
+            "\"\"",
+            "no-class (cluster.ingress_class)",
+            false,
+        ),
+        (
+            "{ingress_class: nginx}",
+            "\"nginx\"",
+            "class:nginx (cluster.ingress_class)",
+            false,
+        ),
+    ] {
+        let view = parse_policy(
+            Path::new("p"),
+            &format!("cluster: {cluster}\nenvironments:\n  prod: {{dedicated_ingress: {{}}}}\n"),
+        )
+        .unwrap();
+        let report = run(&view, &[], &[], &[], NOW);
+        let level = &report.levels[0];
+        assert_eq!(
+            (level.ingress_class.as_str(), level.resolves_to.as_str()),
+            (stored, resolves),
+            "{cluster}"
+        );
+        assert_eq!(level.note.is_some(), note, "{cluster}");
+        assert_eq!(report.levels[1].level, "environment prod");
+        assert_eq!(
+            report.levels[1].resolves_to,
+            "dedicated (environment.dedicated_ingress)"
+        );
+    }
+}
+
+#[test]
+fn the_store_keeps_the_last_audit_and_says_why_it_is_stale() {
+    let store = AuditStore::default();
+    assert_eq!(store.debug(NOW)["state"], "none");
+    let view = parse_policy(Path::new("p"), POLICY).unwrap();
+    store.publish(run(&view, &[], &[], &[], NOW));
+    assert_eq!(store.debug(NOW + 5)["state"], "complete");
+    assert_eq!(store.debug(NOW + 5)["age_seconds"], 5);
+    store.mark_stale("the watch of ingresses failed".into());
+    let debug: Value = store.debug(NOW + 65);
+    assert_eq!(debug["state"], "stale");
+    assert_eq!(debug["age_seconds"], 65);
+    assert_eq!(debug["stale_because"], "the watch of ingresses failed");
+    assert_eq!(debug["report"]["completed_at_unix"], NOW);
+    store.publish(run(&view, &[], &[], &[], NOW + 70));
+    assert_eq!(store.debug(NOW + 70)["state"], "complete");
+}
+
+#[test]
+fn metrics_carry_every_ingress_reason_and_no_names() {
+    let mut registry = Registry::with_prefix("styrmin_webhook");
+    let metrics = AuditMetrics::register(&mut registry);
+    let store = AuditStore::default();
+    let view = view_with_controller(Removal {
+        deletion_requested: Some(NOW - 3600),
+        ..Removal::default()
+    });
+    store.publish(run(
+        &view,
+        &[ingress(
+            "styrmin-web1",
+            "secret-name",
+            Some("nginx"),
+            None,
+            NOW - 3600,
+            true,
+        )],
+        &[alias(
+            "styrmin-web1",
+            "cache",
+            "cache.styrmin-gone.svc.cluster.local",
+        )],
+        &[],
+        NOW,
+    ));
+    metrics.export(&store);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for line in [
+        "styrmin_webhook_audit_nonconforming_ingresses{reason=\"wrong_class\"} 1",
+        "styrmin_webhook_audit_nonconforming_ingresses{reason=\"cannot_enforce\"} 0",
+        "styrmin_webhook_audit_nonconforming_ingresses{reason=\"not_served\"} 0",
+        "styrmin_webhook_audit_ingresses 1",
+        "styrmin_webhook_audit_last_complete_timestamp_seconds 1796284800.0",
+        "styrmin_webhook_controllers_stuck_deleting 1",
+        "styrmin_webhook_stale_service_aliases 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+    }
+    assert!(
+        !text.contains("secret-name") && !text.contains("styrmin-web1"),
+        "{text}"
+    );
+}
