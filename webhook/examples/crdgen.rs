@@ -15,8 +15,7 @@ const CRD_DIR: &str = "charts/styrmin-webhook/files/crds";
 fn main() -> anyhow::Result<()> {
     let arg = std::env::args().nth(1);
     for (file, crd) in all_crds() {
-        let yaml = crd_yaml(&crd)
-            .with_context(|| format!("serialising {file}"))?;
+        let yaml = crd_yaml(&crd).with_context(|| format!("serialising {file}"))?;
         match arg.as_deref() {
             Some("--stdout") => print!("---\n{yaml}"),
             dir => {

@@ -238,7 +238,10 @@ pub fn describe_wanted(resolved: &ResolvedIngress) -> String {
             format!("dedicated (annotation {DEDICATED_CONTROLLER_CLASS}, no ingressClassName)")
         }
         IngressTarget::Class(class) => {
-            format!("class {:?} (ingressClassName and annotation)", class.as_str())
+            format!(
+                "class {:?} (ingressClassName and annotation)",
+                class.as_str()
+            )
         }
         IngressTarget::NoClass => "no class (the chart's own fields)".to_owned(),
     }
@@ -457,11 +460,7 @@ fn level_summary(
         level: name,
         ingress_class: stored(&level.ingress_class, |c| format!("{c:?}")),
         dedicated_ingress: stored(&level.dedicated_ingress, |_| "set".to_owned()),
-        resolves_to: format!(
-            "{} ({})",
-            resolved.target,
-            resolved.decided_by()
-        ),
+        resolves_to: format!("{} ({})", resolved.target, resolved.decided_by()),
         note,
     }
 }

@@ -262,7 +262,11 @@ impl IngressJudgement {
 /// W1, W5, R3–R5, R9 for one Ingress: see [`IngressJudgement`].
 pub fn judge_ingress(view: &View, owner: &str, current: &ClassFields) -> IngressJudgement {
     let settings = view.settings_for_deployment(owner);
-    let enforcement = enforce(&settings.resolved.target, current, view.kubernetes_version());
+    let enforcement = enforce(
+        &settings.resolved.target,
+        current,
+        view.kubernetes_version(),
+    );
     IngressJudgement {
         settings,
         enforcement,

@@ -464,7 +464,9 @@ deployments:
         assert_eq!(*store.load(), first, "a version read once is not published");
         source.poll_once(&sink);
         assert_eq!(
-            resolve(&store.load().levels_for_deployment("web1")).target.enforced_class(),
+            resolve(&store.load().levels_for_deployment("web1"))
+                .target
+                .enforced_class(),
             Some("haproxy"),
             "read twice the same: published"
         );

@@ -588,7 +588,13 @@ after the removal completes, and Styrmin installs a new ingress controller";
 fn w2_denial_of_a_stuck_removal_names_the_finalizer_since_when_and_what_to_do() {
     let view = view_with_held_controller();
     let deploy = request("CREATE", "styrmin-web1", helm_release("v2", "1"), None);
-    let d = decide_at(&view, &deploy, &DecideOptions::default(), HELD_SINCE + 725, None);
+    let d = decide_at(
+        &view,
+        &deploy,
+        &DecideOptions::default(),
+        HELD_SINCE + 725,
+        None,
+    );
     assert_eq!(d.outcome, Outcome::Denied);
     let message = d.status.map(|s| s.message).unwrap_or_default();
     assert_eq!(
@@ -644,7 +650,13 @@ fn w2_a_phase_without_a_deletion_timestamp_counts_from_when_it_was_first_seen() 
     // Seen again later: the first time stays.
     v.note_removals(&mut first_seen, HELD_SINCE + 60);
     let deploy = request("CREATE", "styrmin-a", helm_release("v2", "1"), None);
-    let d = decide_at(&v, &deploy, &DecideOptions::default(), HELD_SINCE + 3700, None);
+    let d = decide_at(
+        &v,
+        &deploy,
+        &DecideOptions::default(),
+        HELD_SINCE + 3700,
+        None,
+    );
     let message = d.status.map(|s| s.message).unwrap_or_default();
     assert!(
         message.contains(
