@@ -124,7 +124,7 @@ proptest! {
         stream in ingress_gen::stream(true),
         config in ingress_gen::config(),
     ) {
-        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         check(&runtime, &stream, &config)?;
     }
 }
