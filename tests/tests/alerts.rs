@@ -3,7 +3,9 @@
 //! package, installed by `make tools`) over the PrometheusRule the chart renders — every alert
 //! fires for one series and stays quiet for another (`tests/data/alerts/`) — and every metric an
 //! alert or a dashboard panel names is one the `styrmin-webhook` binary exports (read from its
-//! `/metrics`, not from a hand-written list).
+//! `/metrics`, not from a hand-written list): with `--source policy-file`, and for the audit's
+//! metrics with `--source kubernetes` against the fake API server and the audit's recorded
+//! responses (`tests/data/apiserver/audit/`).
 //!
 //! promtool missing fails these tests (run `make tools`); they are never skipped.
 
@@ -17,6 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use e2e::fake_kube::FakeKubeApi;
 use e2e::{
     HelmHome, Scratch, data, parse_yaml, release_binary, run, run_ok, split_documents, utf8,
     workspace_root,
@@ -246,6 +249,14 @@ struct Listening {
 
 /// Starts `styrmin-webhook --source policy-file` on loopback.
 fn start_webhook() -> (Webhook, Listening) {
+    start_webhook_with(|cmd| {
+        cmd.args(["--source", "policy-file", "--policy-file"])
+            .arg(data("admission/policy.yaml"));
+    })
+}
+
+/// Starts `styrmin-webhook` on loopback with the view source `source` sets up.
+fn start_webhook_with(source: impl FnOnce(&mut Command)) -> (Webhook, Listening) {
     let scratch = Scratch::new("alerts-webhook");
     let config = scratch.join("webhook-ca-bundle.yaml");
     std::fs::copy(
@@ -267,15 +278,15 @@ fn start_webhook() -> (Webhook, Listening) {
             .arg(&config),
         None,
     );
-    let mut child = Command::new(release_binary("styrmin-webhook"))
-        .args(["--source", "policy-file", "--listen", "127.0.0.1:0"])
+    let mut cmd = Command::new(release_binary("styrmin-webhook"));
+    cmd.args(["--listen", "127.0.0.1:0"])
         .args(["--metrics-listen", "127.0.0.1:0", "--log-format", "json"])
         .arg("--tls-cert")
         .arg(scratch.join("certs/tls.crt"))
         .arg("--tls-key")
-        .arg(scratch.join("certs/tls.key"))
-        .arg("--policy-file")
-        .arg(data("admission/policy.yaml"))
+        .arg(scratch.join("certs/tls.key"));
+    source(&mut cmd);
+    let mut child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -512,7 +523,7 @@ fn alerts_and_dashboard_name_only_metrics_the_webhook_exports() {
     assert!(status.starts_with("HTTP/1.1 400"), "{status}");
     let exposition = scrape(listening.metrics);
     drop(webhook);
-    let exported = exported_names(&exposition);
+    let mut exported = exported_names(&exposition);
     // The families the alerts rely on are there (a broken scrape would pass nothing).
     for name in [
         "styrmin_webhook_view_ready",
@@ -521,6 +532,21 @@ fn alerts_and_dashboard_name_only_metrics_the_webhook_exports() {
     ] {
         assert!(exported.contains(name), "{name} not in:\n{exposition}");
     }
+    // The audit runs only with --source kubernetes, and prometheus-client leaves a labelled
+    // family without samples out of the exposition entirely, `# HELP` and `# TYPE` included
+    // (styrmin_webhook_audit_nonconforming_ingresses is absent above). So the audit's names
+    // are read from a webhook that has completed an audit, against the fake API server.
+    let audit_exposition = scrape_after_an_audit();
+    let audited = exported_names(&audit_exposition);
+    for name in [
+        "styrmin_webhook_audit_nonconforming_ingresses",
+        "styrmin_webhook_audit_last_complete_timestamp_seconds",
+        "styrmin_webhook_controllers_stuck_deleting",
+        "styrmin_webhook_stale_service_aliases",
+    ] {
+        assert!(audited.contains(name), "{name} not in:\n{audit_exposition}");
+    }
+    exported.extend(audited);
     let queries = queries();
     let (unknown, used) = unknown_metrics(&exported, &queries);
     assert!(
@@ -538,6 +564,72 @@ fn alerts_and_dashboard_name_only_metrics_the_webhook_exports() {
         unknown_metrics(&exported, &typo).0,
         ["panel \"typo\": styrmin_webhook_view_readyy"]
     );
+}
+
+/// `/metrics` of `styrmin-webhook --source kubernetes` once its first audit is complete: the
+/// fake API server answers its lists with the recorded responses of `tests/data/apiserver/audit/`
+/// (an Ingress of each reason, a controller stuck DELETING, stale aliases; `tests/tests/audit.rs`
+/// checks the findings) and holds its watches open.
+fn scrape_after_an_audit() -> String {
+    let api = FakeKubeApi::start();
+    let recorded =
+        |name: &str| std::fs::read_to_string(data(&format!("apiserver/audit/{name}"))).unwrap();
+    api.answer("/version", 200, recorded("version.json"));
+    for (path, file) in [
+        (
+            "/apis/styrmin.io/v1alpha1/styrminclusters",
+            "styrminclusters.list.json",
+        ),
+        (
+            "/apis/styrmin.io/v1alpha1/styrminenvironments",
+            "styrminenvironments.list.json",
+        ),
+        (
+            "/apis/styrmin.io/v1alpha1/styrmindeployments",
+            "styrmindeployments.list.json",
+        ),
+        (
+            "/apis/networking.k8s.io/v1/ingresses",
+            "ingresses.list.json",
+        ),
+        ("/api/v1/services", "services.list.json"),
+        ("/api/v1/namespaces", "namespaces.list.json"),
+    ] {
+        api.answer(path, 200, recorded(file));
+    }
+    let scratch = Scratch::new("alerts-kubeconfig");
+    let kubeconfig = scratch.write(
+        "kubeconfig",
+        &format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\n\
+             users:\n- name: fake\n  user: {{}}\ncontexts:\n- name: fake\n  context:\n    \
+             cluster: fake\n    user: fake\ncurrent-context: fake\n",
+            api.url()
+        ),
+    );
+    let (webhook, listening) = start_webhook_with(|cmd| {
+        cmd.args(["--source", "kubernetes"])
+            .env("KUBECONFIG", &kubeconfig);
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let exposition = scrape(listening.metrics);
+        let audited = exposition.lines().any(|line| {
+            line.strip_prefix("styrmin_webhook_audit_last_complete_timestamp_seconds ")
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .is_some_and(|v| v > 0.0)
+        });
+        if audited {
+            drop(webhook);
+            return exposition;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no complete audit within 30 s:\n{exposition}\nrequests: {:#?}",
+            api.requests()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// The metric names of `queries` that are not `exported` (as `place: name`), and every name used.
@@ -590,6 +682,10 @@ fn the_dashboard_is_complete_and_in_the_charts_configmap() {
         "Ready replicas",
         "Serving certificate expires in",
         "Denials",
+        "Non-conforming Ingresses by reason",
+        "Audit age",
+        "Controllers stuck DELETING",
+        "Stale service aliases",
     ] {
         assert!(titles.contains(&wanted), "no panel {wanted:?}: {titles:?}");
     }
