@@ -2,15 +2,16 @@
 
 use similar::TextDiff;
 
-use crate::render::Rendered;
+use crate::streaming::StreamRendered;
 
 /// A unified diff per changed document; empty when every Ingress conforms.
-pub fn diff(input: &str, rendered: &Rendered) -> String {
+pub fn diff(stream: &StreamRendered) -> String {
     let mut out = String::new();
-    for changed in &rendered.changed {
-        let before = &input[changed.document.range.clone()];
+    for changed in &stream.rendered.changed {
+        let before = stream.document_text(&changed.document).unwrap_or_default();
+        let after = changed.text(before);
         let header = changed.name.to_string();
-        let diff = TextDiff::from_lines(before, changed.text.as_str());
+        let diff = TextDiff::from_lines(before, after.as_str());
         out.push_str(
             &diff
                 .unified_diff()
