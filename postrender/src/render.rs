@@ -163,9 +163,9 @@ pub struct IngressOutcome {
 /// not cost its size twice.
 #[derive(Debug, Clone)]
 pub struct ChangedDocument {
-    /// The document, its range counted in the whole stream.
+    /// The document, its range counted in the whole stream (its name is its Ingresses'
+    /// [`IngressOutcome::document`]).
     pub document: Document,
-    pub name: DocumentName,
     /// Sorted, non-overlapping, relative to the document's first byte.
     pub edits: Vec<Edit>,
 }
@@ -250,7 +250,6 @@ fn render_documents(
         if let Some(edits) = render_document(text, &name, rules, &mut rendered.ingresses)? {
             rendered.changed.push(ChangedDocument {
                 document: document.clone(),
-                name,
                 edits,
             });
         }

@@ -102,8 +102,11 @@ fn join(handle: std::thread::ScopedJoinHandle<'_, BlockResult>) -> BlockResult {
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
-fn render_block(block: Vec<u8>, rules: &RenderRules) -> BlockResult {
+fn render_block(mut block: Vec<u8>, rules: &RenderRules) -> BlockResult {
     let result = render::render_block(&block, rules);
+    // The block is kept until the whole stream is checked: give back the room it was read
+    // into and does not use (memory the parse trees touched would otherwise stay resident).
+    block.shrink_to_fit();
     let documents = result.as_ref().map_or(0, |r| r.documents);
     let lines = memchr::memchr_iter(b'\n', &block).count();
     (block, result, documents, lines)
@@ -138,7 +141,6 @@ fn merge(results: Vec<BlockResult>) -> Result<StreamRendered, StreamError> {
             }
         };
         for changed in &mut rendered.changed {
-            changed.name.renumber(documents_before, lines_before);
             changed.document.index += documents_before;
             changed.document.range = changed.document.range.start + bytes_before
                 ..changed.document.range.end + bytes_before;
