@@ -14,7 +14,8 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target", "release", "styrmin-postrender")
+# STYRMIN_BENCH_BIN measures another build (say, the one before a change) in the same conditions.
+BIN = os.environ.get("STYRMIN_BENCH_BIN") or os.path.join(ROOT, "target", "release", "styrmin-postrender")
 KUBECTL = os.path.join(ROOT, ".tools", "bin", "kubectl")
 OUT = os.path.join(ROOT, "target", "bench")
 

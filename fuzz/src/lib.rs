@@ -16,8 +16,8 @@ use std::sync::LazyLock;
 use base64::Engine as _;
 use ingress_rules::{INGRESS_API_VERSIONS, IngressTarget, Level, is_ingress_container_list};
 use postrender::config::StyrminConfig;
-use postrender::render::{self, RenderRules};
-use postrender::stream;
+use postrender::render::RenderRules;
+use postrender::{stream, streaming};
 use serde_json::Value;
 use styrmin_webhook::admission::{Review, encode_review, parse_review};
 use styrmin_webhook::decide::{DecideOptions, Outcome, ReviewKind, decide_with};
@@ -66,7 +66,24 @@ fn may_hold_ingress(document: &str) -> Option<bool> {
     )
 }
 
-/// `rendered_stream`: the first byte picks a configuration, the rest is the stream.
+/// The pipeline's block sizes `rendered_stream` runs with: the filter's, and one small
+/// enough that most inputs are cut into several blocks (the answer must not change).
+const BLOCK_SIZES: [usize; 2] = [streaming::BLOCK_BYTES, 96];
+
+/// Runs the post-renderer's one pipeline on `input`; the output, or `None` on error.
+fn run_pipeline(
+    input: &[u8],
+    rules: &RenderRules,
+    block: usize,
+) -> Option<(streaming::StreamRendered, Vec<u8>)> {
+    let rendered = streaming::render_stream(input, rules, block).ok()?;
+    let mut output = Vec::new();
+    rendered.write(&mut output).expect("writing to a Vec");
+    Some((rendered, output))
+}
+
+/// `rendered_stream`: the first byte picks a configuration and a block size, the rest is
+/// the stream.
 ///
 /// On `Ok`: the output has the same documents; every document that was not changed is
 /// byte-for-byte the input's; a changed document is an Ingress or a List (when a second
@@ -77,11 +94,11 @@ pub fn rendered_stream(data: &[u8]) {
         return;
     };
     let rules = stream_rules(choice);
-    let Ok(rendered) = render::render(input, &rules) else {
+    let block = BLOCK_SIZES[usize::from(choice) / STREAM_CONFIGS.len() % BLOCK_SIZES.len()];
+    let Some((stream, output)) = run_pipeline(input, &rules, block) else {
         return;
     };
-    let mut output = Vec::new();
-    render::write(input, &rendered, &mut output).expect("writing to a Vec");
+    let rendered = &stream.rendered;
     let text_in = std::str::from_utf8(input).expect("render accepted a stream that is not UTF-8");
     let text_out = std::str::from_utf8(&output).expect("the output is not UTF-8");
     let (docs_in, docs_out) = (stream::split(text_in), stream::split(text_out));
@@ -105,17 +122,17 @@ pub fn rendered_stream(data: &[u8]) {
         }
     }
     // R8: the output is a fixed point, with the same Ingresses.
-    let again = render::render(&output, &rules).unwrap_or_else(|e| {
-        panic!("the output does not render: {e}\n--- input:\n{text_in}\n--- output:\n{text_out}")
+    let (again, output_again) = run_pipeline(&output, &rules, block).unwrap_or_else(|| {
+        let e = streaming::render_stream(&output[..], &rules, block)
+            .err()
+            .map(|e| e.to_string());
+        panic!("the output does not render: {e:?}\n--- input:\n{text_in}\n--- output:\n{text_out}")
     });
+    let again = again.rendered;
     assert!(
         again.changed.is_empty(),
         "not a fixed point\n--- input:\n{text_in}\n--- output:\n{text_out}\n--- again:\n{}",
-        String::from_utf8_lossy(&{
-            let mut o = Vec::new();
-            render::write(&output, &again, &mut o).expect("writing to a Vec");
-            o
-        })
+        String::from_utf8_lossy(&output_again)
     );
     assert_eq!(again.ingresses.len(), rendered.ingresses.len());
     for (first, second) in rendered.ingresses.iter().zip(&again.ingresses) {

@@ -1,6 +1,6 @@
 //! The command line.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -10,7 +10,7 @@ use ingress_rules::{IngressTarget, KubernetesVersion, Level};
 
 use crate::config::StyrminConfig;
 use crate::flux::{FluxError, FluxOutput, HelmReleaseRef};
-use crate::render::{self, RenderRules};
+use crate::render::RenderRules;
 use crate::{check, explain, flux, report, streaming};
 
 /// Gives every Ingress of a rendered Helm chart the ingress class Styrmin's rules decide.
@@ -175,19 +175,6 @@ impl Cli {
     }
 }
 
-fn read_stdin() -> anyhow::Result<Vec<u8>> {
-    // Room for a large chart up front: the pages are only touched as the stream arrives,
-    // and the buffer is not copied again and again while it grows.
-    let mut input = Vec::with_capacity(INITIAL_INPUT_CAPACITY);
-    std::io::stdin()
-        .lock()
-        .read_to_end(&mut input)
-        .context("reading the rendered stream from stdin")?;
-    Ok(input)
-}
-
-const INITIAL_INPUT_CAPACITY: usize = 64 << 20;
-
 fn filter(rules: &RenderRules, report_path: Option<&PathBuf>) -> anyhow::Result<ExitCode> {
     // The report is opened first and written before the stream: a report that cannot be
     // written (a directory, a full disk) fails the run with stdout still empty.
@@ -236,17 +223,17 @@ fn print_flux(
 }
 
 fn check(rules: &RenderRules) -> anyhow::Result<ExitCode> {
-    let input = read_stdin()?;
-    let rendered = render::render(&input, rules)?;
-    let text = String::from_utf8_lossy(&input);
-    let diff = check::diff(&text, &rendered);
-    eprint!("{}", report::warnings(&rendered));
+    // The same pipeline as the filter, diffed instead of written.
+    let stream = streaming::render_stream(std::io::stdin().lock(), rules, streaming::BLOCK_BYTES)?;
+    let diff = check::diff(&stream);
+    let rendered = &stream.rendered;
+    eprint!("{}", report::warnings(rendered));
     if diff.is_empty() {
-        eprintln!("{}: every Ingress conforms", report::summary(&rendered));
+        eprintln!("{}: every Ingress conforms", report::summary(rendered));
         Ok(ExitCode::SUCCESS)
     } else {
         print!("{diff}");
-        eprintln!("{}", report::summary(&rendered));
+        eprintln!("{}", report::summary(rendered));
         Ok(ExitCode::from(1))
     }
 }

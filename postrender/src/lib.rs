@@ -5,8 +5,10 @@
 //! pre-filter skips every document that cannot be an Ingress or a List to Go's readers,
 //! the rest are parsed whole into a [`yaml_tree::Node`] tree with byte spans and
 //! classified as Go reads them ([`go_readers`]), [`ingress_rules::enforce`] decides the
-//! class fields, and [`ingress_edit`] splices only those bytes. [`render::render`] checks
-//! every edited document by reading it back before anything is written.
+//! class fields, and [`ingress_edit`] splices only those bytes. Every edited document is read
+//! back before anything is written. One pipeline runs it all: [`streaming::render_stream`]
+//! renders the stream in blocks as it arrives, for the filter, `check`,
+//! [`render::render`] and the fuzz targets alike.
 
 pub mod check;
 pub mod cli;

@@ -13,8 +13,9 @@ use ingress_rules::{
 };
 
 use crate::go_readers::{self, Anchors, Doubt};
-use crate::ingress_edit::{self, EditError};
+use crate::ingress_edit::{self, Edit, EditError};
 use crate::stream::{self, Document};
+use crate::streaming::{self, StreamError, StreamRendered};
 use crate::yaml_tree::{self, Node, NodeValue, SyntaxError};
 
 /// How a document is named in messages: its position, and the template it came from
@@ -157,12 +158,23 @@ pub struct IngressOutcome {
     pub warning: Option<NoClassWarning>,
 }
 
-/// A document whose bytes change.
+/// A document whose bytes change: only its edits are kept (byte ranges of the document and
+/// their new text), never a copy of the document, so a stream of edited Ingresses does
+/// not cost its size twice.
 #[derive(Debug, Clone)]
 pub struct ChangedDocument {
+    /// The document, its range counted in the whole stream (its name is its Ingresses'
+    /// [`IngressOutcome::document`]).
     pub document: Document,
-    pub name: DocumentName,
-    pub text: String,
+    /// Sorted, non-overlapping, relative to the document's first byte.
+    pub edits: Vec<Edit>,
+}
+
+impl ChangedDocument {
+    /// The document's new text, from its text `before`.
+    pub fn text(&self, before: &str) -> String {
+        ingress_edit::apply(before, self.edits.clone())
+    }
 }
 
 /// The result of rendering a stream: the documents that change, and every Ingress seen.
@@ -188,8 +200,17 @@ pub struct RenderRules {
     pub strict: bool,
 }
 
-/// Renders `input`. On error nothing is returned to write: no half-written output.
-pub fn render(input: &[u8], rules: &RenderRules) -> Result<Rendered, RenderError> {
+/// Renders a stream already in memory, through the same pipeline as the filter
+/// ([`streaming::render_stream`]). On error nothing is returned to write.
+pub fn render(input: &[u8], rules: &RenderRules) -> Result<Rendered, StreamError> {
+    streaming::render_stream(input, rules, streaming::BLOCK_BYTES)
+        .map(StreamRendered::into_rendered)
+}
+
+/// Renders one block of the stream (whole documents), in one thread: the streaming
+/// pipeline runs blocks side by side. Document numbers, lines and offsets are counted
+/// from the block's start; the pipeline renumbers them.
+pub(crate) fn render_block(input: &[u8], rules: &RenderRules) -> Result<Rendered, RenderError> {
     let stream = match std::str::from_utf8(input) {
         Ok(text) => text,
         Err(e) => {
@@ -207,46 +228,10 @@ pub fn render(input: &[u8], rules: &RenderRules) -> Result<Rendered, RenderError
         }
     };
     let documents = stream::split(stream);
-    let mut rendered = Rendered {
-        documents: documents.len(),
-        ..Rendered::default()
-    };
-    // Documents are independent: large streams are cut into one run of documents per
-    // core. Results are joined in stream order, and the first error in the stream wins,
-    // so the answer is the same as one pass in order.
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(MAX_WORKERS);
-    let per_worker = documents.len().div_ceil(workers).max(DOCUMENTS_PER_WORKER);
-    let parts: Vec<Result<Rendered, RenderError>> = if documents.len() <= per_worker {
-        vec![render_documents(stream, &documents, rules)]
-    } else {
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = documents
-                .chunks(per_worker)
-                .map(|chunk| scope.spawn(|| render_documents(stream, chunk, rules)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-                .collect()
-        })
-    };
-    for part in parts {
-        let part = part?;
-        rendered.changed.extend(part.changed);
-        rendered.ingresses.extend(part.ingresses);
-    }
+    let mut rendered = render_documents(stream, &documents, rules)?;
+    rendered.documents = documents.len();
     Ok(rendered)
 }
-
-/// At most this many threads render one stream.
-const MAX_WORKERS: usize = 8;
-/// Below this many documents per thread, one thread is faster than starting more.
-const DOCUMENTS_PER_WORKER: usize = 2_000;
 
 /// Renders a run of consecutive documents of `stream`.
 fn render_documents(
@@ -262,11 +247,10 @@ fn render_documents(
             continue;
         }
         let name = name_of(stream, document, &mut lines);
-        if let Some(new_text) = render_document(text, &name, rules, &mut rendered.ingresses)? {
+        if let Some(edits) = render_document(text, &name, rules, &mut rendered.ingresses)? {
             rendered.changed.push(ChangedDocument {
                 document: document.clone(),
-                name,
-                text: new_text,
+                edits,
             });
         }
     }
@@ -342,13 +326,13 @@ fn check_unicode_line_breaks(text: &str, name: &DocumentName) -> Result<(), Rend
 }
 
 /// Classifies one document as Go reads it and applies the rules to every Ingress in it;
-/// the new text when bytes change.
+/// its edits, sorted, when bytes change.
 fn render_document(
     text: &str,
     name: &DocumentName,
     rules: &RenderRules,
     outcomes: &mut Vec<IngressOutcome>,
-) -> Result<Option<String>, RenderError> {
+) -> Result<Option<Vec<Edit>>, RenderError> {
     check_unicode_line_breaks(text, name)?;
     let root = match yaml_tree::parse_document(text) {
         Ok(Some(root)) => root,
@@ -442,7 +426,9 @@ fn render_document(
     if edits.is_empty() {
         return Ok(None);
     }
-    let new_text = ingress_edit::apply(text, edits);
+    edits.sort_by_key(|e: &Edit| (e.range.start, e.range.end));
+    // The edited text lives only as long as its check: what is kept is the edits.
+    let new_text = ingress_edit::apply(text, edits.clone());
     verify(&root, &new_text, &desired).map_err(|what| RenderError::Verify {
         document: name.clone(),
         ingress: outcomes
@@ -450,7 +436,7 @@ fn render_document(
             .map_or(IngressName(String::new()), |o| o.ingress.clone()),
         what,
     })?;
-    Ok(Some(new_text))
+    Ok(Some(edits))
 }
 
 /// The self-check that keeps a wrong splice from ever reaching the cluster: the edited
@@ -616,15 +602,43 @@ fn remove_path(node: &mut Canonical, path: &[&str]) {
     }
 }
 
-/// Writes the stream with the changed documents spliced in.
+/// Writes a stream rendered in memory with its edits spliced in.
 pub fn write(input: &[u8], rendered: &Rendered, out: &mut impl Write) -> io::Result<()> {
-    let mut at = 0;
-    for changed in &rendered.changed {
-        out.write_all(&input[at..changed.document.range.start])?;
-        out.write_all(changed.text.as_bytes())?;
-        at = changed.document.range.end;
+    write_spliced([input], &rendered.changed, out)
+}
+
+/// The one splice loop: writes the stream, given as consecutive blocks, with the edits of
+/// the changed documents (in stream order, ranges counted in the whole stream) in place of
+/// the bytes they replace. A document never spans two blocks, so neither does an edit.
+pub(crate) fn write_spliced<'b>(
+    blocks: impl IntoIterator<Item = &'b [u8]>,
+    changed: &[ChangedDocument],
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let mut edits = changed
+        .iter()
+        .flat_map(|c| {
+            let start = c.document.range.start;
+            c.edits.iter().map(move |e| {
+                (
+                    start + e.range.start..start + e.range.end,
+                    e.text.as_bytes(),
+                )
+            })
+        })
+        .peekable();
+    let mut block_start = 0;
+    for block in blocks {
+        let block_end = block_start + block.len();
+        let mut at = block_start;
+        while let Some((range, text)) = edits.next_if(|(range, _)| range.end <= block_end) {
+            out.write_all(&block[at - block_start..range.start - block_start])?;
+            out.write_all(text)?;
+            at = range.end;
+        }
+        out.write_all(&block[at - block_start..])?;
+        block_start = block_end;
     }
-    out.write_all(&input[at..])?;
     out.flush()
 }
 

@@ -4,23 +4,25 @@
 //! parsing would leave the CPU idle during the read; instead the input is kept in blocks
 //! that each end at a document boundary, and every full block is rendered on its own
 //! thread while the next one is read. Nothing is written before every block is done and
-//! checked, so an error still leaves stdout empty. The answer is the same as
-//! [`render::render`] on the whole stream: document numbers, line numbers and the first
-//! error in stream order included (tested below with tiny blocks).
+//! checked, so an error still leaves stdout empty. This is the only pipeline: the filter,
+//! `check`, [`render::render`] (a stream already in memory) and the fuzz targets all run
+//! it. The answer does not depend on where the blocks are cut: document numbers, line
+//! numbers and the first error in stream order included (tested below with tiny blocks).
 
 use std::io::{self, Read, Write};
 
-use crate::render::{self, ChangedDocument, RenderError, RenderRules, Rendered};
-use crate::stream;
+use crate::render::{self, RenderError, RenderRules, Rendered};
+use crate::stream::{self, Document};
 
 /// A block is handed to a renderer once it holds this many bytes and a complete document.
 pub const BLOCK_BYTES: usize = 1 << 20;
 
-/// The rendered stream: its blocks, each with the documents that change in it, and every
-/// Ingress's outcome in stream order (document numbers counted over the whole stream).
+/// The rendered stream: its blocks, the documents that change (with their edits) and
+/// every Ingress's outcome, in stream order (documents, lines and bytes counted over the
+/// whole stream).
 #[derive(Debug, Default)]
 pub struct StreamRendered {
-    blocks: Vec<(Vec<u8>, Vec<ChangedDocument>)>,
+    blocks: Vec<Vec<u8>>,
     pub rendered: Rendered,
     pub bytes: usize,
 }
@@ -100,8 +102,11 @@ fn join(handle: std::thread::ScopedJoinHandle<'_, BlockResult>) -> BlockResult {
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
-fn render_block(block: Vec<u8>, rules: &RenderRules) -> BlockResult {
-    let result = render::render(&block, rules);
+fn render_block(mut block: Vec<u8>, rules: &RenderRules) -> BlockResult {
+    let result = render::render_block(&block, rules);
+    // The block is kept until the whole stream is checked: give back the room it was read
+    // into and does not use (memory the parse trees touched would otherwise stay resident).
+    block.shrink_to_fit();
     let documents = result.as_ref().map_or(0, |r| r.documents);
     let lines = memchr::memchr_iter(b'\n', &block).count();
     (block, result, documents, lines)
@@ -136,35 +141,56 @@ fn merge(results: Vec<BlockResult>) -> Result<StreamRendered, StreamError> {
             }
         };
         for changed in &mut rendered.changed {
-            changed.name.renumber(documents_before, lines_before);
+            changed.document.index += documents_before;
+            changed.document.range = changed.document.range.start + bytes_before
+                ..changed.document.range.end + bytes_before;
         }
         for outcome in &mut rendered.ingresses {
             outcome.document.renumber(documents_before, lines_before);
         }
         out.rendered.documents += rendered.documents;
         out.rendered.ingresses.append(&mut rendered.ingresses);
+        out.rendered.changed.append(&mut rendered.changed);
         out.bytes += block.len();
         documents_before += documents;
         lines_before += lines;
         bytes_before += block.len();
-        out.blocks.push((block, rendered.changed));
+        out.blocks.push(block);
     }
     Ok(out)
 }
 
 impl StreamRendered {
-    /// Writes the stream with the changed documents spliced in.
+    /// Writes the stream with the changed documents' edits spliced in.
     pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
-        for (block, changed) in &self.blocks {
-            let mut at = 0;
-            for document in changed {
-                out.write_all(&block[at..document.document.range.start])?;
-                out.write_all(document.text.as_bytes())?;
-                at = document.document.range.end;
+        render::write_spliced(
+            self.blocks.iter().map(Vec::as_slice),
+            &self.rendered.changed,
+            out,
+        )
+    }
+
+    /// The text of a document of the stream as it came in (a document never spans two
+    /// blocks); `None` for a range that is not one of its documents.
+    pub fn document_text(&self, document: &Document) -> Option<&str> {
+        let mut block_start = 0;
+        for block in &self.blocks {
+            let block_end = block_start + block.len();
+            if document.range.end <= block_end {
+                let bytes = block.get(
+                    document.range.start.checked_sub(block_start)?
+                        ..document.range.end - block_start,
+                )?;
+                return std::str::from_utf8(bytes).ok();
             }
-            out.write_all(&block[at..])?;
+            block_start = block_end;
         }
-        out.flush()
+        None
+    }
+
+    /// The outcome alone, without the stream's bytes.
+    pub fn into_rendered(self) -> Rendered {
+        self.rendered
     }
 }
 
