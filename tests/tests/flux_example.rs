@@ -14,9 +14,8 @@
 
 use std::process::Command;
 
-use e2e::{
-    Scratch, data, parse_yaml, release_binary, run_ok, split_documents, tool, utf8, workspace_root,
-};
+use e2e::crd_schema::{self, crd_version_schema};
+use e2e::{Scratch, data, parse_yaml, release_binary, run_ok, tool, utf8, workspace_root};
 use serde_json::{Value, json};
 
 fn example(file: &str) -> String {
@@ -26,96 +25,11 @@ fn example(file: &str) -> String {
 
 /// The `v2` schema of the HelmRelease CRD.
 fn helm_release_schema() -> Value {
-    let text = std::fs::read_to_string(data("crds/helm.toolkit.fluxcd.io_helmreleases.yaml"))
-        .expect("the HelmRelease CRD");
-    let crd = split_documents(&text)
-        .into_iter()
-        .map(|d| d.value())
-        .find(|v| v["kind"] == "CustomResourceDefinition")
-        .expect("a CRD document");
-    let versions = crd["spec"]["versions"].as_array().expect("versions");
-    let v2 = versions
-        .iter()
-        .find(|v| v["name"] == "v2")
-        .expect("version v2");
-    assert_eq!(v2["served"], true);
-    v2["schema"]["openAPIV3Schema"].clone()
-}
-
-/// Every way `value` breaks `schema`, as `path: what`.
-fn validate(schema: &Value, value: &Value, path: &str, errors: &mut Vec<String>) {
-    let preserve = schema["x-kubernetes-preserve-unknown-fields"] == true;
-    if schema["x-kubernetes-int-or-string"] == true {
-        if !(value.is_string() || value.is_i64() || value.is_u64()) {
-            errors.push(format!(
-                "{path}: expected an integer or a string, got {value}"
-            ));
-        }
-        return;
-    }
-    let ty = schema["type"].as_str();
-    let type_ok = match ty {
-        Some("object") => value.is_object(),
-        Some("array") => value.is_array(),
-        Some("string") => value.is_string(),
-        Some("integer") => value.is_i64() || value.is_u64(),
-        Some("number") => value.is_number(),
-        Some("boolean") => value.is_boolean(),
-        _ => true,
-    };
-    if !type_ok {
-        errors.push(format!(
-            "{path}: expected {}, got {value}",
-            ty.unwrap_or("?")
-        ));
-        return;
-    }
-    if let Some(allowed) = schema["enum"].as_array()
-        && !allowed.contains(value)
-    {
-        errors.push(format!("{path}: {value} is not one of {allowed:?}"));
-    }
-    if let Some(s) = value.as_str() {
-        let len = s.chars().count() as u64;
-        if schema["maxLength"].as_u64().is_some_and(|max| len > max) {
-            errors.push(format!("{path}: longer than maxLength"));
-        }
-        if schema["minLength"].as_u64().is_some_and(|min| len < min) {
-            errors.push(format!("{path}: shorter than minLength"));
-        }
-    }
-    if let Some(items) = value.as_array() {
-        for (i, item) in items.iter().enumerate() {
-            validate(&schema["items"], item, &format!("{path}[{i}]"), errors);
-        }
-    }
-    if let Some(object) = value.as_object() {
-        for required in schema["required"].as_array().into_iter().flatten() {
-            let key = required.as_str().unwrap_or_default();
-            if !object.contains_key(key) {
-                errors.push(format!("{path}: missing required field {key}"));
-            }
-        }
-        // `metadata` is `type: object` only: the API server validates it itself.
-        if path == ".metadata" {
-            return;
-        }
-        for (key, field) in object {
-            let child = format!("{path}.{key}");
-            if let Some(property) = schema["properties"].get(key) {
-                validate(property, field, &child, errors);
-            } else if schema["additionalProperties"].is_object() {
-                validate(&schema["additionalProperties"], field, &child, errors);
-            } else if !preserve {
-                errors.push(format!("{child}: unknown field"));
-            }
-        }
-    }
+    crd_version_schema(&data("crds/helm.toolkit.fluxcd.io_helmreleases.yaml"), "v2")
 }
 
 fn schema_errors(object: &Value) -> Vec<String> {
-    let mut errors = Vec::new();
-    validate(&helm_release_schema(), object, "", &mut errors);
+    let mut errors = crd_schema::schema_errors(&helm_release_schema(), object);
     // The CEL rule of spec: "either chart or chartRef must be set".
     let spec = &object["spec"];
     if spec.get("chart").is_some() == spec.get("chartRef").is_some() {
