@@ -13,6 +13,24 @@ use serde_json::Value;
 pub mod crd_schema;
 pub mod fake_kube;
 
+/// Copies the folder `from` into `to`, recursively (a scratch copy of `manifests/`, say).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("creating {}: {e}", to.display()));
+    let entries =
+        std::fs::read_dir(from).unwrap_or_else(|e| panic!("reading {}: {e}", from.display()));
+    for entry in entries {
+        let entry = entry.unwrap_or_else(|e| panic!("reading {}: {e}", from.display()));
+        let target = to.join(entry.file_name());
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target)
+                .unwrap_or_else(|e| panic!("copying to {}: {e}", target.display()));
+        }
+    }
+}
+
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

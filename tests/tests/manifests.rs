@@ -16,7 +16,8 @@ use std::process::Command;
 use base64::Engine as _;
 use e2e::crd_schema::{crd_version_schema, schema_errors};
 use e2e::{
-    HelmHome, Scratch, data, release_binary, run_ok, split_documents, tool, utf8, workspace_root,
+    HelmHome, Scratch, copy_dir, data, release_binary, run_ok, split_documents, tool, utf8,
+    workspace_root,
 };
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -52,19 +53,6 @@ fn kustomize(dir: &Path) -> Vec<Value> {
 struct SelfSigned {
     scratch: Scratch,
     objects: Vec<Value>,
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 fn self_signed() -> SelfSigned {

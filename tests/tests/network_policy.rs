@@ -6,27 +6,13 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use std::path::Path;
 use std::process::Command;
 
-use e2e::{Scratch, run_ok, split_documents, tool, utf8, workspace_root};
+use e2e::{Scratch, copy_dir, run_ok, split_documents, tool, utf8, workspace_root};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
 
 /// The base with the component, built in a copy of `manifests/` whose monitoring namespace
 /// was edited where the component's comment says.
