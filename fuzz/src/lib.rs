@@ -21,7 +21,8 @@ use postrender::{stream, streaming};
 use serde_json::Value;
 use styrmin_webhook::admission::{Review, encode_review, parse_review};
 use styrmin_webhook::decide::{DecideOptions, Outcome, ReviewKind, decide_with};
-use styrmin_webhook::policy_file::{error_chain, parse_policy};
+use styrmin_webhook::policy_file::parse_policy;
+use styrmin_webhook::telemetry::ErrorChain;
 use styrmin_webhook::view::View;
 
 /// The configurations `rendered_stream` runs each input under: R3, R4 (a plain word, a
@@ -294,7 +295,7 @@ pub fn policy_file(data: &[u8]) {
             }
         }
         Err(e) => {
-            let _ = error_chain(&e);
+            let _ = ErrorChain(&e).to_string();
         }
     }
 }

@@ -12,7 +12,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::budget::RequestBudget;
 use crate::kube_source::KubeSource;
 use crate::metrics::Metrics;
-use crate::policy_file::{PolicyFileSource, error_chain};
+use crate::policy_file::PolicyFileSource;
 use crate::server::{ConnectionLimits, Listener, ShutdownTimes};
 use crate::telemetry::LogFormat;
 use crate::tls::CertWatcher;
@@ -269,18 +269,20 @@ impl Args {
         };
         match (source, policy_file) {
             (SourceKind::Kubernetes, _) => {
-                let source = KubeSource::from_environment().await?.with_audit(
-                    Duration::from_secs(audit_interval_secs.max(1)),
-                    crate::audit::AuditSettings {
-                        not_served_grace: Duration::from_secs(audit_not_served_grace_secs),
-                        stuck_deleting_after,
-                    },
-                );
+                let source = KubeSource::from_environment()
+                    .await
+                    .context("cannot configure a Kubernetes client (in-cluster or kubeconfig)")?
+                    .with_audit(
+                        Duration::from_secs(audit_interval_secs.max(1)),
+                        crate::audit::AuditSettings {
+                            not_served_grace: Duration::from_secs(audit_not_served_grace_secs),
+                            stuck_deleting_after,
+                        },
+                    );
                 serve(config, source).await
             }
             (SourceKind::PolicyFile, Some(policy_file)) => {
-                let source = PolicyFileSource::open(policy_file, interval)
-                    .map_err(|e| anyhow::anyhow!(error_chain(&e)))?;
+                let source = PolicyFileSource::open(policy_file, interval)?;
                 serve(config, source).await
             }
             (SourceKind::PolicyFile, None) => {
@@ -372,8 +374,7 @@ pub async fn serve(config: ServeConfig, source: impl ViewSource) -> anyhow::Resu
         RequestBudget::new(body_budget_bytes, body_timeout, flux_budget),
     );
 
-    let certs = CertWatcher::open(tls_cert, tls_key, metrics)
-        .map_err(|e| anyhow::anyhow!(error_chain(&e)))?;
+    let certs = CertWatcher::open(tls_cert, tls_key, metrics)?;
     let tls = certs.server_config()?;
     tokio::spawn(certs.run(reload_interval));
 

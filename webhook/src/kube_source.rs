@@ -38,6 +38,7 @@ use crate::crd::{
     CLUSTER_NAME, DeploymentPhase, DeploymentRole, IngressSettings, StyrminCluster,
     StyrminDeployment, StyrminEnvironment,
 };
+use crate::telemetry::ErrorChain;
 use crate::view::{Deployment, Phase, Removal, Role, View, ViewSink, ViewSource, namespace_owner};
 
 /// One kind of call the webhook makes to the API server.
@@ -553,11 +554,8 @@ impl KubeSource {
 
     /// A source on the in-cluster configuration (the pod's service account), or the local
     /// kubeconfig outside a cluster.
-    pub async fn from_environment() -> anyhow::Result<Self> {
-        let client = Client::try_default().await.map_err(|e| {
-            anyhow::anyhow!("cannot configure a Kubernetes client (in-cluster or kubeconfig): {e}")
-        })?;
-        Ok(Self::new(client))
+    pub async fn from_environment() -> Result<Self, kube::Error> {
+        Ok(Self::new(Client::try_default().await?))
     }
 
     /// How often the view's age is reset while every watch is healthy (default 5 s).
@@ -715,7 +713,7 @@ impl ViewSource for KubeSource {
                     published = true;
                 }
                 Err(error) => {
-                    tracing::error!(error = %crate::policy_file::error_chain(&error),
+                    tracing::error!(error = %ErrorChain(&error),
                         "invalid Styrmin object; keeping the last good view");
                     sink.report_error(name);
                 }

@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use ingress_rules::{DedicatedIngress, IngressTarget, KubernetesVersion, Level, Setting};
 
+use crate::telemetry::ErrorChain;
 use crate::view::{Deployment, Phase, Role, View, ViewSink, ViewSource};
 
 #[derive(Debug, thiserror::Error)]
@@ -243,7 +244,7 @@ impl PolicyFileSource {
             Err(error) => {
                 tracing::error!(
                     path = %self.path.display(),
-                    error = %error_chain(&error),
+                    error = %ErrorChain(&error),
                     "policy file is invalid; keeping the last good policy"
                 );
                 sink.report_error(self.name());
@@ -251,18 +252,6 @@ impl PolicyFileSource {
             }
         }
     }
-}
-
-/// An error and its causes on one line.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 impl ViewSource for PolicyFileSource {
@@ -382,7 +371,7 @@ deployments:
             ("- a list", "policy.yaml"),
         ] {
             let err = parse(bad).unwrap_err();
-            let text = error_chain(&err);
+            let text = ErrorChain(&err).to_string();
             assert!(text.contains("policy.yaml"), "{bad}: {text}");
             assert!(text.contains(needle), "{bad}: {text}");
         }

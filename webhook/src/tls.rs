@@ -16,6 +16,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::metrics::Metrics;
+use crate::telemetry::ErrorChain;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -27,18 +28,27 @@ pub enum TlsError {
     },
     #[error("{path} holds no PEM certificate")]
     NoCertificate { path: PathBuf },
-    #[error("{path} is not a PEM certificate chain: {message}")]
-    BadCertificate { path: PathBuf, message: String },
-    #[error("{path} is not a PEM private key: {message}")]
-    BadKey { path: PathBuf, message: String },
-    #[error("the key in {key} does not match the certificate in {cert}: {message}")]
+    #[error("{path} is not a PEM certificate chain")]
+    BadCertificate {
+        path: PathBuf,
+        #[source]
+        source: rustls_pki_types::pem::Error,
+    },
+    #[error("{path} is not a PEM private key")]
+    BadKey {
+        path: PathBuf,
+        #[source]
+        source: rustls_pki_types::pem::Error,
+    },
+    #[error("the key in {key} does not match the certificate in {cert}")]
     Mismatch {
         cert: PathBuf,
         key: PathBuf,
-        message: String,
+        #[source]
+        source: rustls::Error,
     },
-    #[error("TLS configuration: {0}")]
-    Config(String),
+    #[error("TLS configuration")]
+    Config(#[source] rustls::Error),
 }
 
 /// A certificate and key as loaded, with the certificate's expiry.
@@ -63,9 +73,9 @@ pub fn parse_cert(
 ) -> Result<LoadedCert, TlsError> {
     let chain = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::BadCertificate {
+        .map_err(|source| TlsError::BadCertificate {
             path: cert_path.to_owned(),
-            message: e.to_string(),
+            source,
         })?;
     let Some(leaf) = chain.first() else {
         return Err(TlsError::NoCertificate {
@@ -75,15 +85,15 @@ pub fn parse_cert(
     let not_after = x509_parser::parse_x509_certificate(leaf)
         .ok()
         .map(|(_, cert)| cert.validity().not_after.timestamp());
-    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| TlsError::BadKey {
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|source| TlsError::BadKey {
         path: key_path.to_owned(),
-        message: e.to_string(),
+        source,
     })?;
     let certified =
-        CertifiedKey::from_der(chain, key, &provider()).map_err(|e| TlsError::Mismatch {
+        CertifiedKey::from_der(chain, key, &provider()).map_err(|source| TlsError::Mismatch {
             cert: cert_path.to_owned(),
             key: key_path.to_owned(),
-            message: e.to_string(),
+            source,
         })?;
     Ok(LoadedCert {
         key: Arc::new(certified),
@@ -155,7 +165,7 @@ impl CertWatcher {
     pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
         let mut config = ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(|e| TlsError::Config(e.to_string()))?
+            .map_err(TlsError::Config)?
             .with_no_client_auth()
             .with_cert_resolver(self.resolver.clone());
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -169,7 +179,7 @@ impl CertWatcher {
             (Ok(c), Ok(k)) => (c, k),
             (Err(error), _) | (_, Err(error)) => {
                 // A rotation may replace the files one at a time; try again next poll.
-                tracing::warn!(error = %crate::policy_file::error_chain(&error), "cannot read the serving certificate; keeping the current one");
+                tracing::warn!(error = %ErrorChain(&error), "cannot read the serving certificate; keeping the current one");
                 return false;
             }
         };
@@ -196,7 +206,7 @@ impl CertWatcher {
                 // either file is tried again.
                 self.last_seen = (cert_pem, key_pem);
                 self.metrics.certificate_reload_failures.inc();
-                tracing::error!(error = %crate::policy_file::error_chain(&error), "new serving certificate is not usable; keeping the current one");
+                tracing::error!(error = %ErrorChain(&error), "new serving certificate is not usable; keeping the current one");
                 false
             }
         }

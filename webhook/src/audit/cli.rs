@@ -126,8 +126,7 @@ impl AuditArgs {
         let environments = list_all(Api::<StyrminEnvironment>::all(client.clone()), None).await?;
         let deployments = list_all(Api::<StyrminDeployment>::all(client.clone()), None).await?;
         let BuiltView { view, ignored } =
-            build_view(&clusters, &environments, &deployments, version_of(&info))
-                .map_err(|e| anyhow::anyhow!(crate::policy_file::error_chain(&e)))?;
+            build_view(&clusters, &environments, &deployments, version_of(&info))?;
         for why in ignored {
             eprintln!("warning: {why}");
         }

@@ -260,7 +260,7 @@ fn a_non_object_dedicated_ingress_is_an_error_naming_object_and_field() {
             None,
         )
         .unwrap_err();
-        let text = crate::policy_file::error_chain(&err);
+        let text = crate::telemetry::ErrorChain(&err).to_string();
         assert!(
             text.contains("StyrminEnvironment prod: spec.dedicatedIngress"),
             "{text}"
