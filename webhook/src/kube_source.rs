@@ -1,5 +1,6 @@
 //! The `--source kubernetes` view source (rule W3): kube-rs reflectors on the three Styrmin
-//! custom resources, turned into the same [`View`] that `--policy-file` feeds.
+//! custom resources, turned into the same [`View`] that `--policy-file` feeds, and on the
+//! Ingresses, service aliases and namespaces the audit reads ([`WatchedResource`]).
 //!
 //! The part that talks to the API server is small: [`KubeSource::run`] starts one
 //! `watcher` + `reflector` per resource (every call it may make is in [`API_CALLS`], which the
@@ -61,62 +62,100 @@ pub enum ApiCall {
 /// What a kube-runtime watcher does: list (paginated), then watch from the list's version.
 pub const WATCH_VERBS: &[&str] = &["list", "watch"];
 
-/// Every call the webhook makes to the API server. The watchers are built from these
-/// entries ([`watch`] checks that the type's URL is the entry's), and the ClusterRole must
-/// grant exactly these (a test compares them).
-pub const API_CALLS: &[ApiCall] = &[
-    ApiCall::Resource {
-        group: "styrmin.io",
-        version: "v1alpha1",
-        resource: "styrminclusters",
-        verbs: WATCH_VERBS,
-    },
-    ApiCall::Resource {
-        group: "styrmin.io",
-        version: "v1alpha1",
-        resource: "styrminenvironments",
-        verbs: WATCH_VERBS,
-    },
-    ApiCall::Resource {
-        group: "styrmin.io",
-        version: "v1alpha1",
-        resource: "styrmindeployments",
-        verbs: WATCH_VERBS,
-    },
-    // The audit (`crate::audit`): the Ingresses (those of Styrmin namespaces are kept), the
-    // service aliases (label selector) and the namespaces' names.
-    ApiCall::Resource {
-        group: "networking.k8s.io",
-        version: "v1",
-        resource: "ingresses",
-        verbs: WATCH_VERBS,
-    },
-    ApiCall::Resource {
-        group: "",
-        version: "v1",
-        resource: "services",
-        verbs: WATCH_VERBS,
-    },
-    ApiCall::Resource {
-        group: "",
-        version: "v1",
-        resource: "namespaces",
-        verbs: WATCH_VERBS,
-    },
-    ApiCall::NonResource {
-        path: "/version",
-        verbs: &["get"],
-    },
-];
+/// A resource the webhook watches, in every namespace: the three Styrmin resources the view
+/// is built from, and what the audit (`crate::audit`) reads: the Ingresses (those of Styrmin
+/// namespaces are kept), the service aliases (label selector) and the namespaces' names.
+/// Every one is in the readiness gate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WatchedResource {
+    StyrminClusters,
+    StyrminEnvironments,
+    StyrminDeployments,
+    Ingresses,
+    Services,
+    Namespaces,
+}
 
-const CLUSTERS: usize = 0;
-const ENVIRONMENTS: usize = 1;
-const DEPLOYMENTS: usize = 2;
-const INGRESSES: usize = 3;
-const SERVICES: usize = 4;
-const NAMESPACES: usize = 5;
-/// How many watches there are; every one is in the readiness gate.
-const WATCHES: usize = 6;
+impl WatchedResource {
+    /// Every watched resource, in the order of [`API_CALLS`].
+    pub const ALL: [WatchedResource; 6] = [
+        WatchedResource::StyrminClusters,
+        WatchedResource::StyrminEnvironments,
+        WatchedResource::StyrminDeployments,
+        WatchedResource::Ingresses,
+        WatchedResource::Services,
+        WatchedResource::Namespaces,
+    ];
+
+    /// Its API group, version and plural name ([`watch`] checks that the watched type's are
+    /// these).
+    pub const fn group_version_plural(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            WatchedResource::StyrminClusters => ("styrmin.io", "v1alpha1", "styrminclusters"),
+            WatchedResource::StyrminEnvironments => {
+                ("styrmin.io", "v1alpha1", "styrminenvironments")
+            }
+            WatchedResource::StyrminDeployments => ("styrmin.io", "v1alpha1", "styrmindeployments"),
+            WatchedResource::Ingresses => ("networking.k8s.io", "v1", "ingresses"),
+            WatchedResource::Services => ("", "v1", "services"),
+            WatchedResource::Namespaces => ("", "v1", "namespaces"),
+        }
+    }
+
+    /// The calls its watcher makes: list and watch.
+    pub const fn api_call(self) -> ApiCall {
+        let (group, version, resource) = self.group_version_plural();
+        ApiCall::Resource {
+            group,
+            version,
+            resource,
+            verbs: WATCH_VERBS,
+        }
+    }
+
+    /// The resource's plural name, for logs and the audit's `stale_because`.
+    pub const fn plural(self) -> &'static str {
+        self.group_version_plural().2
+    }
+}
+
+/// The `/version` read (R9).
+const VERSION_CALL: ApiCall = ApiCall::NonResource {
+    path: "/version",
+    verbs: &["get"],
+};
+
+/// Every call the webhook makes to the API server: each watched resource's, then
+/// `/version`. The ClusterRole must grant exactly these (a test compares them).
+pub const API_CALLS: &[ApiCall] = &api_calls();
+
+const fn api_calls() -> [ApiCall; WatchedResource::ALL.len() + 1] {
+    let mut calls = [VERSION_CALL; WatchedResource::ALL.len() + 1];
+    let mut i = 0;
+    while i < WatchedResource::ALL.len() {
+        calls[i] = WatchedResource::ALL[i].api_call();
+        i += 1;
+    }
+    calls
+}
+
+/// One value per watched resource.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct ByResource<T>([T; WatchedResource::ALL.len()]);
+
+impl<T> std::ops::Index<WatchedResource> for ByResource<T> {
+    type Output = T;
+    fn index(&self, resource: WatchedResource) -> &T {
+        // `ALL` lists the variants in declaration order (a test checks it).
+        &self.0[resource as usize]
+    }
+}
+
+impl<T> std::ops::IndexMut<WatchedResource> for ByResource<T> {
+    fn index_mut(&mut self, resource: WatchedResource) -> &mut T {
+        &mut self.0[resource as usize]
+    }
+}
 
 /// How long after its last error a watch counts as healthy again when no event has shown
 /// it (longer than the watcher's largest backoff, so a watch that keeps failing never does).
@@ -344,21 +383,22 @@ fn step<K>(item: Result<watcher::Event<K>, watcher::Error>) -> Step {
 /// Where each watch stands.
 #[derive(Debug, Default)]
 struct Progress {
-    listed: [bool; WATCHES],
-    last_error: [Option<Instant>; WATCHES],
+    listed: ByResource<bool>,
+    last_error: ByResource<Option<Instant>>,
     /// The last error of each watch, for the audit's `stale_because`.
-    last_message: [Option<String>; WATCHES],
+    last_message: ByResource<Option<String>>,
 }
 
 impl Progress {
     fn all_listed(&self) -> bool {
-        self.listed.iter().all(|l| *l)
+        self.listed.0.iter().all(|l| *l)
     }
 
     fn all_healthy(&self, now: Instant) -> bool {
         self.all_listed()
             && self
                 .last_error
+                .0
                 .iter()
                 .all(|e| e.is_none_or(|at| now.duration_since(at) >= HEALTHY_AFTER))
     }
@@ -366,17 +406,17 @@ impl Progress {
     /// Why the watches are not all healthy at `now` (`None` when they are).
     fn unhealthy_because(&self, now: Instant) -> Option<String> {
         let mut why = Vec::new();
-        for index in 0..WATCHES {
-            if !self.listed[index] {
-                why.push(format!("{} not listed yet", resource_name(index)));
-            } else if let Some(at) = self.last_error[index]
+        for resource in WatchedResource::ALL {
+            if !self.listed[resource] {
+                why.push(format!("{} not listed yet", resource.plural()));
+            } else if let Some(at) = self.last_error[resource]
                 && now.duration_since(at) < HEALTHY_AFTER
             {
                 why.push(format!(
                     "the watch of {} failed {}s ago: {}",
-                    resource_name(index),
+                    resource.plural(),
                     now.duration_since(at).as_secs(),
-                    self.last_message[index].as_deref().unwrap_or("")
+                    self.last_message[resource].as_deref().unwrap_or("")
                 ));
             }
         }
@@ -384,18 +424,11 @@ impl Progress {
     }
 }
 
-fn resource_name(index: usize) -> &'static str {
-    match API_CALLS.get(index) {
-        Some(ApiCall::Resource { resource, .. }) => resource,
-        _ => "?",
-    }
-}
+type Events = futures::stream::BoxStream<'static, (WatchedResource, Step)>;
 
-type Events = futures::stream::BoxStream<'static, (usize, Step)>;
-
-/// A watcher and reflector for the resource of `API_CALLS[index]`, in every namespace.
-/// Fails when the type's group, version or plural is not the table's.
-fn watch<K>(client: &Client, index: usize) -> anyhow::Result<(Store<K>, Events)>
+/// A watcher and reflector for `resource`, in every namespace. Fails when the type's group,
+/// version or plural is not the resource's.
+fn watch<K>(client: &Client, resource: WatchedResource) -> anyhow::Result<(Store<K>, Events)>
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -407,7 +440,7 @@ where
 {
     watch_trimmed(
         client,
-        index,
+        resource,
         watcher::Config::default(),
         |_| true,
         without_bookkeeping::<K>,
@@ -428,7 +461,7 @@ fn without_bookkeeping<K: Resource>(object: &mut K) {
 /// the others `trim`med first (the audit's watches keep only what they read).
 fn watch_trimmed<K>(
     client: &Client,
-    index: usize,
+    watched: WatchedResource,
     config: watcher::Config,
     keep: fn(&K) -> bool,
     trim: fn(&mut K),
@@ -442,23 +475,14 @@ where
         + Sync
         + 'static,
 {
-    let Some(ApiCall::Resource {
-        group,
-        version,
-        resource,
-        verbs,
-    }) = API_CALLS.get(index).copied()
-    else {
-        anyhow::bail!("API_CALLS[{index}] is not a resource");
-    };
+    let (group, version, plural) = watched.group_version_plural();
     anyhow::ensure!(
         (
             K::group(&()).as_ref(),
             K::version(&()).as_ref(),
-            K::plural(&()).as_ref(),
-            verbs
-        ) == (group, version, resource, WATCH_VERBS),
-        "{} is not the resource of API_CALLS[{index}] ({group}/{version} {resource} {verbs:?})",
+            K::plural(&()).as_ref()
+        ) == (group, version, plural),
+        "{} is not the resource {watched:?} ({group}/{version} {plural})",
         K::kind(&())
     );
     let (reader, writer) = reflector::store::<K>();
@@ -477,7 +501,7 @@ where
         })
         .modify(trim)
         .reflect(writer)
-        .map(move |item| (index, step(item)))
+        .map(move |item| (watched, step(item)))
         .boxed();
     Ok((reader, stream))
 }
@@ -513,6 +537,22 @@ async fn read_version(client: Client) -> Option<KubernetesVersion> {
         "going on without the Kubernetes version: R9 (1.18-1.26 reject both class fields) is not checked"
     );
     None
+}
+
+/// What the source knows of the API server's version. No view is built before `/version`
+/// has been read (or given up on): a view without the version would skip R9.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ServerVersion {
+    NotReadYet,
+    /// Read, or given up on, and not a version the rules can use.
+    Unknown,
+    Known(KubernetesVersion),
+}
+
+impl From<Option<KubernetesVersion>> for ServerVersion {
+    fn from(read: Option<KubernetesVersion>) -> Self {
+        read.map_or(ServerVersion::Unknown, ServerVersion::Known)
+    }
 }
 
 /// The view source for a cluster; it also audits what is already there (`crate::audit`).
@@ -578,27 +618,29 @@ impl ViewSource for KubeSource {
             audit_interval,
             audit_settings,
         } = self;
-        let (clusters, cluster_events) = watch::<StyrminCluster>(&client, CLUSTERS)?;
+        let (clusters, cluster_events) =
+            watch::<StyrminCluster>(&client, WatchedResource::StyrminClusters)?;
         let (environments, environment_events) =
-            watch::<StyrminEnvironment>(&client, ENVIRONMENTS)?;
-        let (deployments, deployment_events) = watch::<StyrminDeployment>(&client, DEPLOYMENTS)?;
+            watch::<StyrminEnvironment>(&client, WatchedResource::StyrminEnvironments)?;
+        let (deployments, deployment_events) =
+            watch::<StyrminDeployment>(&client, WatchedResource::StyrminDeployments)?;
         let (ingresses, ingress_events) = watch_trimmed::<AuditedIngress>(
             &client,
-            INGRESSES,
+            WatchedResource::Ingresses,
             watcher::Config::default(),
             |i| namespace_owner(i.namespace()).is_some(),
             AuditedIngress::trim,
         )?;
         let (aliases, alias_events) = watch_trimmed::<AliasService>(
             &client,
-            SERVICES,
+            WatchedResource::Services,
             watcher::Config::default().labels(SERVICE_ALIAS_SELECTOR),
             |_| true,
             AliasService::trim,
         )?;
         let (namespaces, namespace_events) = watch_trimmed::<NamespaceName>(
             &client,
-            NAMESPACES,
+            WatchedResource::Namespaces,
             watcher::Config::default(),
             |_| true,
             NamespaceName::trim,
@@ -623,7 +665,7 @@ impl ViewSource for KubeSource {
         let mut first_seen_deleting = HashMap::new();
         let version = read_version(client).fuse();
         tokio::pin!(version);
-        let mut kubernetes_version: Option<Option<KubernetesVersion>> = None;
+        let mut kubernetes_version = ServerVersion::NotReadYet;
         let mut progress = Progress::default();
         let mut published = false;
         let mut ticker = tokio::time::interval(confirm_interval);
@@ -632,8 +674,8 @@ impl ViewSource for KubeSource {
         loop {
             let mut dirty = false;
             tokio::select! {
-                read = &mut version, if kubernetes_version.is_none() => {
-                    kubernetes_version = Some(read);
+                read = &mut version, if kubernetes_version == ServerVersion::NotReadYet => {
+                    kubernetes_version = ServerVersion::from(read);
                     dirty = true;
                 }
                 item = events.next() => {
@@ -648,22 +690,22 @@ impl ViewSource for KubeSource {
                             _ => break,
                         }
                     }
-                    for (index, step) in batch {
+                    for (resource, step) in batch {
                         match step {
                             Step::Changed { relisted } => {
-                                if relisted && !progress.listed[index] {
-                                    tracing::info!(resource = resource_name(index), "listed");
+                                if relisted && !progress.listed[resource] {
+                                    tracing::info!(resource = resource.plural(), "listed");
                                 }
-                                progress.listed[index] |= relisted;
-                                progress.last_error[index] = None;
+                                progress.listed[resource] |= relisted;
+                                progress.last_error[resource] = None;
                                 dirty = true;
                             }
                             Step::Pending => {}
                             Step::Failed(error) => {
-                                tracing::warn!(resource = resource_name(index), %error,
+                                tracing::warn!(resource = resource.plural(), %error,
                                     "watch failed; keeping the last view, retrying with backoff");
-                                progress.last_error[index] = Some(Instant::now());
-                                progress.last_message[index] = Some(error);
+                                progress.last_error[resource] = Some(Instant::now());
+                                progress.last_message[resource] = Some(error);
                                 sink.report_error(name);
                             }
                         }
@@ -680,8 +722,10 @@ impl ViewSource for KubeSource {
                     }
                 }
             }
-            let Some(version) = kubernetes_version else {
-                continue;
+            let version = match kubernetes_version {
+                ServerVersion::NotReadYet => continue,
+                ServerVersion::Unknown => None,
+                ServerVersion::Known(version) => Some(version),
             };
             if !dirty || !progress.all_listed() {
                 continue;

@@ -348,7 +348,9 @@ fn health_needs_every_list_and_no_recent_error() {
     let now = Instant::now();
     let mut progress = Progress::default();
     assert!(!progress.all_healthy(now));
-    progress.listed = [true, true, true, true, true, false];
+    for resource in WatchedResource::ALL {
+        progress.listed[resource] = resource != WatchedResource::Namespaces;
+    }
     assert!(
         !progress.all_listed(),
         "the audit's watches are in the gate too"
@@ -357,15 +359,31 @@ fn health_needs_every_list_and_no_recent_error() {
         progress.unhealthy_because(now).as_deref(),
         Some("namespaces not listed yet")
     );
-    progress.listed[5] = true;
+    progress.listed[WatchedResource::Namespaces] = true;
     assert!(progress.all_healthy(now));
     assert_eq!(progress.unhealthy_because(now), None);
-    progress.last_error[3] = Some(now);
-    progress.last_message[3] = Some("connection reset".into());
+    progress.last_error[WatchedResource::Ingresses] = Some(now);
+    progress.last_message[WatchedResource::Ingresses] = Some("connection reset".into());
     assert!(!progress.all_healthy(now));
     assert_eq!(
         progress.unhealthy_because(now).as_deref(),
         Some("the watch of ingresses failed 0s ago: connection reset")
     );
     assert!(progress.all_healthy(now + HEALTHY_AFTER));
+}
+
+#[test]
+fn every_watched_resource_is_in_the_table_once_in_declaration_order() {
+    for (position, resource) in WatchedResource::ALL.into_iter().enumerate() {
+        // `ByResource` indexes by the discriminant.
+        assert_eq!(resource as usize, position, "{resource:?}");
+        assert_eq!(API_CALLS[position], resource.api_call(), "{resource:?}");
+    }
+    assert_eq!(
+        API_CALLS[WatchedResource::ALL.len()..],
+        [ApiCall::NonResource {
+            path: "/version",
+            verbs: &["get"],
+        }]
+    );
 }
