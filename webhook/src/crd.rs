@@ -50,27 +50,11 @@ pub const CLUSTER_NAME: &str = "default";
         json_path = ".spec.dedicatedIngress"
     )
 )]
-#[serde(rename_all = "camelCase")]
+#[schemars(transform = cluster_level_schema)]
 pub struct StyrminClusterSpec {
-    /// The IngressClass of the cluster. Left out: `traefik` (the API server stores the
-    /// default, so `kubectl get` shows it); `""` (or `null`): no class. Write `""`: a `null`
-    /// applied with client-side `kubectl apply` is dropped and then reads as `traefik`.
-    #[serde(
-        default,
-        skip_serializing_if = "is_absent",
-        serialize_with = "serialize_setting"
-    )]
-    #[schemars(schema_with = "cluster_ingress_class_schema")]
-    pub ingress_class: Setting<String>,
-    /// Any object turns the dedicated ingress controller on (its keys are the controller's
-    /// values); left out or `null`: off.
-    #[serde(
-        default,
-        skip_serializing_if = "is_absent",
-        serialize_with = "serialize_setting"
-    )]
-    #[schemars(schema_with = "dedicated_ingress_schema")]
-    pub dedicated_ingress: Setting<Value>,
+    /// `ingressClass` and `dedicatedIngress`.
+    #[serde(flatten)]
+    pub settings: IngressSettings,
 }
 
 /// An environment level (docs/rules.md §1): a left-out or `null` key is not set (inherited).
@@ -91,24 +75,11 @@ pub struct StyrminClusterSpec {
         json_path = ".spec.dedicatedIngress"
     )
 )]
-#[serde(rename_all = "camelCase")]
+#[schemars(transform = environment_level_schema)]
 pub struct StyrminEnvironmentSpec {
-    /// The environment's IngressClass; left out or `null`: inherited from the cluster.
-    #[serde(
-        default,
-        skip_serializing_if = "is_absent",
-        serialize_with = "serialize_setting"
-    )]
-    #[schemars(schema_with = "ingress_class_schema")]
-    pub ingress_class: Setting<String>,
-    /// Any object turns the dedicated ingress controller on; left out or `null`: inherited.
-    #[serde(
-        default,
-        skip_serializing_if = "is_absent",
-        serialize_with = "serialize_setting"
-    )]
-    #[schemars(schema_with = "dedicated_ingress_schema")]
-    pub dedicated_ingress: Setting<Value>,
+    /// `ingressClass` and `dedicatedIngress`.
+    #[serde(flatten)]
+    pub settings: IngressSettings,
 }
 
 /// What a deployment is.
@@ -166,6 +137,7 @@ pub enum DeploymentPhase {
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = deployment_level_schema)]
 pub struct StyrminDeploymentSpec {
     /// The id of the deployment's environment (a StyrminEnvironment of that name).
     pub environment_id: String,
@@ -173,22 +145,9 @@ pub struct StyrminDeploymentSpec {
     /// ingress controller).
     #[serde(default)]
     pub role: DeploymentRole,
-    /// The deployment's IngressClass; left out or `null`: inherited.
-    #[serde(
-        default,
-        skip_serializing_if = "is_absent",
-        serialize_with = "serialize_setting"
-    )]
-    #[schemars(schema_with = "ingress_class_schema")]
-    pub ingress_class: Setting<String>,
-    /// Any object turns the dedicated ingress controller on; left out or `null`: inherited.
-    #[serde(
-        default,
-        skip_serializing_if = "is_absent",
-        serialize_with = "serialize_setting"
-    )]
-    #[schemars(schema_with = "dedicated_ingress_schema")]
-    pub dedicated_ingress: Setting<Value>,
+    /// `ingressClass` and `dedicatedIngress`.
+    #[serde(flatten)]
+    pub settings: IngressSettings,
 }
 
 /// What Styrmin reports about a deployment.
@@ -209,7 +168,9 @@ pub struct StyrminDeploymentStatus {
     pub last_deployed: Option<IngressSettings>,
 }
 
-/// The two ingress keys of one level.
+/// The two ingress keys of one level: each spec's (flattened into it, so they are `spec.ingressClass`
+/// and `spec.dedicatedIngress`), and the record in `status.lastDeployed`. What a left-out or
+/// `null` key means differs by level; each spec's schema says it (`*_level_schema`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IngressSettings {
@@ -251,16 +212,60 @@ fn ingress_class_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
-/// The cluster's `ingressClass`: as at the other levels, with the default `traefik` stored
-/// by the API server when the key is left out (a `null` is kept: the field is nullable), so
-/// the stored object and `kubectl get` show the class that applies.
-fn cluster_ingress_class_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "description": "The cluster's IngressClass. Left out: traefik (stored as the default). \"\" for no class: write \"\", not null, because client-side `kubectl apply` drops a null and the default traefik then applies.",
-        "type": "string",
-        "nullable": true,
-        "default": ingress_rules::DEFAULT_CLUSTER_CLASS
-    })
+/// The cluster level's schema: the descriptions of its two keys, and the default `traefik`
+/// of `ingressClass`, which the API server stores when the key is left out (a `null` is
+/// kept: the field is nullable), so the stored object and `kubectl get` show the class that
+/// applies.
+fn cluster_level_schema(schema: &mut schemars::Schema) {
+    describe_level(
+        schema,
+        "The IngressClass of the cluster. Left out: `traefik` (the API server stores the\n\
+         default, so `kubectl get` shows it); `\"\"` (or `null`): no class. Write `\"\"`: a `null`\n\
+         applied with client-side `kubectl apply` is dropped and then reads as `traefik`.",
+        "Any object turns the dedicated ingress controller on (its keys are the controller's\n\
+         values); left out or `null`: off.",
+    );
+    if let Some(class) = schema
+        .get_mut("properties")
+        .and_then(|properties| properties.get_mut("ingressClass"))
+        .and_then(Value::as_object_mut)
+    {
+        class.insert(
+            "default".to_owned(),
+            ingress_rules::DEFAULT_CLUSTER_CLASS.into(),
+        );
+    }
+}
+
+fn environment_level_schema(schema: &mut schemars::Schema) {
+    describe_level(
+        schema,
+        "The environment's IngressClass; left out or `null`: inherited from the cluster.",
+        "Any object turns the dedicated ingress controller on; left out or `null`: inherited.",
+    );
+}
+
+fn deployment_level_schema(schema: &mut schemars::Schema) {
+    describe_level(
+        schema,
+        "The deployment's IngressClass; left out or `null`: inherited.",
+        "Any object turns the dedicated ingress controller on; left out or `null`: inherited.",
+    );
+}
+
+/// Sets the descriptions of a spec's `ingressClass` and `dedicatedIngress`.
+fn describe_level(schema: &mut schemars::Schema, ingress_class: &str, dedicated_ingress: &str) {
+    let Some(properties) = schema.get_mut("properties") else {
+        return;
+    };
+    for (key, description) in [
+        ("ingressClass", ingress_class),
+        ("dedicatedIngress", dedicated_ingress),
+    ] {
+        if let Some(property) = properties.get_mut(key).and_then(Value::as_object_mut) {
+            property.insert("description".to_owned(), description.into());
+        }
+    }
 }
 
 fn dedicated_ingress_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -309,9 +314,9 @@ mod tests {
             assert_eq!(back, expected, "{json}");
         }
         let spec: StyrminClusterSpec = serde_json::from_str("{}").unwrap();
-        assert_eq!(spec.ingress_class, Setting::Absent);
+        assert_eq!(spec.settings.ingress_class, Setting::Absent);
         let spec: StyrminClusterSpec = serde_json::from_str(r#"{"ingressClass":null}"#).unwrap();
-        assert_eq!(spec.ingress_class, Setting::Null);
+        assert_eq!(spec.settings.ingress_class, Setting::Null);
     }
 
     #[test]

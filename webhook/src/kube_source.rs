@@ -31,7 +31,6 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource, ResourceExt as _};
 use serde::Deserialize as _;
-use serde_json::Value;
 
 use crate::audit::objects::{AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR};
 use crate::audit::{AuditInput, AuditSettings, Reason, audit};
@@ -186,25 +185,21 @@ pub struct BuiltView {
 }
 
 /// One level from the two CRD fields; a `dedicatedIngress` that is not an object is an error.
-pub fn level(
-    ingress_class: &Setting<String>,
-    dedicated_ingress: &Setting<Value>,
-) -> Result<Level, serde_json::Error> {
-    let dedicated_ingress = match dedicated_ingress {
+pub fn level(settings: &IngressSettings) -> Result<Level, serde_json::Error> {
+    let dedicated_ingress = match &settings.dedicated_ingress {
         Setting::Absent => Setting::Absent,
         Setting::Null => Setting::Null,
         Setting::Value(value) => Setting::Value(DedicatedIngress::deserialize(value)?),
     };
     Ok(Level {
-        ingress_class: ingress_class.clone(),
+        ingress_class: settings.ingress_class.clone(),
         dedicated_ingress,
     })
 }
 
 /// A `status.lastDeployed` record (W5), written as one level read like a cluster level.
 pub fn deployed(settings: &IngressSettings) -> Result<IngressTarget, serde_json::Error> {
-    level(&settings.ingress_class, &settings.dedicated_ingress)
-        .map(|level| IngressTarget::from_record_level(&level))
+    level(settings).map(|level| IngressTarget::from_record_level(&level))
 }
 
 /// The deployment id of a StyrminDeployment: `<id>` when it is named `styrmin-<id>` in the
@@ -275,8 +270,7 @@ pub fn deployment(object: &StyrminDeployment) -> Result<Deployment, InvalidObjec
             DeploymentRole::IngressController => Role::IngressController,
         },
         phase,
-        level: level(&spec.ingress_class, &spec.dedicated_ingress)
-            .map_err(invalid("spec.dedicatedIngress"))?,
+        level: level(&spec.settings).map_err(invalid("spec.dedicatedIngress"))?,
         last_deployed,
     })
 }
@@ -303,20 +297,18 @@ pub fn build_view(
             ));
             continue;
         }
-        cluster = level(&object.spec.ingress_class, &object.spec.dedicated_ingress).map_err(
-            |source| InvalidObject {
-                kind: "StyrminCluster",
-                name,
-                field: "spec.dedicatedIngress",
-                source,
-            },
-        )?;
+        cluster = level(&object.spec.settings).map_err(|source| InvalidObject {
+            kind: "StyrminCluster",
+            name,
+            field: "spec.dedicatedIngress",
+            source,
+        })?;
     }
     let environments = environments
         .iter()
         .map(|object| {
             let name = object.name_any();
-            match level(&object.spec.ingress_class, &object.spec.dedicated_ingress) {
+            match level(&object.spec.settings) {
                 Ok(level) => Ok((name, level)),
                 Err(source) => Err(InvalidObject {
                     kind: "StyrminEnvironment",

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use ingress_rules::IngressTarget;
 use rstest::rstest;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 
