@@ -103,16 +103,13 @@ pub fn double_quoted(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::example_targets::shared;
 
     fn patch_of(target: &IngressTarget) -> String {
         let renderer = flux_post_renderer(target).unwrap();
         assert_eq!(renderer.patches.len(), 1);
         assert_eq!(renderer.patches[0].target.kind, "Ingress");
         renderer.patches[0].patch.clone()
-    }
-
-    fn shared(class: &str) -> IngressTarget {
-        IngressTarget::class(class)
     }
 
     #[test]

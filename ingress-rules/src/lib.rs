@@ -79,6 +79,28 @@ pub fn is_ingress_container_list(api_version: &str, kind: &str) -> bool {
         || (kind == "IngressList" && INGRESS_API_VERSIONS.contains(&api_version))
 }
 
+/// Short constructors of targets for the rule tables of this crate's tests and of the crates
+/// that use it (the `test-support` feature, enabled from their dev-dependencies).
+#[cfg(any(test, feature = "test-support"))]
+pub mod example_targets {
+    use crate::IngressTarget;
+
+    /// R3: the environment's dedicated controller.
+    pub fn dedicated() -> IngressTarget {
+        IngressTarget::Dedicated
+    }
+
+    /// R4: a shared controller of this class (`""` is [`no_class`]).
+    pub fn shared(class: &str) -> IngressTarget {
+        IngressTarget::class(class)
+    }
+
+    /// R5: no class; the chart's own is kept.
+    pub fn no_class() -> IngressTarget {
+        IngressTarget::NoClass
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

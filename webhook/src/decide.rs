@@ -461,5 +461,33 @@ pub fn stuck_removal(
 #[cfg(test)]
 mod tests;
 
+/// What the tests of every decision that answers with a JSON patch read: the object after
+/// the patch, and an Ingress's two class fields.
+#[cfg(test)]
+pub(crate) mod patched {
+    use serde_json::Value;
+
+    /// `object` after the RFC 6902 operations `ops`.
+    pub(crate) fn apply(object: &Value, ops: &[Value]) -> Value {
+        let patch: json_patch::Patch =
+            serde_json::from_value(Value::Array(ops.to_vec())).expect("a JSON patch");
+        let mut out = object.clone();
+        json_patch::patch(&mut out, &patch).expect("the patch applies");
+        out
+    }
+
+    /// An Ingress's `spec.ingressClassName` and class annotation.
+    pub(crate) fn classes(object: &Value) -> (Option<&str>, Option<&str>) {
+        (
+            object
+                .pointer("/spec/ingressClassName")
+                .and_then(Value::as_str),
+            object
+                .pointer("/metadata/annotations/kubernetes.io~1ingress.class")
+                .and_then(Value::as_str),
+        )
+    }
+}
+
 #[cfg(test)]
 mod scenarios;

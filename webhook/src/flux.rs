@@ -269,26 +269,10 @@ pub fn decide_helm_release_within(
 
 #[cfg(test)]
 mod tests {
+    use ingress_rules::example_targets::{dedicated, no_class, shared};
+
     use super::*;
-
-    fn apply(object: &Value, ops: &[Value]) -> Value {
-        let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops.to_vec())).unwrap();
-        let mut out = object.clone();
-        json_patch::patch(&mut out, &patch).unwrap();
-        out
-    }
-
-    fn dedicated() -> IngressTarget {
-        IngressTarget::Dedicated
-    }
-
-    fn shared(class: &str) -> IngressTarget {
-        IngressTarget::class(class)
-    }
-
-    fn no_class() -> IngressTarget {
-        IngressTarget::NoClass
-    }
+    use crate::decide::patched::apply;
 
     fn user(n: u32) -> Value {
         json!({"kustomize": {"patches": [{
@@ -597,6 +581,7 @@ mod decide_tests {
     use serde_json::{Value, json};
 
     use crate::admission::AdmissionRequest;
+    use crate::decide::patched::apply;
     use crate::decide::{DecideOptions, Outcome, decide, decide_with};
     use crate::policy_file::parse_policy;
     use crate::view::View;
@@ -644,13 +629,6 @@ deployments:
             "metadata": {"name": "web"},
             "spec": {"interval": "10m", "chart": {"spec": {"chart": "podinfo", "sourceRef": {"kind": "HelmRepository", "name": "podinfo"}}}},
         })
-    }
-
-    fn apply(object: &Value, ops: &[Value]) -> Value {
-        let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops.to_vec())).unwrap();
-        let mut out = object.clone();
-        json_patch::patch(&mut out, &patch).unwrap();
-        out
     }
 
     fn patch_text(object: &Value) -> &str {

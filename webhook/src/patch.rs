@@ -94,24 +94,11 @@ pub fn build_patch(object: &Value, changes: &[FieldChange]) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use ingress_rules::{IngressTarget, enforce};
+    use ingress_rules::example_targets::{dedicated, shared};
     use rstest::rstest;
 
     use super::*;
-
-    fn apply(object: &Value, ops: &[Value]) -> Value {
-        let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops.to_vec())).unwrap();
-        let mut out = object.clone();
-        json_patch::patch(&mut out, &patch).unwrap();
-        out
-    }
-
-    fn dedicated() -> IngressTarget {
-        IngressTarget::Dedicated
-    }
-
-    fn shared(class: &str) -> IngressTarget {
-        IngressTarget::class(class)
-    }
+    use crate::decide::patched::apply;
 
     fn ingress(metadata: Value, spec: Option<Value>) -> Value {
         let mut object =

@@ -18,16 +18,18 @@
 
 use std::collections::HashMap;
 
+use ingress_rules::example_targets::{dedicated, shared};
 use ingress_rules::{DedicatedIngress, IngressTarget, Level, Setting, SettingsSource};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::decide::patched::{apply, classes};
 use crate::view::{Deployment, Phase, Role, View};
 
 const CHART_CLASS: &str = "chart-class";
 const EDITED_CLASS: &str = "edited-by-hand";
 
-fn dedicated(keys: &[&str]) -> Setting<DedicatedIngress> {
+fn dedicated_ingress(keys: &[&str]) -> Setting<DedicatedIngress> {
     Setting::Value(DedicatedIngress {
         value_keys: keys.iter().map(|k| (*k).to_owned()).collect(),
     })
@@ -38,14 +40,6 @@ fn class_level(class: &str) -> Level {
         ingress_class: Setting::Value(class.to_owned()),
         ..Level::default()
     }
-}
-
-fn on() -> IngressTarget {
-    IngressTarget::Dedicated
-}
-
-fn shared(class: &str) -> IngressTarget {
-    IngressTarget::class(class)
 }
 
 /// What W2 answers a deploy in one namespace.
@@ -85,10 +79,10 @@ impl World {
     /// `ctl1` RUNNING, both applications on it.
     fn dedicated_running() -> World {
         let mut world = World::shared_contour();
-        world.cluster.dedicated_ingress = dedicated(&["replicas"]);
+        world.cluster.dedicated_ingress = dedicated_ingress(&["replicas"]);
         world.controller("ctl1", "prod", Phase::Running);
-        world.record("web1", on());
-        world.record("web2", on());
+        world.record("web1", dedicated());
+        world.record("web2", dedicated());
         world
     }
 
@@ -172,13 +166,13 @@ impl World {
             IngressTarget::NoClass => (Some(CHART_CLASS), None),
         };
         assert_eq!(
-            classes(&apply(&created, &decision)),
+            classes(&apply(&created, &decision.patch)),
             expected,
             "{step}: {id}: Ingress CREATE"
         );
 
         // An Ingress UPDATE: `kubectl edit` (or a hook) puts another class on the current one.
-        let current = apply(&created, &decision);
+        let current = apply(&created, &decision.patch);
         let mut edited = current.clone();
         edited["spec"]
             .as_object_mut()
@@ -196,7 +190,7 @@ impl World {
             IngressTarget::NoClass => (None, Some(EDITED_CLASS)),
         };
         assert_eq!(
-            classes(&apply(&edited, &decision)),
+            classes(&apply(&edited, &decision.patch)),
             expected,
             "{step}: {id}: Ingress UPDATE"
         );
@@ -313,25 +307,6 @@ fn helm_release(chart_version: &str) -> Value {
     })
 }
 
-fn apply(object: &Value, decision: &Decision) -> Value {
-    let patch: json_patch::Patch =
-        serde_json::from_value(Value::Array(decision.patch.clone())).expect("patch");
-    let mut out = object.clone();
-    json_patch::patch(&mut out, &patch).expect("apply");
-    out
-}
-
-fn classes(object: &Value) -> (Option<&str>, Option<&str>) {
-    (
-        object
-            .pointer("/spec/ingressClassName")
-            .and_then(Value::as_str),
-        object
-            .pointer("/metadata/annotations/kubernetes.io~1ingress.class")
-            .and_then(Value::as_str),
-    )
-}
-
 const RECORD: SettingsSource = SettingsSource::Record;
 const LEVELS: SettingsSource = SettingsSource::Levels;
 
@@ -350,7 +325,7 @@ fn the_applications_stay_on_their_current_ingress_while_the_controller_is_not_ru
     }
 
     // The cluster update turns dedicated_ingress on; Styrmin creates the controller.
-    world.cluster.dedicated_ingress = dedicated(&[]);
+    world.cluster.dedicated_ingress = dedicated_ingress(&[]);
     world.controller("ctl1", "prod", Phase::Pending);
     for phase in [Phase::Pending, Phase::Deploying] {
         world.phase("ctl1", phase);
@@ -368,12 +343,12 @@ fn the_applications_stay_on_their_current_ingress_while_the_controller_is_not_ru
     // RUNNING: still on contour until Styrmin redeploys each application onto it.
     world.phase("ctl1", Phase::Running);
     world.expect("controller RUNNING", "web1", &contour, RECORD, Allowed);
-    world.record("web1", on());
-    world.expect("web1 redeployed", "web1", &on(), RECORD, Allowed);
+    world.record("web1", dedicated());
+    world.expect("web1 redeployed", "web1", &dedicated(), RECORD, Allowed);
     world.expect("web1 redeployed", "web2", &contour, RECORD, Allowed);
-    world.record("web2", on());
+    world.record("web2", dedicated());
     for id in ["web1", "web2"] {
-        world.expect("both redeployed", id, &on(), RECORD, Allowed);
+        world.expect("both redeployed", id, &dedicated(), RECORD, Allowed);
     }
 }
 
@@ -382,17 +357,23 @@ fn the_applications_stay_on_their_current_ingress_while_the_controller_is_not_ru
 #[test]
 fn when_the_update_changes_its_values_styrmin_redeploys_the_controller_with_the_new_values() {
     let mut world = World::dedicated_running();
-    world.cluster.dedicated_ingress = dedicated(&["replicas", "service"]);
+    world.cluster.dedicated_ingress = dedicated_ingress(&["replicas", "service"]);
     for phase in [Phase::Deploying, Phase::Running] {
         world.phase("ctl1", phase);
         for id in ["web1", "web2"] {
             // The class does not depend on the controller's values: nobody moves.
-            world.expect(&format!("controller {phase}"), id, &on(), RECORD, Allowed);
+            world.expect(
+                &format!("controller {phase}"),
+                id,
+                &dedicated(),
+                RECORD,
+                Allowed,
+            );
         }
     }
     // The applications are redeployed onto the controller with the new values: same class.
-    world.record("web1", on());
-    world.expect("redeployed", "web1", &on(), RECORD, Allowed);
+    world.record("web1", dedicated());
+    world.expect("redeployed", "web1", &dedicated(), RECORD, Allowed);
 }
 
 // --- Turned off ---
@@ -407,10 +388,10 @@ fn styrmin_redeploys_the_applications_to_their_resolved_ingress_class_then_remov
     let contour = shared("contour");
     world.cluster.dedicated_ingress = Setting::Absent;
     // Until its redeploy, an application keeps the controller, which is still RUNNING.
-    world.expect("turned off", "web1", &on(), RECORD, Allowed);
+    world.expect("turned off", "web1", &dedicated(), RECORD, Allowed);
     world.record("web1", contour.clone());
     world.expect("web1 redeployed", "web1", &contour, RECORD, Allowed);
-    world.expect("web1 redeployed", "web2", &on(), RECORD, Allowed);
+    world.expect("web1 redeployed", "web2", &dedicated(), RECORD, Allowed);
     world.record("web2", contour.clone());
     // Every application has moved: the controller is removed. The environment no longer has
     // dedicated_ingress on, so W2 denies nothing while it is DELETING.
@@ -467,7 +448,13 @@ fn while_the_removal_runs_and_dedicated_ingress_is_still_set_styrmin_rejects_dep
     world.application("web3", "prod", None);
     world.phase("web3", Phase::Pending);
     world.controller("ctl2", "prod", Phase::Pending);
-    world.expect("new controller PENDING", "web3", &on(), LEVELS, Allowed);
+    world.expect(
+        "new controller PENDING",
+        "web3",
+        &dedicated(),
+        LEVELS,
+        Allowed,
+    );
 }
 
 /// "The update turns dedicated_ingress off while the controller is FAILED: Styrmin
@@ -477,7 +464,7 @@ fn the_update_turns_dedicated_ingress_off_while_the_controller_is_failed() {
     let mut world = World::dedicated_running();
     let contour = shared("contour");
     world.phase("ctl1", Phase::Failed);
-    world.expect("controller FAILED", "web1", &on(), RECORD, Allowed);
+    world.expect("controller FAILED", "web1", &dedicated(), RECORD, Allowed);
     world.cluster.dedicated_ingress = Setting::Absent;
     world.record("web1", contour.clone());
     world.record("web2", contour.clone());
@@ -521,7 +508,7 @@ fn a_failed_application_keeps_the_controller() {
 fn a_new_controller_that_ends_failed_moves_nobody_and_submitting_again_retries() {
     let mut world = World::shared_contour();
     let contour = shared("contour");
-    world.cluster.dedicated_ingress = dedicated(&[]);
+    world.cluster.dedicated_ingress = dedicated_ingress(&[]);
     world.controller("ctl1", "prod", Phase::Pending);
     for phase in [Phase::Deploying, Phase::Failed] {
         world.phase("ctl1", phase);
@@ -540,10 +527,10 @@ fn a_new_controller_that_ends_failed_moves_nobody_and_submitting_again_retries()
     world.expect("resubmitted", "web1", &contour, RECORD, Allowed);
     world.phase("ctl1", Phase::Running);
     world.expect("controller RUNNING", "web1", &contour, RECORD, Allowed);
-    world.record("web1", on());
-    world.record("web2", on());
+    world.record("web1", dedicated());
+    world.record("web2", dedicated());
     for id in ["web1", "web2"] {
-        world.expect("moved", id, &on(), RECORD, Allowed);
+        world.expect("moved", id, &dedicated(), RECORD, Allowed);
     }
 }
 
@@ -556,10 +543,16 @@ fn the_controller_is_failed_and_the_update_does_not_change_dedicated_ingress() {
     world.phase("ctl1", Phase::Failed);
     // Another value changes (the cluster's ingress_class, ignored while dedicated is on).
     world.cluster.ingress_class = Setting::Value("nginx".into());
-    world.record("web1", on());
-    world.record("web2", on());
+    world.record("web1", dedicated());
+    world.record("web2", dedicated());
     for id in ["web1", "web2"] {
-        world.expect("redeployed for other values", id, &on(), RECORD, Allowed);
+        world.expect(
+            "redeployed for other values",
+            id,
+            &dedicated(),
+            RECORD,
+            Allowed,
+        );
     }
     assert_eq!(world.deployments["ctl1"].phase, Phase::Failed);
 }
@@ -579,7 +572,7 @@ fn the_update_arrives_while_the_controller_is_being_removed() {
     world.phase("ctl1", Phase::Deleting);
     // The update turns it on again while ctl1 is DELETING: no second controller, nobody moves,
     // and W2 now blocks deploys (the environment has dedicated_ingress on again).
-    world.cluster.dedicated_ingress = dedicated(&[]);
+    world.cluster.dedicated_ingress = dedicated_ingress(&[]);
     for id in ["web1", "web2"] {
         world.expect(
             "on again while DELETING",
@@ -599,10 +592,10 @@ fn the_update_arrives_while_the_controller_is_being_removed() {
         world.expect(&format!("ctl2 {phase}"), "web1", &contour, RECORD, Allowed);
     }
     world.phase("ctl2", Phase::Running);
-    world.record("web1", on());
-    world.record("web2", on());
+    world.record("web1", dedicated());
+    world.record("web2", dedicated());
     for id in ["web1", "web2"] {
-        world.expect("moved onto ctl2", id, &on(), RECORD, Allowed);
+        world.expect("moved onto ctl2", id, &dedicated(), RECORD, Allowed);
     }
 }
 
@@ -620,12 +613,12 @@ fn environments_that_set_their_own_dedicated_ingress_keep_their_own_value() {
     world.environment(
         "solo",
         Level {
-            dedicated_ingress: dedicated(&["replicas"]),
+            dedicated_ingress: dedicated_ingress(&["replicas"]),
             ..Level::default()
         },
     );
     world.controller("ctl-solo", "solo", Phase::Running);
-    world.application("s1", "solo", Some(on()));
+    world.application("s1", "solo", Some(dedicated()));
     world.environment(
         "quiet",
         Level {
@@ -636,10 +629,10 @@ fn environments_that_set_their_own_dedicated_ingress_keep_their_own_value() {
     world.application("q1", "quiet", Some(contour.clone()));
 
     // The cluster turns dedicated_ingress on: prod and quiet take it, solo keeps its own.
-    world.cluster.dedicated_ingress = dedicated(&[]);
+    world.cluster.dedicated_ingress = dedicated_ingress(&[]);
     world.controller("ctl1", "prod", Phase::Deploying);
     world.controller("ctl-quiet", "quiet", Phase::Deploying);
-    world.expect("cluster on", "s1", &on(), RECORD, Allowed);
+    world.expect("cluster on", "s1", &dedicated(), RECORD, Allowed);
     world.expect("cluster on", "web1", &contour, RECORD, Allowed);
     world.expect("cluster on", "q1", &contour, RECORD, Allowed);
     // quiet's `null` cannot turn the cluster's dedicated ingress off: W2 counts it as on.
@@ -655,11 +648,17 @@ fn environments_that_set_their_own_dedicated_ingress_keep_their_own_value() {
     // The cluster turns it off again: solo keeps its controller and its applications.
     world.cluster.dedicated_ingress = Setting::Absent;
     world.phase("ctl-solo", Phase::Running);
-    world.expect("cluster off", "s1", &on(), RECORD, Allowed);
+    world.expect("cluster off", "s1", &dedicated(), RECORD, Allowed);
     world.expect("cluster off", "q1", &contour, RECORD, Allowed);
     // Even while solo's own controller is being removed, W2 blocks solo only.
     world.phase("ctl-solo", Phase::Deleting);
-    world.expect("solo DELETING", "s1", &on(), RECORD, Blocked("ctl-solo"));
+    world.expect(
+        "solo DELETING",
+        "s1",
+        &dedicated(),
+        RECORD,
+        Blocked("ctl-solo"),
+    );
     world.expect("solo DELETING", "web1", &contour, RECORD, Allowed);
 }
 
@@ -675,7 +674,7 @@ fn an_environment_update_turns_its_own_dedicated_ingress_on_against_the_clusters
         "prod",
         Level {
             ingress_class: Setting::Value("haproxy".into()),
-            dedicated_ingress: dedicated(&[]),
+            dedicated_ingress: dedicated_ingress(&[]),
         },
     );
     world.controller("ctl1", "prod", Phase::Pending);
@@ -689,8 +688,8 @@ fn an_environment_update_turns_its_own_dedicated_ingress_on_against_the_clusters
             Allowed,
         );
     }
-    world.record("web1", on());
-    world.expect("redeployed", "web1", &on(), RECORD, Allowed);
+    world.record("web1", dedicated());
+    world.expect("redeployed", "web1", &dedicated(), RECORD, Allowed);
     world.expect("redeployed", "web2", &contour, RECORD, Allowed);
 }
 
@@ -703,7 +702,7 @@ fn an_environment_that_turns_dedicated_ingress_off_takes_the_clusters_value() {
     world.environment(
         "prod",
         Level {
-            dedicated_ingress: dedicated(&["service"]),
+            dedicated_ingress: dedicated_ingress(&["service"]),
             ..Level::default()
         },
     );
@@ -713,7 +712,13 @@ fn an_environment_that_turns_dedicated_ingress_off_takes_the_clusters_value() {
     for phase in [Phase::Deploying, Phase::Running] {
         world.phase("ctl1", phase);
         for id in ["web1", "web2"] {
-            world.expect(&format!("controller {phase}"), id, &on(), RECORD, Allowed);
+            world.expect(
+                &format!("controller {phase}"),
+                id,
+                &dedicated(),
+                RECORD,
+                Allowed,
+            );
         }
     }
 }
@@ -729,14 +734,14 @@ fn an_environment_that_turns_dedicated_ingress_off_moves_to_the_shared_class_fir
         "prod",
         Level {
             ingress_class: Setting::Value("haproxy".into()),
-            dedicated_ingress: dedicated(&[]),
+            dedicated_ingress: dedicated_ingress(&[]),
         },
     );
     world.controller("ctl1", "prod", Phase::Running);
-    world.record("web1", on());
-    world.record("web2", on());
+    world.record("web1", dedicated());
+    world.record("web2", dedicated());
     world.environment("prod", class_level("haproxy"));
-    world.expect("turned off", "web2", &on(), RECORD, Allowed);
+    world.expect("turned off", "web2", &dedicated(), RECORD, Allowed);
     world.record("web1", haproxy.clone());
     world.record("web2", haproxy.clone());
     world.phase("ctl1", Phase::Deleting);
@@ -753,29 +758,29 @@ fn an_environment_that_turns_dedicated_ingress_off_moves_to_the_shared_class_fir
 /// environment update changes another value of such a deployment's resolved config, ...
 /// Styrmin redeploys the deployment immediately, whatever the state of the controller."
 #[test]
-fn a_deployment_that_sets_its_own_dedicated_ingress_keeps_it_through_every_transition() {
+fn a_deployment_that_sets_its_own_dedicated_ingress_keeps_it_through_every_transitidedicated() {
     let mut world = World::dedicated_running();
     let contour = shared("contour");
-    world.application("pin", "prod", Some(on()));
+    world.application("pin", "prod", Some(dedicated()));
     world
         .deployments
         .get_mut("pin")
         .expect("pin")
         .level
-        .dedicated_ingress = dedicated(&[]);
+        .dedicated_ingress = dedicated_ingress(&[]);
     let pin = |world: &World, step: &str, deploy: Deploy| {
-        world.expect(step, "pin", &on(), RECORD, deploy);
+        world.expect(step, "pin", &dedicated(), RECORD, deploy);
     };
     pin(&world, "start", Allowed);
 
     // Values change while RUNNING.
-    world.cluster.dedicated_ingress = dedicated(&["replicas", "service"]);
+    world.cluster.dedicated_ingress = dedicated_ingress(&["replicas", "service"]);
     world.phase("ctl1", Phase::Deploying);
     pin(&world, "values change", Allowed);
     // The controller ends FAILED; another value changes: pin is redeployed at once, and
     // keeps the dedicated ingress.
     world.phase("ctl1", Phase::Failed);
-    world.record("pin", on());
+    world.record("pin", dedicated());
     pin(&world, "controller FAILED, redeployed", Allowed);
     world.phase("ctl1", Phase::Running);
 
@@ -783,7 +788,7 @@ fn a_deployment_that_sets_its_own_dedicated_ingress_keeps_it_through_every_trans
     world.cluster.dedicated_ingress = Setting::Absent;
     world.record("web1", contour.clone());
     world.record("web2", contour.clone());
-    world.record("pin", on());
+    world.record("pin", dedicated());
     pin(&world, "turned off", Allowed);
     world.expect("turned off", "web1", &contour, RECORD, Allowed);
     // Its levels say the same as its record: it waits for nothing.
@@ -791,7 +796,7 @@ fn a_deployment_that_sets_its_own_dedicated_ingress_keeps_it_through_every_trans
     assert!(!settings.waits_for_redeploy(), "{settings:?}");
 
     // Turned on again: the others move back once the controller runs; pin stays.
-    world.cluster.dedicated_ingress = dedicated(&[]);
+    world.cluster.dedicated_ingress = dedicated_ingress(&[]);
     world.phase("ctl1", Phase::Deploying);
     pin(&world, "on again", Allowed);
     world.expect("on again", "web1", &contour, RECORD, Allowed);
@@ -806,10 +811,10 @@ fn a_deployment_that_sets_its_own_dedicated_ingress_keeps_it_through_every_trans
 /// "In an environment without applications, Styrmin creates no controller; it creates one
 /// when you deploy the first application, as before."
 #[test]
-fn in_an_environment_without_applications_styrmin_creates_the_controller_with_the_first_application()
+fn in_an_environment_without_applications_styrmin_creates_the_controller_with_the_first_applicatidedicated()
  {
     let mut world = World::default();
-    world.cluster.dedicated_ingress = dedicated(&[]);
+    world.cluster.dedicated_ingress = dedicated_ingress(&[]);
     world.environment("fresh", Level::default());
     // No controller and nothing being removed: the first application may be created.
     world.expect_new_application("empty environment", "app1", "fresh", Allowed);
@@ -823,14 +828,14 @@ fn in_an_environment_without_applications_styrmin_creates_the_controller_with_th
         world.expect(
             &format!("controller {phase}"),
             "app1",
-            &on(),
+            &dedicated(),
             LEVELS,
             Allowed,
         );
     }
-    world.record("app1", on());
+    world.record("app1", dedicated());
     world.phase("app1", Phase::Running);
-    world.expect("deployed", "app1", &on(), RECORD, Allowed);
+    world.expect("deployed", "app1", &dedicated(), RECORD, Allowed);
 }
 
 /// "When an environment's controller reaches RUNNING for any reason, for example after the
@@ -840,7 +845,7 @@ fn in_an_environment_without_applications_styrmin_creates_the_controller_with_th
 fn when_the_controller_reaches_running_styrmin_redeploys_the_applications_not_yet_at_their_config()
 {
     let mut world = World::default();
-    world.cluster.dedicated_ingress = dedicated(&[]);
+    world.cluster.dedicated_ingress = dedicated_ingress(&[]);
     world.environment("fresh", Level::default());
     // Styrmin deployed the first application on the cluster default class while the
     // controller it created was not RUNNING, and recorded that.
@@ -856,8 +861,8 @@ fn when_the_controller_reaches_running_styrmin_redeploys_the_applications_not_ye
     let settings = world.view().settings_for_deployment("app1");
     assert!(settings.waits_for_redeploy());
     world.phase("ctl1", Phase::Running);
-    world.record("app1", on());
-    world.expect("redeployed", "app1", &on(), RECORD, Allowed);
+    world.record("app1", dedicated());
+    world.expect("redeployed", "app1", &dedicated(), RECORD, Allowed);
 }
 
 /// A record of "no class" (R5) is kept like any other: the chart's class stays, and an
@@ -868,7 +873,7 @@ fn the_applications_stay_on_their_current_ingress_even_when_that_is_no_class() {
     world.cluster.ingress_class = Setting::Null;
     world.record("web1", IngressTarget::NoClass);
     world.expect("no class", "web1", &IngressTarget::NoClass, RECORD, Allowed);
-    world.cluster.dedicated_ingress = dedicated(&[]);
+    world.cluster.dedicated_ingress = dedicated_ingress(&[]);
     world.controller("ctl1", "prod", Phase::Deploying);
     world.expect(
         "controller DEPLOYING",
@@ -878,6 +883,6 @@ fn the_applications_stay_on_their_current_ingress_even_when_that_is_no_class() {
         Allowed,
     );
     world.phase("ctl1", Phase::Running);
-    world.record("web1", on());
-    world.expect("moved", "web1", &on(), RECORD, Allowed);
+    world.record("web1", dedicated());
+    world.expect("moved", "web1", &dedicated(), RECORD, Allowed);
 }

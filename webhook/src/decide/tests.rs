@@ -7,6 +7,7 @@ use rstest::rstest;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::decide::patched::{apply, classes};
 use crate::policy_file::parse_policy;
 
 const POLICY: &str = "
@@ -63,25 +64,6 @@ fn ingress(api_version: &str, class_name: Option<&str>, annotation: Option<&str>
     object
 }
 
-fn apply(object: &Value, decision: &Decision) -> Value {
-    let patch: json_patch::Patch =
-        serde_json::from_value(Value::Array(decision.patch.clone())).unwrap();
-    let mut out = object.clone();
-    json_patch::patch(&mut out, &patch).unwrap();
-    out
-}
-
-fn classes(object: &Value) -> (Option<&str>, Option<&str>) {
-    (
-        object
-            .pointer("/spec/ingressClassName")
-            .and_then(Value::as_str),
-        object
-            .pointer("/metadata/annotations/kubernetes.io~1ingress.class")
-            .and_then(Value::as_str),
-    )
-}
-
 // W1: Ingress CREATE in each kind of namespace.
 #[rstest]
 #[case::r3_dedicated_env("styrmin-web1", None, None, (None, Some("traefik")))]
@@ -108,7 +90,7 @@ fn w1_ingress_gets_the_rules(
             let old = (operation == "UPDATE").then(|| object.clone());
             let decision = decide(&v, &request(operation, namespace, object.clone(), old));
             assert!(decision.status.is_none(), "{decision:?}");
-            let patched = apply(&object, &decision);
+            let patched = apply(&object, &decision.patch);
             assert_eq!(classes(&patched), expected, "{api_version} {operation}");
             if annotation.is_some() {
                 assert_eq!(patched["metadata"]["annotations"]["other"], "kept", "R7");
