@@ -93,8 +93,8 @@ pub fn build_patch(object: &Value, changes: &[FieldChange]) -> Vec<Value> {
 
 #[cfg(test)]
 mod tests {
-    use ingress_rules::{IngressTarget, enforce};
     use ingress_rules::example_targets::{dedicated, shared};
+    use ingress_rules::{IngressTarget, enforce};
     use rstest::rstest;
 
     use super::*;
