@@ -201,9 +201,13 @@ mod tests {
     use super::*;
 
     fn rules(strict: bool) -> RenderRules {
+        rules_for(IngressTarget::class("nginx"), strict)
+    }
+
+    fn rules_for(target: IngressTarget, strict: bool) -> RenderRules {
         RenderRules {
             resolved: ResolvedIngress {
-                target: IngressTarget::class("nginx"),
+                target,
                 origin: Origin::Level(LevelName::Cluster),
             },
             kubernetes: None,
@@ -302,28 +306,14 @@ mod tests {
             stream_of(10),
             INGRESS.replace("rules: []", "rules: []\n  ingressClassName: x")
         );
-        let no_class = RenderRules {
-            resolved: ResolvedIngress {
-                target: IngressTarget::NoClass,
-                origin: Origin::Level(LevelName::Cluster),
-            },
-            kubernetes: None,
-            strict: true,
-        };
+        let no_class = rules_for(IngressTarget::NoClass, true);
         let expected = whole(&input, &no_class).unwrap_err();
         assert_eq!(streamed(&input, &no_class, 50).unwrap_err(), expected);
     }
 
     #[test]
     fn strict_and_syntax_errors_keep_stream_order() {
-        let no_class = RenderRules {
-            resolved: ResolvedIngress {
-                target: IngressTarget::NoClass,
-                origin: Origin::Level(LevelName::Cluster),
-            },
-            kubernetes: None,
-            strict: true,
-        };
+        let no_class = rules_for(IngressTarget::NoClass, true);
         let bad = "---\n# Source: c/templates/bad.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: [\n";
         let input = format!("{}{bad}", stream_of(12));
         let expected = whole(&input, &no_class).unwrap_err();

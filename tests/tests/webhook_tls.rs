@@ -132,10 +132,6 @@ impl Drop for Webhook {
 }
 
 impl Webhook {
-    async fn start(certs: &Certs, policy: &Path) -> Webhook {
-        Webhook::start_with(certs, policy, &[]).await
-    }
-
     /// With `options` (`("--flag", "value")`) replacing or adding to the harness's own.
     async fn start_with(certs: &Certs, policy: &Path, options: &[(&str, &str)]) -> Webhook {
         let mut flags: Vec<(&str, &str)> = vec![
@@ -395,10 +391,36 @@ fn classes(object: &Value) -> (Option<String>, Option<String>) {
     )
 }
 
-fn policy_file(dir: &Path) -> PathBuf {
-    let path = dir.join("policy.yaml");
-    std::fs::copy(data("admission/policy.yaml"), &path).unwrap();
-    path
+/// What every test of a running webhook starts from: a scratch directory with a CA, a serving
+/// certificate and a policy file, and a client that trusts only the CA bundle in the webhook
+/// configuration, as the API server does.
+struct Fixture {
+    // Kept for its lifetime: the files are removed when the test ends.
+    _dir: tempfile::TempDir,
+    certs: Certs,
+    policy: PathBuf,
+    config: Arc<rustls::ClientConfig>,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let certs = Certs::make(dir.path());
+        let policy = dir.path().join("policy.yaml");
+        std::fs::copy(data("admission/policy.yaml"), &policy).unwrap();
+        let config = tls_config(&certs.bundle());
+        Fixture {
+            _dir: dir,
+            certs,
+            policy,
+            config,
+        }
+    }
+
+    /// The webhook on these files, with `options` as in [`Webhook::start_with`].
+    async fn start(&self, options: &[(&str, &str)]) -> Webhook {
+        Webhook::start_with(&self.certs, &self.policy, options).await
+    }
 }
 
 const INGRESS: &str =
@@ -406,11 +428,9 @@ const INGRESS: &str =
 
 #[tokio::test]
 async fn tls_end_to_end_with_the_fixtures() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path());
-    let bundle = certs.bundle();
-    let webhook = Webhook::start(&certs, &policy_file(dir.path())).await;
-    let config = tls_config(&bundle);
+    let fx = Fixture::new();
+    let webhook = fx.start(&[]).await;
+    let config = fx.config.clone();
     let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
         .await
         .unwrap();
@@ -630,17 +650,16 @@ impl Load {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_rotation_under_load_fails_no_request() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path());
-    let config = tls_config(&certs.bundle());
-    let first = certs.serving_cert();
-    let webhook = Webhook::start(&certs, &policy_file(dir.path())).await;
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let first = fx.certs.serving_cert();
+    let webhook = fx.start(&[]).await;
     let load = Load::start(webhook.addr, config, 4, 3);
     load.wait_for_more(100).await;
     let mut served = vec![first];
     for rotation in 1..=3 {
-        certs.rotate();
-        let new = certs.serving_cert();
+        fx.certs.rotate();
+        let new = fx.certs.serving_cert();
         assert!(!served.contains(&new));
         served.push(new.clone());
         eventually("the reload log line", || {
@@ -672,15 +691,9 @@ async fn certificate_rotation_under_load_fails_no_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_under_load_refuses_no_request_while_readyz_says_503() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path());
-    let config = tls_config(&certs.bundle());
-    let mut webhook = Webhook::start_with(
-        &certs,
-        &policy_file(dir.path()),
-        &[("--shutdown-delay-secs", "2")],
-    )
-    .await;
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let mut webhook = fx.start(&[("--shutdown-delay-secs", "2")]).await;
     // A keep-alive connection that stays idle through the shutdown.
     let mut idle = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
         .await
@@ -738,11 +751,10 @@ async fn sigterm_under_load_refuses_no_request_while_readyz_says_503() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policy_file_replaced_by_garbage_then_fixed() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path());
-    let config = tls_config(&certs.bundle());
-    let policy = policy_file(dir.path());
-    let webhook = Webhook::start(&certs, &policy).await;
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let policy = fx.policy.clone();
+    let webhook = fx.start(&[]).await;
     let body = review_in(INGRESS, "styrmin-web1");
     let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
         .await
@@ -909,10 +921,9 @@ async fn ten_thousand_malformed_bodies_mixed_into_valid_traffic() {
     const MALFORMED: usize = 10_000;
     const VALID_EVERY: usize = 4; // one valid review after every 4 malformed bodies
     const WORKERS: usize = 4;
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path());
-    let config = tls_config(&certs.bundle());
-    let webhook = Webhook::start(&certs, &policy_file(dir.path())).await;
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let webhook = fx.start(&[]).await;
     let pid = webhook.child.id();
     let valid = [
         (review_in(INGRESS, "styrmin-web1"), (None, Some("traefik"))),
@@ -1057,10 +1068,9 @@ async fn ten_thousand_malformed_bodies_mixed_into_valid_traffic() {
 
 #[tokio::test]
 async fn header_limits() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path());
-    let config = tls_config(&certs.bundle());
-    let webhook = Webhook::start(&certs, &policy_file(dir.path())).await;
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let webhook = fx.start(&[]).await;
     let body = serde_json::to_vec(&review_in(INGRESS, "styrmin-web1")).unwrap();
     let headers = |count: usize, size: usize| -> Vec<(String, String)> {
         (0..count)
@@ -1104,10 +1114,9 @@ fn s_client(addr: SocketAddr, args: &[&str]) -> (bool, String) {
 
 #[tokio::test]
 async fn tls_versions_and_ciphers_offered() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path());
-    let webhook = Webhook::start(&certs, &policy_file(dir.path())).await;
-    let ca = certs.dir.join("ca.crt");
+    let fx = Fixture::new();
+    let webhook = fx.start(&[]).await;
+    let ca = fx.certs.dir.join("ca.crt");
     let ca = ca.to_str().unwrap();
     // SECLEVEL=0 lets the client offer TLS 1.0 and 1.1 at all: the server must refuse them.
     for (version, accepted) in [
@@ -1203,9 +1212,8 @@ fn listening_sockets(pid: u32) -> Vec<String> {
 
 #[tokio::test]
 async fn no_plaintext_listener_but_the_metrics_port() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path());
-    let webhook = Webhook::start(&certs, &policy_file(dir.path())).await;
+    let fx = Fixture::new();
+    let webhook = fx.start(&[]).await;
     // Exactly two listening sockets: HTTPS and metrics; no UDP.
     let sockets = listening_sockets(webhook.child.id());
     let port = |addr: SocketAddr| format!(":{:04X}", addr.port());
@@ -1374,15 +1382,9 @@ fn steady_client(
 async fn a_hundred_stalled_7_mib_bodies_keep_memory_low_and_valid_reviews_answered() {
     const STALLED: usize = 100;
     const BODY: usize = 7 * 1024 * 1024;
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path());
-    let config = tls_config(&certs.bundle());
-    let webhook = Webhook::start_with(
-        &certs,
-        &policy_file(dir.path()),
-        &[("--body-timeout-ms", "3000")],
-    )
-    .await;
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let webhook = fx.start(&[("--body-timeout-ms", "3000")]).await;
     let pid = webhook.child.id();
     let stop = Arc::new(AtomicBool::new(false));
     let valid = steady_client(webhook.addr, config.clone(), stop.clone());
@@ -1475,15 +1477,11 @@ async fn a_hundred_stalled_7_mib_bodies_keep_memory_low_and_valid_reviews_answer
 async fn stalled_heads_and_idle_connections_are_closed_after_their_timeouts() {
     const HEAD: Duration = Duration::from_millis(500);
     const IDLE: Duration = Duration::from_secs(3);
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path());
-    let config = tls_config(&certs.bundle());
-    let webhook = Webhook::start_with(
-        &certs,
-        &policy_file(dir.path()),
-        &[("--head-timeout-ms", "500"), ("--idle-timeout-secs", "3")],
-    )
-    .await;
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let webhook = fx
+        .start(&[("--head-timeout-ms", "500"), ("--idle-timeout-secs", "3")])
+        .await;
     let body = review_in(INGRESS, "styrmin-web1");
 
     // No TLS handshake at all.
@@ -1556,15 +1554,11 @@ async fn stalled_heads_and_idle_connections_are_closed_after_their_timeouts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_connection_cap_holds_and_is_counted() {
     const CAP: usize = 20;
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path());
-    let config = tls_config(&certs.bundle());
-    let webhook = Webhook::start_with(
-        &certs,
-        &policy_file(dir.path()),
-        &[("--max-connections", "20"), ("--body-timeout-ms", "3000")],
-    )
-    .await;
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let webhook = fx
+        .start(&[("--max-connections", "20"), ("--body-timeout-ms", "3000")])
+        .await;
     let body = review_in(INGRESS, "styrmin-web1");
 
     // 60 connections that never say anything: each new one closes the oldest idle one.
@@ -1626,14 +1620,8 @@ async fn the_connection_cap_holds_and_is_counted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_thousand_unfinished_heads_on_the_metrics_port_are_refused() {
     const HEADS: usize = 1000;
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path());
-    let webhook = Webhook::start_with(
-        &certs,
-        &policy_file(dir.path()),
-        &[("--head-timeout-ms", "1000")],
-    )
-    .await;
+    let fx = Fixture::new();
+    let webhook = fx.start(&[("--head-timeout-ms", "1000")]).await;
     let pid = webhook.child.id();
     let rss_before = rss_kib(pid);
     let addr = webhook.metrics_addr;
@@ -1722,15 +1710,9 @@ fn p99(latencies: &mut [Duration]) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn helm_releases_full_of_alias_bombs_are_answered_at_once_and_ingresses_stay_fast() {
     const RELEASES: usize = 20;
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path());
-    let config = tls_config(&certs.bundle());
-    let webhook = Webhook::start_with(
-        &certs,
-        &policy_file(dir.path()),
-        &[("--flux-post-renderer", "")],
-    )
-    .await;
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let webhook = fx.start(&[("--flux-post-renderer", "")]).await;
     let pid = webhook.child.id();
 
     // Baseline: Ingress reviews alone.
@@ -1802,15 +1784,11 @@ async fn log_lines_and_error_bodies_stay_within_the_truncation_size() {
     // styrmin_webhook::client_text::MAX_CLIPPED_BYTES: 256 bytes and the marker.
     const MAX_FIELD: usize = 256 + "…[truncated, 18446744073709551615 bytes]".len();
     const MIB: usize = 1024 * 1024;
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path());
-    let config = tls_config(&certs.bundle());
-    let webhook = Webhook::start_with(
-        &certs,
-        &policy_file(dir.path()),
-        &[("--log-filter", "styrmin_webhook=debug,info")],
-    )
-    .await;
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let webhook = fx
+        .start(&[("--log-filter", "styrmin_webhook=debug,info")])
+        .await;
     let long = "k".repeat(MIB);
     let base = review_in(INGRESS, "styrmin-web1");
     let edit = |f: &dyn Fn(&mut Value)| {
@@ -1899,11 +1877,10 @@ async fn log_lines_and_error_bodies_stay_within_the_truncation_size() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_file_caught_half_written_is_never_published() {
     const ROUNDS: usize = 4;
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path());
-    let config = tls_config(&certs.bundle());
-    let policy = policy_file(dir.path());
-    let webhook = Webhook::start_with(&certs, &policy, &[("--reload-interval-ms", "200")]).await;
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let policy = fx.policy.clone();
+    let webhook = fx.start(&[("--reload-interval-ms", "200")]).await;
     let original = std::fs::read_to_string(&policy).unwrap();
     // Every prefix of the file that ends before `deployments:` is valid YAML that would give
     // web1 the cluster's class (contour): the load counts any answer but traefik a failure.

@@ -3,19 +3,12 @@
 # over TLS on loopback, with a ~3 KB Ingress AdmissionReview, at 500 and 2,000 requests/s and
 # then as fast as they go; 10,000 deployments in the webhook's view. Prints a markdown table.
 # Then the memory of `--source kubernetes` with the audit (memory-kubernetes.sh).
-# Load generator: webhook/examples/loadgen.rs (ours; oha's build is too long for 2 cores).
+# Load generator: webhook/examples/loadgen.rs (ours: oha takes many minutes to build from source).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 CONNECTIONS=${CONNECTIONS:-16}
-cargo build --release --locked -p styrmin-webhook -p styrmin-certs --bins --examples >&2
-BIN=target/release
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$WORK"; }
-trap cleanup EXIT
-
-"$BIN/styrmin-certs" --out-dir "$WORK/certs" --no-webhook-config 2>/dev/null
+# shellcheck source=webhook/bench/setup.sh
+source "$(dirname "$0")/setup.sh"
 {
   echo "cluster: {ingress_class: traefik}"
   echo "environments:"

@@ -5,15 +5,9 @@
 # (webhook/examples/bench_apiserver.rs). The baseline, in the same run, is the same webhook
 # with N=0. Target: < 64 MB with N = 10,000. Called by bench.sh; runs alone too.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 N=${N:-10000}
-cargo build --release --locked -p styrmin-webhook -p styrmin-certs --bins --examples >&2
-BIN=target/release
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$WORK"; }
-trap cleanup EXIT
-"$BIN/styrmin-certs" --out-dir "$WORK/certs" --no-webhook-config 2>/dev/null
+# shellcheck source=webhook/bench/setup.sh
+source "$(dirname "$0")/setup.sh"
 
 # measure N API_PORT METRICS_PORT -> "rss_kib peak_kib ingresses seconds_to_audit"
 measure() {
