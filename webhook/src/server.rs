@@ -44,7 +44,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
-use crate::AppState;
+use crate::api::AppState;
 use crate::client_text::clip;
 use crate::metrics::{ListenerLabels, Metrics};
 
