@@ -4,8 +4,8 @@ use std::borrow::Cow;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ingress_rules::{
-    AppliedSettings, ClassFields, Enforcement, IngressTarget, NoClassWarning, RuleError,
-    SettingsSource, enforce, is_ingress, resolve,
+    AppliedSettings, ClassFields, Enforcement, IngressTarget, NoClassWarning, RuleError, enforce,
+    is_ingress, resolve,
 };
 use serde_json::Value;
 
@@ -121,11 +121,6 @@ impl Decision {
         }
     }
 
-    /// `record` or `levels` when settings applied (the log's `settings` field).
-    pub fn settings_source(&self) -> Option<SettingsSource> {
-        self.settings.as_ref().map(AppliedSettings::source)
-    }
-
     /// The admission response for the request with this `uid`.
     pub fn into_response(self, uid: &str) -> AdmissionResponse {
         let mut response = match self.status {
@@ -160,8 +155,9 @@ impl Default for DecideOptions {
     }
 }
 
-/// Decides one request, with the default options.
-pub fn decide(view: &View, request: &AdmissionRequest) -> Decision {
+/// Decides one request, with the default options (the decision tables' shorthand).
+#[cfg(test)]
+pub(crate) fn decide(view: &View, request: &AdmissionRequest) -> Decision {
     decide_with(view, request, &DecideOptions::default())
 }
 
