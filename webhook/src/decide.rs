@@ -7,6 +7,7 @@ use ingress_rules::{
     AppliedSettings, ClassFields, Enforcement, IngressTarget, NoClassWarning, RuleError, enforce,
     is_ingress, resolve,
 };
+use json_patch::PatchOperation;
 use serde_json::Value;
 
 use crate::admission::{AdmissionRequest, AdmissionResponse, Operation, Status};
@@ -86,7 +87,7 @@ impl Outcome {
 pub struct Decision {
     pub outcome: Outcome,
     /// JSON patch operations; empty when nothing changes (R8).
-    pub patch: Vec<Value>,
+    pub patch: Vec<PatchOperation>,
     /// Admission warnings (W4).
     pub warnings: Vec<String>,
     /// Set when denied.

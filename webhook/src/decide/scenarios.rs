@@ -314,10 +314,8 @@ fn helm_release(chart_version: &str) -> Value {
 }
 
 fn apply(object: &Value, decision: &Decision) -> Value {
-    let patch: json_patch::Patch =
-        serde_json::from_value(Value::Array(decision.patch.clone())).expect("patch");
     let mut out = object.clone();
-    json_patch::patch(&mut out, &patch).expect("apply");
+    json_patch::patch(&mut out, &decision.patch).expect("apply");
     out
 }
 

@@ -64,10 +64,8 @@ fn ingress(api_version: &str, class_name: Option<&str>, annotation: Option<&str>
 }
 
 fn apply(object: &Value, decision: &Decision) -> Value {
-    let patch: json_patch::Patch =
-        serde_json::from_value(Value::Array(decision.patch.clone())).unwrap();
     let mut out = object.clone();
-    json_patch::patch(&mut out, &patch).unwrap();
+    json_patch::patch(&mut out, &decision.patch).unwrap();
     out
 }
 
