@@ -4,8 +4,8 @@
 use std::time::Instant;
 
 use ingress_rules::{IngressTarget, LevelName, Origin, ResolvedIngress};
-use postrender::render::{self, RenderRules};
-use postrender::{stream, yaml_tree};
+use postrender::render::RenderRules;
+use postrender::{stream, streaming, yaml_tree};
 
 fn main() -> anyhow::Result<()> {
     let path = std::env::args()
@@ -43,15 +43,15 @@ fn main() -> anyhow::Result<()> {
         t.elapsed().as_secs_f64() * 1e3
     );
     let t = Instant::now();
-    let rendered = render::render(&input, &rules)?;
+    let rendered = streaming::render_stream(&input[..], &rules, streaming::BLOCK_BYTES)?;
     println!(
         "render:           {:>8.1} ms ({} changed)",
         t.elapsed().as_secs_f64() * 1e3,
-        rendered.changed.len()
+        rendered.rendered.changed.len()
     );
     let t = Instant::now();
     let mut out = Vec::with_capacity(input.len());
-    render::write(&input, &rendered, &mut out)?;
+    rendered.write(&mut out)?;
     println!(
         "write (memory):   {:>8.1} ms",
         t.elapsed().as_secs_f64() * 1e3

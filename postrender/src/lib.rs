@@ -7,8 +7,8 @@
 //! classified as Go reads them ([`go_readers`]), [`ingress_rules::enforce`] decides the
 //! class fields, and [`ingress_edit`] splices only those bytes. Every edited document is read
 //! back before anything is written. One pipeline runs it all: [`streaming::render_stream`]
-//! renders the stream in blocks as it arrives, for the filter, `check`,
-//! [`render::render`] and the fuzz targets alike.
+//! renders the stream in blocks as it arrives, for the filter, `check` and the fuzz targets
+//! alike.
 
 pub mod check;
 pub mod cli;

@@ -15,7 +15,6 @@ use ingress_rules::{
 use crate::go_readers::{self, Anchors, Doubt};
 use crate::ingress_edit::{self, Edit, EditError};
 use crate::stream::{self, Document};
-use crate::streaming::{self, StreamError, StreamRendered};
 use crate::yaml_tree::{self, Node, NodeValue, SyntaxError};
 
 /// How a document is named in messages: its position, and the template it came from
@@ -198,13 +197,6 @@ pub struct RenderRules {
     pub kubernetes: Option<KubernetesVersion>,
     /// R5's warning becomes an error.
     pub strict: bool,
-}
-
-/// Renders a stream already in memory, through the same pipeline as the filter
-/// ([`streaming::render_stream`]). On error nothing is returned to write.
-pub fn render(input: &[u8], rules: &RenderRules) -> Result<Rendered, StreamError> {
-    streaming::render_stream(input, rules, streaming::BLOCK_BYTES)
-        .map(StreamRendered::into_rendered)
 }
 
 /// Renders one block of the stream (whole documents), in one thread: the streaming
@@ -602,11 +594,6 @@ fn remove_path(node: &mut Canonical, path: &[&str]) {
     }
 }
 
-/// Writes a stream rendered in memory with its edits spliced in.
-pub fn write(input: &[u8], rendered: &Rendered, out: &mut impl Write) -> io::Result<()> {
-    write_spliced([input], &rendered.changed, out)
-}
-
 /// The one splice loop: writes the stream, given as consecutive blocks, with the edits of
 /// the changed documents (in stream order, ranges counted in the whole stream) in place of
 /// the bytes they replace. A document never spans two blocks, so neither does an edit.
@@ -679,6 +666,13 @@ mod tests {
     use ingress_rules::{LevelName, Origin};
 
     use super::*;
+    use crate::streaming::{self, StreamError, StreamRendered};
+
+    /// A stream already in memory, through the filter's pipeline.
+    fn render(input: &[u8], rules: &RenderRules) -> Result<Rendered, StreamError> {
+        streaming::render_stream(input, rules, streaming::BLOCK_BYTES)
+            .map(StreamRendered::into_rendered)
+    }
 
     fn rules(resolved: ResolvedIngress) -> RenderRules {
         RenderRules {
@@ -710,9 +704,10 @@ mod tests {
     }
 
     fn run(input: &str, rules: &RenderRules) -> String {
-        let rendered = render(input.as_bytes(), rules).unwrap();
+        let stream =
+            streaming::render_stream(input.as_bytes(), rules, streaming::BLOCK_BYTES).unwrap();
         let mut out = Vec::new();
-        write(input.as_bytes(), &rendered, &mut out).unwrap();
+        stream.write(&mut out).unwrap();
         String::from_utf8(out).unwrap()
     }
 

@@ -5,8 +5,8 @@
 //! that each end at a document boundary, and every full block is rendered on its own
 //! thread while the next one is read. Nothing is written before every block is done and
 //! checked, so an error still leaves stdout empty. This is the only pipeline: the filter,
-//! `check`, [`render::render`] (a stream already in memory) and the fuzz targets all run
-//! it. The answer does not depend on where the blocks are cut: document numbers, line
+//! `check`, the fuzz targets and the tests (on a stream already in memory: `&[u8]` is a
+//! reader) all run it. The answer does not depend on where the blocks are cut: document numbers, line
 //! numbers and the first error in stream order included (tested below with tiny blocks).
 
 use std::io::{self, Read, Write};
@@ -216,9 +216,11 @@ mod tests {
     }
 
     fn whole(input: &str, rules: &RenderRules) -> Result<(String, Vec<String>), String> {
-        let rendered = render::render(input.as_bytes(), rules).map_err(|e| e.to_string())?;
+        let stream =
+            render_stream(input.as_bytes(), rules, BLOCK_BYTES).map_err(|e| e.to_string())?;
         let mut out = Vec::new();
-        render::write(input.as_bytes(), &rendered, &mut out).map_err(|e| e.to_string())?;
+        stream.write(&mut out).map_err(|e| e.to_string())?;
+        let rendered = stream.into_rendered();
         let names = rendered
             .ingresses
             .iter()
@@ -334,7 +336,7 @@ mod tests {
     fn invalid_utf8_is_reported_at_its_offset_in_the_stream() {
         let mut input = stream_of(20).into_bytes();
         input.extend_from_slice(b"---\nkind: Ingress\nx: \xff\n");
-        let whole = render::render(&input, &rules(false))
+        let whole = render_stream(&input[..], &rules(false), BLOCK_BYTES)
             .unwrap_err()
             .to_string();
         let streamed = render_stream(&input[..], &rules(false), 64)

@@ -19,8 +19,8 @@ mod ingress_gen;
 
 use ingress_rules::{INGRESS_API_VERSIONS, IngressTarget, Level, is_ingress_container_list};
 use postrender::config::StyrminConfig;
-use postrender::render::{self, RenderRules};
-use postrender::stream;
+use postrender::render::RenderRules;
+use postrender::{stream, streaming};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -37,10 +37,10 @@ fn rules(config: &ConfigGen) -> RenderRules {
 }
 
 fn run(input: &str, rules: &RenderRules) -> Result<String, TestCaseError> {
-    let rendered = render::render(input.as_bytes(), rules)
+    let rendered = streaming::render_stream(input.as_bytes(), rules, streaming::BLOCK_BYTES)
         .map_err(|e| TestCaseError::fail(format!("render failed: {e}\n{input}")))?;
     let mut out = Vec::new();
-    render::write(input.as_bytes(), &rendered, &mut out).unwrap();
+    rendered.write(&mut out).unwrap();
     Ok(String::from_utf8(out).unwrap())
 }
 

@@ -19,11 +19,13 @@ use e2e::fake_kube::{FakeKubeApi, Request as ApiRequest, WatchItem};
 use e2e::{Scratch, data, release_binary, run, utf8};
 use http_body_util::BodyExt as _;
 use serde_json::Value;
+use styrmin_webhook::api::{AppState, metrics_router};
 use styrmin_webhook::audit::AuditSettings;
+use styrmin_webhook::budget::RequestBudget;
+use styrmin_webhook::decide::DecideOptions;
 use styrmin_webhook::kube_source::KubeSource;
 use styrmin_webhook::metrics::Metrics;
 use styrmin_webhook::view::{ViewSource as _, ViewStore};
-use styrmin_webhook::{AppState, metrics_router};
 use tower::ServiceExt as _;
 
 const CLUSTERS: &str = "/apis/styrmin.io/v1alpha1/styrminclusters";
@@ -142,7 +144,12 @@ const EXPECTED: &[(&str, &str)] = &[
 async fn every_reason_counted_and_a_watch_error_keeps_the_last_audit() {
     let api = FakeKubeApi::start();
     answer_every_list(&api);
-    let state = AppState::new(Arc::new(ViewStore::default()), Arc::new(Metrics::new()));
+    let state = AppState::new(
+        Arc::new(ViewStore::default()),
+        Arc::new(Metrics::new()),
+        DecideOptions::default(),
+        RequestBudget::default(),
+    );
     let (status, _) = get(&state, "/debug/audit").await;
     assert_eq!(
         status,

@@ -52,10 +52,8 @@ fn the_webhook_injects_exactly_what_the_cli_prints() {
         let request = helm_release_create();
         let decision = decide_with(&view, &request, &on);
         let object = request.object.clone().expect("object");
-        let patch: json_patch::Patch =
-            serde_json::from_value(Value::Array(decision.patch.clone())).expect("patch");
         let mut after = object.clone();
-        json_patch::patch(&mut after, &patch).expect("apply");
+        json_patch::patch(&mut after, &decision.patch).expect("apply");
 
         match output.status.code() {
             Some(0) => {

@@ -18,10 +18,12 @@ use e2e::fake_kube::{FakeKubeApi, Request as ApiRequest, WatchItem};
 use http_body_util::BodyExt as _;
 use ingress_rules::IngressTarget;
 use serde_json::{Value, json};
+use styrmin_webhook::api::{AppState, router};
+use styrmin_webhook::budget::RequestBudget;
+use styrmin_webhook::decide::DecideOptions;
 use styrmin_webhook::kube_source::{API_CALLS, ApiCall, KubeSource};
 use styrmin_webhook::metrics::Metrics;
 use styrmin_webhook::view::{Phase, View, ViewSource as _, ViewStore};
-use styrmin_webhook::{AppState, router};
 use tower::ServiceExt as _;
 
 const CLUSTERS: &str = "/apis/styrmin.io/v1alpha1/styrminclusters";
@@ -129,7 +131,12 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
     api.answer(NAMESPACES, 200, recorded("namespaces.list.json"));
     // The deployments' list is held back for now.
 
-    let state = AppState::new(Arc::new(ViewStore::default()), Arc::new(Metrics::new()));
+    let state = AppState::new(
+        Arc::new(ViewStore::default()),
+        Arc::new(Metrics::new()),
+        DecideOptions::default(),
+        RequestBudget::default(),
+    );
     let source = KubeSource::new(client(&api)).with_confirm_interval(Duration::from_millis(100));
     let sink = state.view_sink();
     let task = tokio::spawn(source.run(sink));
@@ -383,7 +390,12 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
 async fn against_a_kind_cluster() {
     let client = kube::Client::try_default().await.unwrap();
     let store = Arc::new(ViewStore::default());
-    let state = AppState::new(store.clone(), Arc::new(Metrics::new()));
+    let state = AppState::new(
+        store.clone(),
+        Arc::new(Metrics::new()),
+        DecideOptions::default(),
+        RequestBudget::default(),
+    );
     let task = tokio::spawn(KubeSource::new(client).run(state.view_sink()));
     wait_until(&store, "ready", ViewStore::is_ready).await;
     assert!(store.load().kubernetes_version().is_some());

@@ -1,8 +1,8 @@
 //! One rule set: for every Ingress of every real rendered stream and every configuration
 //! of the resolution table, the post-renderer's output equals the webhook's patched object.
 //!
-//! The post-renderer side is `postrender::render` (what the binary runs) on the stream; the
-//! webhook side is its router, in-process, answering a real AdmissionReview (CREATE and
+//! The post-renderer side is `postrender::streaming::render_stream` (what the binary runs)
+//! on the stream; the webhook side is its router, in-process, answering a real AdmissionReview (CREATE and
 //! UPDATE) for the same Ingress as the API server would send it (JSON), in the namespace of
 //! a deployment whose three levels are the same configuration; its JSON patch is applied
 //! with an RFC 6902 implementation. Both results are compared as JSON.
@@ -13,7 +13,8 @@ use std::path::Path;
 
 use ingress_rules::{Level, resolve};
 use postrender::config::StyrminConfig;
-use postrender::render::{self, RenderRules};
+use postrender::render::RenderRules;
+use postrender::streaming;
 use styrmin_webhook::policy_file::parse_policy;
 use support::{Admitted, RESOLUTION_TABLE, Webhook, ingresses, rendered_streams};
 
@@ -39,9 +40,11 @@ async fn post_renderer_output_equals_webhook_patched_object() {
         };
         let webhook = Webhook::new(&config.policy_yaml());
         for (name, text) in streams() {
-            let rendered = render::render(text.as_bytes(), &rules).unwrap();
+            let stream =
+                streaming::render_stream(text.as_bytes(), &rules, streaming::BLOCK_BYTES).unwrap();
             let mut output = Vec::new();
-            render::write(text.as_bytes(), &rendered, &mut output).unwrap();
+            stream.write(&mut output).unwrap();
+            let rendered = stream.into_rendered();
             let before = ingresses(&text);
             let after = ingresses(&String::from_utf8(output).unwrap());
             assert_eq!(before.len(), after.len(), "{name}");

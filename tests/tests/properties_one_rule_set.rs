@@ -18,7 +18,8 @@ use std::path::Path;
 
 use ingress_rules::{Level, resolve};
 use postrender::config::StyrminConfig;
-use postrender::render::{self, RenderRules};
+use postrender::render::RenderRules;
+use postrender::streaming;
 use proptest::prelude::*;
 use serde_json::Value;
 use styrmin_webhook::policy_file::parse_policy;
@@ -72,10 +73,11 @@ fn check(
     );
     let webhook = Webhook::new(&config.policy_yaml());
 
-    let rendered = render::render(text.as_bytes(), &rules)
+    let stream = streaming::render_stream(text.as_bytes(), &rules, streaming::BLOCK_BYTES)
         .map_err(|e| TestCaseError::fail(format!("render: {e}\n{text}")))?;
     let mut output = Vec::new();
-    render::write(text.as_bytes(), &rendered, &mut output).unwrap();
+    stream.write(&mut output).unwrap();
+    let rendered = stream.into_rendered();
     let output = String::from_utf8(output).unwrap();
     let (before, after) = (ingresses(&text), ingresses(&output));
     prop_assert_eq!(before.len(), after.len());

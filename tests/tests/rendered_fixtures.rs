@@ -5,8 +5,8 @@
 
 use ingress_rules::{IngressTarget, Level, resolve};
 use postrender::config::StyrminConfig;
-use postrender::render::{self, RenderRules};
-use postrender::stream;
+use postrender::render::RenderRules;
+use postrender::{stream, streaming};
 use serde_json::Value;
 use support::{RESOLUTION_TABLE, is_ingress, rendered_streams};
 
@@ -30,9 +30,10 @@ fn rules(config: &str) -> RenderRules {
 }
 
 fn run(input: &str, rules: &RenderRules) -> String {
-    let rendered = render::render(input.as_bytes(), rules).expect("render");
+    let rendered =
+        streaming::render_stream(input.as_bytes(), rules, streaming::BLOCK_BYTES).expect("render");
     let mut out = Vec::new();
-    render::write(input.as_bytes(), &rendered, &mut out).expect("write");
+    rendered.write(&mut out).expect("write");
     String::from_utf8(out).expect("utf-8")
 }
 

@@ -12,16 +12,23 @@ use base64::Engine as _;
 use e2e::data;
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
+use styrmin_webhook::api::{AppState, router};
+use styrmin_webhook::budget::{MAX_BODY_BYTES, RequestBudget};
+use styrmin_webhook::decide::DecideOptions;
 use styrmin_webhook::metrics::Metrics;
 use styrmin_webhook::policy_file::load_policy;
 use styrmin_webhook::view::{ViewSink, ViewStore};
-use styrmin_webhook::{AppState, MAX_BODY_BYTES, router};
 use tower::ServiceExt as _;
 
 const CLASS: &str = "kubernetes.io/ingress.class";
 
 fn state() -> AppState {
-    let state = AppState::new(Arc::new(ViewStore::default()), Arc::new(Metrics::new()));
+    let state = AppState::new(
+        Arc::new(ViewStore::default()),
+        Arc::new(Metrics::new()),
+        DecideOptions::default(),
+        RequestBudget::default(),
+    );
     let (_, view) = load_policy(&data("admission/policy.yaml")).expect("policy.yaml");
     state.view_sink().publish(view);
     state
@@ -326,7 +333,12 @@ async fn w2_crafted_styrmin_deployment_create_is_blocked_and_its_delete_is_not()
 
 #[tokio::test]
 async fn w4_r5_warning_is_an_admission_warning() {
-    let state = AppState::new(Arc::new(ViewStore::default()), Arc::new(Metrics::new()));
+    let state = AppState::new(
+        Arc::new(ViewStore::default()),
+        Arc::new(Metrics::new()),
+        DecideOptions::default(),
+        RequestBudget::default(),
+    );
     let (_, view) = styrmin_webhook::policy_file::parse_policy(
         Path::new("p"),
         "cluster: {ingress_class: null}",
@@ -430,7 +442,12 @@ async fn arbitrary_inputs_never_panic() {
 
 #[tokio::test]
 async fn health_readiness_and_metrics() {
-    let unready = AppState::new(Arc::new(ViewStore::default()), Arc::new(Metrics::new()));
+    let unready = AppState::new(
+        Arc::new(ViewStore::default()),
+        Arc::new(Metrics::new()),
+        DecideOptions::default(),
+        RequestBudget::default(),
+    );
     let get = |state: &AppState, uri: &str| {
         let app = router(state.clone());
         let request = Request::get(uri).body(Body::empty()).unwrap();

@@ -236,7 +236,7 @@ impl AdmissionResponse {
         }
     }
 
-    pub fn with_patch(mut self, operations: &[Value]) -> Self {
+    pub fn with_patch(mut self, operations: &[json_patch::PatchOperation]) -> Self {
         let bytes = serde_json::to_vec(operations).unwrap_or_else(|_| b"[]".to_vec());
         self.patch_type = Some("JSONPatch");
         self.patch = Some(base64::engine::general_purpose::STANDARD.encode(bytes));
@@ -279,7 +279,7 @@ mod tests {
 
     #[test]
     fn patch_is_a_base64_string_on_the_wire() {
-        let ops = vec![serde_json::json!({"op": "remove", "path": "/spec/ingressClassName"})];
+        let ops = [crate::patch::remove(["spec", "ingressClassName"])];
         let response = AdmissionResponse::allow("u1").with_patch(&ops);
         let wire: Value =
             serde_json::from_slice(&encode_review("admission.k8s.io/v1", &response)).unwrap();
@@ -295,7 +295,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             serde_json::from_slice::<Value>(&decoded).unwrap(),
-            Value::Array(ops)
+            serde_json::json!([{"op": "remove", "path": "/spec/ingressClassName"}])
         );
     }
 

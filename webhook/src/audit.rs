@@ -554,7 +554,7 @@ impl AuditStore {
 /// `GET /debug/audit` on the metrics listener: the last complete audit, its age, and why it
 /// is not newer (a watch that fails keeps it). `503` before the first one.
 pub async fn debug_audit(
-    axum::extract::State(state): axum::extract::State<crate::AppState>,
+    axum::extract::State(state): axum::extract::State<crate::api::AppState>,
 ) -> axum::response::Response {
     use axum::http::{StatusCode, header};
     use axum::response::IntoResponse as _;

@@ -13,8 +13,8 @@ use axum::body::{Body, HttpBody as _};
 use futures::StreamExt as _;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::MAX_BODY_BYTES;
-
+/// The largest AdmissionReview read; larger bodies get 413.
+pub const MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
 /// A body up to this size may use the whole budget; a larger one leaves the reserve.
 pub const SMALL_BODY_BYTES: usize = 64 * 1024;
 /// Default of `--body-budget-mib`.

@@ -9,15 +9,16 @@ use clap::Parser;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::api::{AppState, metrics_router, router};
 use crate::budget::RequestBudget;
 use crate::kube_source::KubeSource;
 use crate::metrics::Metrics;
 use crate::policy_file::PolicyFileSource;
+use crate::server;
 use crate::server::{ConnectionLimits, Listener, ShutdownTimes};
 use crate::telemetry::LogFormat;
 use crate::tls::CertWatcher;
 use crate::view::{ViewSource, ViewStore};
-use crate::{AppState, metrics_router, router, server};
 
 /// Styrmin's admission webhook: enforces the ingress rules on Ingresses in Styrmin namespaces
 /// and blocks deploys while an environment's dedicated ingress controller is being removed.
@@ -364,7 +365,7 @@ pub async fn serve(config: ServeConfig, source: impl ViewSource) -> anyhow::Resu
     }
     limits.max_connections = https_cap;
     metrics_limits.max_connections = metrics_cap;
-    let state = AppState::with_budget(
+    let state = AppState::new(
         std::sync::Arc::new(ViewStore::default()),
         metrics.clone(),
         crate::decide::DecideOptions {

@@ -4,9 +4,10 @@ use std::borrow::Cow;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ingress_rules::{
-    AppliedSettings, ClassFields, Enforcement, IngressTarget, NoClassWarning, RuleError,
-    SettingsSource, enforce, is_ingress, resolve,
+    AppliedSettings, ClassFields, Enforcement, IngressTarget, NoClassWarning, RuleError, enforce,
+    is_ingress, resolve,
 };
+use json_patch::PatchOperation;
 use serde_json::Value;
 
 use crate::admission::{AdmissionRequest, AdmissionResponse, Operation, Status};
@@ -86,7 +87,7 @@ impl Outcome {
 pub struct Decision {
     pub outcome: Outcome,
     /// JSON patch operations; empty when nothing changes (R8).
-    pub patch: Vec<Value>,
+    pub patch: Vec<PatchOperation>,
     /// Admission warnings (W4).
     pub warnings: Vec<String>,
     /// Set when denied.
@@ -119,11 +120,6 @@ impl Decision {
             reason: Cow::Borrowed(reason),
             settings: None,
         }
-    }
-
-    /// `record` or `levels` when settings applied (the log's `settings` field).
-    pub fn settings_source(&self) -> Option<SettingsSource> {
-        self.settings.as_ref().map(AppliedSettings::source)
     }
 
     /// The admission response for the request with this `uid`.
@@ -160,8 +156,9 @@ impl Default for DecideOptions {
     }
 }
 
-/// Decides one request, with the default options.
-pub fn decide(view: &View, request: &AdmissionRequest) -> Decision {
+/// Decides one request, with the default options (the decision tables' shorthand).
+#[cfg(test)]
+pub(crate) fn decide(view: &View, request: &AdmissionRequest) -> Decision {
     decide_with(view, request, &DecideOptions::default())
 }
 
@@ -465,15 +462,19 @@ mod tests;
 /// the patch, and an Ingress's two class fields.
 #[cfg(test)]
 pub(crate) mod patched {
+    use json_patch::PatchOperation;
     use serde_json::Value;
 
     /// `object` after the RFC 6902 operations `ops`.
-    pub(crate) fn apply(object: &Value, ops: &[Value]) -> Value {
-        let patch: json_patch::Patch =
-            serde_json::from_value(Value::Array(ops.to_vec())).expect("a JSON patch");
+    pub(crate) fn apply(object: &Value, ops: &[PatchOperation]) -> Value {
         let mut out = object.clone();
-        json_patch::patch(&mut out, &patch).expect("the patch applies");
+        json_patch::patch(&mut out, ops).expect("the patch applies");
         out
+    }
+
+    /// The operations as they go on the wire.
+    pub(crate) fn wire(ops: &[PatchOperation]) -> Value {
+        serde_json::to_value(ops).expect("operations serialize")
     }
 
     /// An Ingress's `spec.ingressClassName` and class annotation.

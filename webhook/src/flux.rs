@@ -22,7 +22,10 @@ use ingress_rules::{
     CLASS_ANNOTATION, ClassFields, FLUX_PATCH_NAME, FluxPostRenderer, IngressTarget,
     KubernetesVersion, RuleError, enforce, flux_post_renderer,
 };
+use json_patch::PatchOperation;
 use serde_json::{Value, json};
+
+use crate::patch::{add, remove, replace};
 
 /// The largest patch text that is parsed to look for Styrmin's marker (Styrmin's own is about
 /// 300 bytes); a larger one is the user's.
@@ -41,7 +44,7 @@ pub const HELM_RELEASE_V2: &str = "helm.toolkit.fluxcd.io/v2";
 #[derive(Debug, Clone, PartialEq)]
 pub struct FluxDecision {
     /// JSON patch operations; empty when the object is already current.
-    pub patch: Vec<Value>,
+    pub patch: Vec<PatchOperation>,
     /// Admission warnings (R9).
     pub warnings: Vec<String>,
     /// The deadline passed before the post-renderers were classified: nothing was changed.
@@ -131,7 +134,7 @@ fn patch_text_options() -> serde_saphyr::Options {
 /// their order followed by `wanted` (or, when `wanted` is `None`, the user's entries only).
 /// Empty when it already does, or when the object has no `spec` object or a
 /// `spec.postRenderers` that is not a list (the API server rejects those anyway).
-pub fn post_renderers_patch(object: &Value, wanted: Option<&Value>) -> Vec<Value> {
+pub fn post_renderers_patch(object: &Value, wanted: Option<&Value>) -> Vec<PatchOperation> {
     // Without a deadline the classification cannot run out of time.
     post_renderers_patch_within(object, wanted, None).unwrap_or_default()
 }
@@ -142,7 +145,7 @@ pub fn post_renderers_patch_within(
     object: &Value,
     wanted: Option<&Value>,
     deadline: Option<Instant>,
-) -> Result<Vec<Value>, OverBudget> {
+) -> Result<Vec<PatchOperation>, OverBudget> {
     let Some(spec) = object.get("spec").and_then(Value::as_object) else {
         return Ok(Vec::new());
     };
@@ -150,7 +153,7 @@ pub fn post_renderers_patch_within(
         None | Some(Value::Null) => {
             return Ok(match wanted {
                 Some(entry) => {
-                    vec![json!({"op": "add", "path": "/spec/postRenderers", "value": [entry]})]
+                    vec![add(["spec", "postRenderers"], json!([entry]))]
                 }
                 None => Vec::new(),
             });
@@ -186,26 +189,27 @@ fn edit_post_renderers(
     ours: &[usize],
     wanted: Option<&Value>,
     desired: Vec<Value>,
-) -> Vec<Value> {
+) -> Vec<PatchOperation> {
     match (wanted, ours) {
         (Some(entry), []) => {
-            vec![json!({"op": "add", "path": "/spec/postRenderers/-", "value": entry})]
+            vec![add(["spec", "postRenderers", "-"], entry.clone())]
         }
         // Ours is last but stale: refresh it in place.
         (Some(entry), [i]) if *i + 1 == current.len() => {
-            vec![
-                json!({"op": "replace", "path": format!("/spec/postRenderers/{i}"), "value": entry}),
-            ]
+            vec![replace(
+                ["spec", "postRenderers", &i.to_string()],
+                entry.clone(),
+            )]
         }
         // R5: remove ours, last first so the indices stay right.
         (None, _) => ours
             .iter()
             .rev()
-            .map(|i| json!({"op": "remove", "path": format!("/spec/postRenderers/{i}")}))
+            .map(|i| remove(["spec", "postRenderers", &i.to_string()]))
             .collect(),
         // Ours in the middle, or more than one: the whole list, the user's in their order.
         (Some(_), _) => {
-            vec![json!({"op": "replace", "path": "/spec/postRenderers", "value": desired})]
+            vec![replace(["spec", "postRenderers"], Value::Array(desired))]
         }
     }
 }
@@ -272,7 +276,7 @@ mod tests {
     use ingress_rules::example_targets::{dedicated, no_class, shared};
 
     use super::*;
-    use crate::decide::patched::apply;
+    use crate::decide::patched::{apply, wire};
 
     fn user(n: u32) -> Value {
         json!({"kustomize": {"patches": [{
@@ -347,10 +351,10 @@ mod tests {
         for object in [release(None), release(Some(Value::Null))] {
             let decision = decide_helm_release(&dedicated(), None, &object);
             assert_eq!(
-                decision.patch,
-                vec![
+                wire(&decision.patch),
+                Value::Array(vec![
                     json!({"op": "add", "path": "/spec/postRenderers", "value": [ours(&dedicated())]})
-                ]
+                ])
             );
             check(&dedicated(), &object);
         }
@@ -361,10 +365,10 @@ mod tests {
         let object = release(Some(json!([user(1), images(), user(2)])));
         let decision = decide_helm_release(&shared("on"), None, &object);
         assert_eq!(
-            decision.patch,
-            vec![
+            wire(&decision.patch),
+            Value::Array(vec![
                 json!({"op": "add", "path": "/spec/postRenderers/-", "value": ours(&shared("on"))})
-            ]
+            ])
         );
         check(&shared("on"), &object);
     }
@@ -390,10 +394,10 @@ mod tests {
         let object = release(Some(json!([user(1), ours(&shared("nginx"))])));
         let decision = decide_helm_release(&dedicated(), None, &object);
         assert_eq!(
-            decision.patch,
-            vec![
+            wire(&decision.patch),
+            Value::Array(vec![
                 json!({"op": "replace", "path": "/spec/postRenderers/1", "value": ours(&dedicated())})
-            ]
+            ])
         );
         check(&dedicated(), &object);
     }
@@ -420,11 +424,11 @@ mod tests {
         ])));
         let decision = decide_helm_release(&no_class(), None, &object);
         assert_eq!(
-            decision.patch,
-            vec![
+            wire(&decision.patch),
+            Value::Array(vec![
                 json!({"op": "remove", "path": "/spec/postRenderers/2"}),
                 json!({"op": "remove", "path": "/spec/postRenderers/0"}),
-            ]
+            ])
         );
         let out = check(&no_class(), &object);
         assert_eq!(out["spec"]["postRenderers"], json!([user(1), images()]));

@@ -1,11 +1,34 @@
 //! From the rule crate's field changes to an RFC 6902 JSON patch of the object as sent.
 
 use ingress_rules::{CLASS_ANNOTATION, ClassFields, FieldChange};
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
 use serde_json::{Value, json};
 
-/// RFC 6901: `~` → `~0`, `/` → `~1`.
-pub fn escape_pointer_token(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
+/// `add` of `value` at the path of `tokens` (each escaped as RFC 6901 says).
+pub(crate) fn add<'t>(tokens: impl IntoIterator<Item = &'t str>, value: Value) -> PatchOperation {
+    PatchOperation::Add(AddOperation {
+        path: PointerBuf::from_tokens(tokens),
+        value,
+    })
+}
+
+/// `replace` of the value at the path of `tokens` with `value`.
+pub(crate) fn replace<'t>(
+    tokens: impl IntoIterator<Item = &'t str>,
+    value: Value,
+) -> PatchOperation {
+    PatchOperation::Replace(ReplaceOperation {
+        path: PointerBuf::from_tokens(tokens),
+        value,
+    })
+}
+
+/// `remove` of the path of `tokens`.
+pub(crate) fn remove<'t>(tokens: impl IntoIterator<Item = &'t str>) -> PatchOperation {
+    PatchOperation::Remove(RemoveOperation {
+        path: PointerBuf::from_tokens(tokens),
+    })
 }
 
 fn class_value(value: &Value) -> Option<String> {
@@ -36,23 +59,16 @@ fn is_object(value: Option<&Value>) -> bool {
 }
 
 /// The JSON patch operations that make `changes` to `object`. Empty when there are none.
-pub fn build_patch(object: &Value, changes: &[FieldChange]) -> Vec<Value> {
+pub fn build_patch(object: &Value, changes: &[FieldChange]) -> Vec<PatchOperation> {
     let mut ops = Vec::with_capacity(changes.len());
-    let annotation_path = format!(
-        "/metadata/annotations/{}",
-        escape_pointer_token(CLASS_ANNOTATION)
-    );
+    let annotation_path = ["metadata", "annotations", CLASS_ANNOTATION];
     for change in changes {
         match change {
             FieldChange::SetClassName(class) => {
                 if is_object(object.get("spec")) {
-                    ops.push(
-                        json!({"op": "add", "path": "/spec/ingressClassName", "value": class}),
-                    );
+                    ops.push(add(["spec", "ingressClassName"], json!(class)));
                 } else {
-                    ops.push(
-                        json!({"op": "add", "path": "/spec", "value": {"ingressClassName": class}}),
-                    );
+                    ops.push(add(["spec"], json!({"ingressClassName": class})));
                 }
             }
             FieldChange::RemoveClassName => {
@@ -62,18 +78,24 @@ pub fn build_patch(object: &Value, changes: &[FieldChange]) -> Vec<Value> {
                     .and_then(|s| s.get("ingressClassName"))
                     .is_some()
                 {
-                    ops.push(json!({"op": "remove", "path": "/spec/ingressClassName"}));
+                    ops.push(remove(["spec", "ingressClassName"]));
                 }
             }
             FieldChange::SetClassAnnotation(class) => {
                 let metadata = object.get("metadata");
                 if !is_object(metadata) {
-                    ops.push(json!({"op": "add", "path": "/metadata", "value": {"annotations": {CLASS_ANNOTATION: class}}}));
+                    ops.push(add(
+                        ["metadata"],
+                        json!({"annotations": {CLASS_ANNOTATION: class}}),
+                    ));
                 } else if !is_object(metadata.and_then(|m| m.get("annotations"))) {
                     // Absent or null: add the whole map.
-                    ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": {CLASS_ANNOTATION: class}}));
+                    ops.push(add(
+                        ["metadata", "annotations"],
+                        json!({CLASS_ANNOTATION: class}),
+                    ));
                 } else {
-                    ops.push(json!({"op": "add", "path": annotation_path, "value": class}));
+                    ops.push(add(annotation_path, json!(class)));
                 }
             }
             FieldChange::RemoveClassAnnotation => {
@@ -83,7 +105,7 @@ pub fn build_patch(object: &Value, changes: &[FieldChange]) -> Vec<Value> {
                     .and_then(|a| a.get(CLASS_ANNOTATION))
                     .is_some();
                 if present {
-                    ops.push(json!({"op": "remove", "path": annotation_path}));
+                    ops.push(remove(annotation_path));
                 }
             }
         }
@@ -98,7 +120,7 @@ mod tests {
     use rstest::rstest;
 
     use super::*;
-    use crate::decide::patched::apply;
+    use crate::decide::patched::{apply, wire};
 
     fn ingress(metadata: Value, spec: Option<Value>) -> Value {
         let mut object =
@@ -111,11 +133,11 @@ mod tests {
 
     #[test]
     fn pointer_tokens_are_escaped() {
+        let op = remove(["metadata", "annotations", "a~b/c"]);
         assert_eq!(
-            escape_pointer_token("kubernetes.io/ingress.class"),
-            "kubernetes.io~1ingress.class"
+            wire(&[op]),
+            json!([{"op": "remove", "path": "/metadata/annotations/a~0b~1c"}])
         );
-        assert_eq!(escape_pointer_token("a~b/c"), "a~0b~1c");
     }
 
     #[rstest]
@@ -188,11 +210,11 @@ mod tests {
             ],
         );
         assert_eq!(
-            ops,
-            vec![
-                json!({"op": "remove", "path": "/spec/ingressClassName"}),
-                json!({"op": "remove", "path": "/metadata/annotations/kubernetes.io~1ingress.class"}),
-            ]
+            wire(&ops),
+            json!([
+                {"op": "remove", "path": "/spec/ingressClassName"},
+                {"op": "remove", "path": "/metadata/annotations/kubernetes.io~1ingress.class"},
+            ])
         );
         assert_eq!(class_fields(&apply(&object, &ops)), ClassFields::default());
     }
@@ -205,10 +227,10 @@ mod tests {
             &[FieldChange::SetClassAnnotation("traefik".into())],
         );
         assert_eq!(
-            ops,
-            vec![
-                json!({"op": "add", "path": "/metadata/annotations", "value": {"kubernetes.io/ingress.class": "traefik"}})
-            ]
+            wire(&ops),
+            json!([
+                {"op": "add", "path": "/metadata/annotations", "value": {"kubernetes.io/ingress.class": "traefik"}}
+            ])
         );
     }
 }

@@ -42,9 +42,10 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
-use crate::AppState;
+use crate::api::AppState;
 use crate::client_text::clip;
 use crate::metrics::{ListenerLabels, Metrics};
 
@@ -266,7 +267,6 @@ struct Connections {
     max: usize,
     open: Mutex<HashMap<u64, Arc<Activity>>>,
     next_id: AtomicU64,
-    emptied: Notify,
     metrics: Arc<Metrics>,
     epoch: Instant,
 }
@@ -287,9 +287,6 @@ impl Drop for Admitted {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         open.remove(&self.id);
         self.connections.set_gauge(open.len());
-        if open.is_empty() {
-            self.connections.emptied.notify_waiters();
-        }
     }
 }
 
@@ -373,6 +370,8 @@ pub struct Serving {
     close_all: CancellationToken,
     abort_all: CancellationToken,
     connections: Arc<Connections>,
+    /// The connection tasks: the drain waits for them.
+    tasks: TaskTracker,
     accept_task: JoinHandle<()>,
 }
 
@@ -384,7 +383,6 @@ impl Serving {
             max: listener.limits.max_connections.max(1),
             open: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
-            emptied: Notify::new(),
             metrics,
             epoch: Instant::now(),
         });
@@ -392,9 +390,11 @@ impl Serving {
         let stop_accepting = CancellationToken::new();
         let close_all = CancellationToken::new();
         let abort_all = CancellationToken::new();
+        let tasks = TaskTracker::new();
         let accept_task = tokio::spawn(accept_loop(
             listener,
             connections.clone(),
+            tasks.clone(),
             stop_accepting.clone(),
             close_all.clone(),
             abort_all.clone(),
@@ -405,6 +405,7 @@ impl Serving {
             close_all,
             abort_all,
             connections,
+            tasks,
             accept_task,
         }
     }
@@ -415,38 +416,29 @@ impl Serving {
     pub async fn drain(self, drain_timeout: Duration) -> usize {
         self.stop_accepting.cancel();
         let _ = self.accept_task.await;
+        // No connection task starts after this: `wait` ends once the open ones have.
+        self.tasks.close();
         self.close_all.cancel();
         tracing::info!(
             listener = self.name,
             connections = self.connections.len(),
             "closing idle connections; in-flight requests finish"
         );
-        let deadline = Instant::now() + drain_timeout;
-        loop {
-            let emptied = self.connections.emptied.notified();
-            if self.connections.len() == 0 {
-                break;
-            }
-            if tokio::time::timeout_at(deadline, emptied).await.is_err() {
-                break;
-            }
+        if tokio::time::timeout(drain_timeout, self.tasks.wait())
+            .await
+            .is_ok()
+        {
+            return 0;
         }
-        let left = self.connections.len();
-        if left > 0 {
-            tracing::warn!(
-                listener = self.name,
-                connections = left,
-                "drain timeout: closing the connections still open"
-            );
-            self.abort_all.cancel();
-            // The connection tasks drop their sockets on the next poll.
-            let _ = tokio::time::timeout(Duration::from_secs(1), async {
-                while self.connections.len() > 0 {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            })
-            .await;
-        }
+        let left = self.tasks.len();
+        tracing::warn!(
+            listener = self.name,
+            connections = left,
+            "drain timeout: closing the connections still open"
+        );
+        self.abort_all.cancel();
+        // The connection tasks drop their sockets on the next poll.
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.tasks.wait()).await;
         left
     }
 }
@@ -454,6 +446,7 @@ impl Serving {
 async fn accept_loop(
     listener: Listener,
     connections: Arc<Connections>,
+    tasks: TaskTracker,
     stop_accepting: CancellationToken,
     close_all: CancellationToken,
     abort_all: CancellationToken,
@@ -484,7 +477,7 @@ async fn accept_loop(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(serve_connection(
+        tasks.spawn(serve_connection(
             stream,
             peer,
             admitted,

@@ -13,10 +13,12 @@ use axum::http::{Request, StatusCode, header};
 use base64::Engine as _;
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
+use styrmin_webhook::api::{AppState, router};
+use styrmin_webhook::budget::RequestBudget;
+use styrmin_webhook::decide::DecideOptions;
 use styrmin_webhook::metrics::Metrics;
 use styrmin_webhook::policy_file::parse_policy;
 use styrmin_webhook::view::ViewStore;
-use styrmin_webhook::{AppState, router};
 use tower::ServiceExt as _;
 
 /// One configuration: the `cluster`, `environment` and `deployment` sections as flow
@@ -204,7 +206,12 @@ pub struct Admitted {
 
 impl Webhook {
     pub fn new(policy: &str) -> Self {
-        let state = AppState::new(Arc::new(ViewStore::default()), Arc::new(Metrics::new()));
+        let state = AppState::new(
+            Arc::new(ViewStore::default()),
+            Arc::new(Metrics::new()),
+            DecideOptions::default(),
+            RequestBudget::default(),
+        );
         let view = parse_policy(Path::new("policy.yaml"), policy).expect("policy");
         state.view_sink().publish(view);
         Webhook { state }

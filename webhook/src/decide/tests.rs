@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use ingress_rules::CLASS_ANNOTATION;
+use ingress_rules::{CLASS_ANNOTATION, SettingsSource};
 use rstest::rstest;
 use serde_json::{Value, json};
 
@@ -255,6 +255,67 @@ fn status_subresource_is_not_patched() {
     );
     req.sub_resource = Some("status".into());
     assert_eq!(decide(&view(), &req).outcome, Outcome::Allowed);
+}
+
+#[test]
+fn r6_the_requested_kind_counts_only_for_an_object_of_kind_ingress() {
+    let requested = json!({"group": "networking.k8s.io", "version": "v1", "kind": "Ingress"});
+    let with_requested_kind = |object: Value| {
+        let mut req = request("CREATE", "styrmin-web2", object, None);
+        req.request_kind = Some(serde_json::from_value(requested.clone()).unwrap());
+        req
+    };
+    // An Ingress in a version this webhook does not know, requested as an Ingress: an Ingress.
+    let object = ingress("networking.k8s.io/v2", None, None);
+    assert_eq!(
+        ReviewKind::of(&with_requested_kind(object)),
+        ReviewKind::Ingress
+    );
+    // Anything else is not, whatever was requested.
+    let mut object = ingress("networking.k8s.io/v1", None, None);
+    object["kind"] = json!("IngressClass");
+    assert_eq!(
+        ReviewKind::of(&with_requested_kind(object)),
+        ReviewKind::Other
+    );
+}
+
+#[test]
+fn metric_labels_name_each_kind_and_outcome() {
+    for (kind, name) in [
+        (ReviewKind::Ingress, "Ingress"),
+        (ReviewKind::StyrminDeployment, "StyrminDeployment"),
+        (ReviewKind::HelmRelease, "HelmRelease"),
+        (ReviewKind::Other, "other"),
+    ] {
+        assert_eq!(kind.as_str(), name);
+    }
+    for (outcome, name) in [
+        (Outcome::Patched, "patched"),
+        (Outcome::Conforming, "conforming"),
+        (Outcome::Allowed, "allowed"),
+        (Outcome::Denied, "denied"),
+    ] {
+        assert_eq!(outcome.as_str(), name);
+    }
+}
+
+#[test]
+fn a_patch_decision_answers_with_its_patch() {
+    let decision = decide(
+        &view(),
+        &request(
+            "CREATE",
+            "styrmin-web2",
+            ingress("networking.k8s.io/v1", None, None),
+            None,
+        ),
+    );
+    assert_eq!(decision.outcome, Outcome::Patched);
+    let response = decision.into_response("u-1");
+    assert!(response.allowed);
+    assert_eq!(response.patch_type, Some("JSONPatch"));
+    assert!(response.patch.is_some());
 }
 
 // --- W2 ---
@@ -647,4 +708,53 @@ fn w2_a_phase_without_a_deletion_timestamp_counts_from_when_it_was_first_seen() 
         ),
         "{message}"
     );
+}
+
+// --- W5 ---
+
+/// The log's `settings` field: `record` or `levels` when settings applied.
+fn settings_source(decision: &Decision) -> Option<SettingsSource> {
+    decision.settings.as_ref().map(AppliedSettings::source)
+}
+
+#[test]
+fn w5_decisions_name_the_settings_they_applied() {
+    let view = |extra: &str| {
+        let policy = format!(
+            "cluster: {{ingress_class: contour}}\n\
+             environments: {{stage: {{ingress_class: haproxy}}}}\n\
+             deployments:\n  \
+               web2: {{environment: stage}}\n  \
+               rec1: {{environment: stage, last_deployed: {{ingress_class: nginx}}}}\n{extra}"
+        );
+        parse_policy(Path::new("policy.yaml"), &policy).unwrap()
+    };
+    let create = |namespace: &str, object: Value| request("CREATE", namespace, object, None);
+    let ingress = || ingress("networking.k8s.io/v1", None, None);
+    // The record when there is one, else the levels.
+    let decision = decide(&view(""), &create("styrmin-web2", ingress()));
+    assert_eq!(settings_source(&decision), Some(SettingsSource::Levels));
+    let decision = decide(&view(""), &create("styrmin-rec1", ingress()));
+    assert_eq!(settings_source(&decision), Some(SettingsSource::Record));
+    // R9 on Kubernetes 1.24: denied, and the log still names the settings.
+    let old = view("kubernetes_version: \"1.24\"\n");
+    let decision = decide(&old, &create("styrmin-web2", ingress()));
+    assert_eq!(decision.outcome, Outcome::Denied);
+    assert_eq!(settings_source(&decision), Some(SettingsSource::Levels));
+    // Not Styrmin's: no settings.
+    let decision = decide(&view(""), &create("default", ingress()));
+    assert_eq!(settings_source(&decision), None);
+    // --flux-post-renderer, with a patch and (on Kubernetes 1.24, R9) with a warning only.
+    let flux = DecideOptions {
+        flux_post_renderer: true,
+        ..DecideOptions::default()
+    };
+    let release = create("styrmin-web2", helm_release("v2", "1.0.0"));
+    let decision = decide_with(&view(""), &release, &flux);
+    assert_eq!(decision.outcome, Outcome::Patched);
+    assert_eq!(settings_source(&decision), Some(SettingsSource::Levels));
+    let decision = decide_with(&old, &release, &flux);
+    assert!(decision.patch.is_empty());
+    assert_eq!(decision.warnings.len(), 1);
+    assert_eq!(settings_source(&decision), Some(SettingsSource::Levels));
 }

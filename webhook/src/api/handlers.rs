@@ -1,0 +1,211 @@
+//! The handlers of both listeners: `POST /mutate` (admission), `/healthz`, `/readyz`,
+//! `/metrics`, and `GET /debug/deployments/{id}` (metrics listener only).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::refusal;
+use super::state::AppState;
+use crate::admission::{AdmissionRequest, encode_review, parse_review};
+use crate::client_text::clip;
+use crate::decide::{Decision, FLUX_OVER_BUDGET_REASON, Outcome, ReviewKind, decide_within};
+use crate::metrics::RequestLabels;
+
+/// The decision; a HelmRelease whose post-renderers Styrmin edits is decided on a blocking
+/// thread, one at a time, within the Flux time budget (its patch texts are YAML to parse).
+async fn decide_request(
+    state: &AppState,
+    request: &Arc<AdmissionRequest>,
+    kind: ReviewKind,
+    started: Instant,
+) -> Decision {
+    let options = *state.options();
+    let view = state.view().load();
+    if !(kind == ReviewKind::HelmRelease && options.flux_post_renderer) {
+        return decide_within(&view, request, &options, None);
+    }
+    let deadline = started + state.budget().flux_budget;
+    let permits = state.budget().flux_decisions.clone();
+    let decided = tokio::time::timeout_at(deadline.into(), async {
+        let permit = permits.acquire_owned().await.ok()?;
+        let (view, request) = (view.clone(), request.clone());
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            decide_within(&view, &request, &options, Some(deadline))
+        })
+        .await
+        .ok()
+    })
+    .await;
+    match decided {
+        Ok(Some(decision)) => decision,
+        // No turn before the deadline (or the task failed): the deadline has passed, so only
+        // the cheap part runs (W2) and the post-renderers are left as they are.
+        _ => decide_within(&view, request, &options, Some(Instant::now())),
+    }
+}
+
+/// `POST /mutate`: one AdmissionReview in, its answer out.
+pub async fn mutate(State(state): State<AppState>, body: Body) -> Response {
+    let metrics = state.metrics();
+    let body = match state.budget().read_body(body).await {
+        Ok(body) => body,
+        Err(refusal) => return refusal::refuse_body(metrics, &refusal),
+    };
+    let started = Instant::now();
+    let review = match parse_review(&body.bytes) {
+        Ok(review) => review,
+        Err(error) => return refusal::bad_review(metrics, body.bytes.len(), &error),
+    };
+    drop(body);
+    let api_version = review.api_version;
+    let request = Arc::new(review.request);
+    let kind = ReviewKind::of(&request);
+    let decision = decide_request(&state, &request, kind, started).await;
+    let span = tracing::info_span!(
+        "admission",
+        uid = %clip(&request.uid),
+        kind = kind.as_str(),
+        request_kind = request.request_kind.as_ref().map(|k| clip(&k.kind)).as_deref(),
+        operation = request.operation.as_str(),
+        namespace = %clip(request.namespace().unwrap_or("")),
+        name = %clip(request.name().unwrap_or("")),
+        decision = tracing::field::Empty,
+        settings = tracing::field::Empty,
+        applied = tracing::field::Empty,
+        decided_by = tracing::field::Empty,
+    );
+    let _entered = span.enter();
+    span.record("decision", decision.outcome.as_str());
+    if let Some(settings) = &decision.settings {
+        // W5: whether the deployment's last-deployed record or its levels decided.
+        span.record("settings", settings.source().as_str());
+        span.record(
+            "applied",
+            tracing::field::display(clip(&settings.applied().to_string())),
+        );
+        span.record(
+            "decided_by",
+            tracing::field::display(settings.resolved.decided_by()),
+        );
+        // Only during a transition (the record holds the deployment on its old settings), so
+        // INFO: it says why an Ingress did not get the newest cluster or environment values.
+        if settings.waits_for_redeploy() {
+            tracing::info!(
+                levels = %clip(&settings.levels.target.to_string()),
+                levels_decided_by = %settings.levels.decided_by(),
+                "the deployment keeps the settings it was last deployed with until Styrmin redeploys it"
+            );
+        }
+    }
+    if decision.reason == FLUX_OVER_BUDGET_REASON {
+        metrics.flux_budget_exceeded.inc();
+        tracing::warn!(
+            budget_ms = state.budget().flux_budget.as_millis(),
+            "HelmRelease allowed unchanged: its post-renderers did not fit the time budget"
+        );
+    }
+    let outcome = decision.outcome;
+    match outcome {
+        Outcome::Denied => tracing::info!(
+            reason = %decision.reason,
+            message = decision.status.as_ref().map(|s| clip(&s.message)).as_deref(),
+            "denied"
+        ),
+        // Routine, and the API server's audit log records each webhook patch: DEBUG.
+        Outcome::Patched if decision.warnings.is_empty() => {
+            tracing::debug!(reason = %decision.reason, operations = decision.patch.len(), "patched")
+        }
+        Outcome::Patched | Outcome::Conforming | Outcome::Allowed => {
+            if decision.warnings.is_empty() {
+                tracing::debug!(reason = %decision.reason, "allowed");
+            } else {
+                let warnings: Vec<_> = decision.warnings.iter().map(|w| clip(w)).collect();
+                tracing::info!(reason = %decision.reason, ?warnings, "allowed with a warning");
+            }
+        }
+    }
+    let body = encode_review(api_version, &decision.into_response(&request.uid));
+    metrics
+        .requests
+        .get_or_create(&RequestLabels {
+            kind: kind.as_str(),
+            operation: request.operation.as_str(),
+            outcome: outcome.as_str(),
+        })
+        .inc();
+    metrics
+        .request_duration
+        .observe(started.elapsed().as_secs_f64());
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// Alive: answers while the process serves HTTP.
+pub async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// Ready once a view is loaded, until draining starts.
+pub async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
+    if state.is_draining() {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down")
+    } else if !state.view().is_ready() {
+        (StatusCode::SERVICE_UNAVAILABLE, "no view loaded yet")
+    } else {
+        (StatusCode::OK, "ok")
+    }
+}
+
+/// The metrics in OpenMetrics text, with the view's gauges read now.
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    let (view, metrics) = (state.view(), state.metrics());
+    metrics
+        .view_age_seconds
+        .set(view.age().map_or(f64::NAN, |age| age.as_secs_f64()));
+    metrics
+        .view_changed_timestamp_seconds
+        .set(view.changed_at_unix().unwrap_or(0.0));
+    metrics.view_ready.set(i64::from(view.is_ready()));
+    metrics.audit.export(view.audit());
+    metrics
+        .view_source_valid
+        .set(i64::from(view.source_valid()));
+    metrics
+        .view_deployments
+        .set(i64::try_from(view.load().deployment_count()).unwrap_or(i64::MAX));
+    metrics
+        .request_body_bytes_in_flight
+        .set(i64::try_from(state.budget().body_bytes_in_use()).unwrap_or(i64::MAX));
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        metrics.encode(),
+    )
+        .into_response()
+}
+
+/// `GET /debug/deployments/{id}` on the metrics listener: what the view holds for deployment
+/// `id` and which settings its Ingresses get, as JSON (`404` when the view does not know it;
+/// its Ingresses then get the cluster level).
+pub async fn debug_deployment(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    let view = state.view().load();
+    let body = crate::view::debug_deployment(&view, &id);
+    let status = if view.deployment(&id).is_some() {
+        StatusCode::OK
+    } else {
+        StatusCode::NOT_FOUND
+    };
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        format!("{body:#}\n"),
+    )
+        .into_response()
+}

@@ -1,0 +1,85 @@
+//! What the handlers share: the view, the metrics, the decision options, the request budget
+//! and whether the webhook is draining.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::budget::RequestBudget;
+use crate::decide::DecideOptions;
+use crate::metrics::{Metrics, SourceLabels};
+use crate::view::{ViewSink, ViewStore};
+
+/// What the handlers share; cheap to clone (one `Arc`).
+#[derive(Clone, Debug)]
+pub struct AppState {
+    inner: Arc<StateInner>,
+}
+
+#[derive(Debug)]
+struct StateInner {
+    view: Arc<ViewStore>,
+    metrics: Arc<Metrics>,
+    draining: AtomicBool,
+    options: DecideOptions,
+    budget: RequestBudget,
+}
+
+impl AppState {
+    /// `options`: the decisions off by default (`--flux-post-renderer`, `--stuck-deleting-after`);
+    /// `budget`: the request budget (`--body-budget-mib` and the like).
+    pub fn new(
+        view: Arc<ViewStore>,
+        metrics: Arc<Metrics>,
+        options: DecideOptions,
+        budget: RequestBudget,
+    ) -> Self {
+        AppState {
+            inner: Arc::new(StateInner {
+                view,
+                metrics,
+                draining: AtomicBool::new(false),
+                options,
+                budget,
+            }),
+        }
+    }
+
+    pub fn budget(&self) -> &RequestBudget {
+        &self.inner.budget
+    }
+
+    pub fn options(&self) -> &DecideOptions {
+        &self.inner.options
+    }
+
+    pub fn view(&self) -> &Arc<ViewStore> {
+        &self.inner.view
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
+    /// The sink a view source publishes through; failures are counted in the metrics.
+    pub fn view_sink(&self) -> ViewSink {
+        let metrics = self.inner.metrics.clone();
+        ViewSink::new(
+            self.inner.view.clone(),
+            Arc::new(move |source| {
+                metrics
+                    .view_update_failures
+                    .get_or_create(&SourceLabels { source })
+                    .inc();
+            }),
+        )
+    }
+
+    /// From now on: not ready, and every answer closes its connection.
+    pub fn start_draining(&self) {
+        self.inner.draining.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.inner.draining.load(Ordering::SeqCst)
+    }
+}
