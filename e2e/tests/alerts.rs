@@ -1,11 +1,11 @@
 //! The webhook's alerts and dashboard against the real tools and the real binary:
 //! `promtool check rules` and `promtool test rules` (Prometheus's own, Debian's `prometheus`
 //! package, installed by `make tools`) over the PrometheusRule the chart renders — every alert
-//! fires for one series and stays quiet for another (`tests/data/alerts/`) — and every metric an
+//! fires for one series and stays quiet for another (`e2e/tests/data/alerts/`) — and every metric an
 //! alert or a dashboard panel names is one the `styrmin-webhook` binary exports (read from its
 //! `/metrics`, not from a hand-written list): with `--source policy-file`, and for the audit's
 //! metrics with `--source kubernetes` against the fake API server and the audit's recorded
-//! responses (`tests/data/apiserver/audit/`).
+//! responses (`webhook/tests/data/apiserver/audit/`).
 //!
 //! promtool missing fails these tests (run `make tools`); they are never skipped.
 
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use e2e::fake_kube::FakeKubeApi;
 use e2e::{
     HelmHome, Scratch, data, parse_yaml, release_binary, run, run_ok, split_documents, utf8,
-    workspace_root,
+    webhook_data, workspace_root,
 };
 use serde_json::Value;
 
@@ -41,7 +41,7 @@ fn promtool() -> PathBuf {
 }
 
 /// The PrometheusRule of the kustomize component (the chart's, with default thresholds;
-/// `tests/tests/helm_chart.rs` holds it equal to the chart).
+/// `e2e/tests/helm_chart.rs` holds it equal to the chart).
 fn component_rule() -> Value {
     let path = workspace_root().join("manifests/components/prometheus-rule/prometheusrule.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
@@ -251,7 +251,7 @@ struct Listening {
 fn start_webhook() -> (Webhook, Listening) {
     start_webhook_with(|cmd| {
         cmd.args(["--source", "policy-file", "--policy-file"])
-            .arg(data("admission/policy.yaml"));
+            .arg(webhook_data("admission/policy.yaml"));
     })
 }
 
@@ -513,7 +513,7 @@ fn alerts_and_dashboard_name_only_metrics_the_webhook_exports() {
     let (webhook, listening) = start_webhook();
     // One admission and one unreadable request, so that the labelled families have samples
     // (a family shows in the exposition only once a label set has been counted).
-    let review = std::fs::read(data(
+    let review = std::fs::read(webhook_data(
         "admission/crafted__ingress-v1-update__with-old-object.json",
     ))
     .unwrap();
@@ -567,13 +567,14 @@ fn alerts_and_dashboard_name_only_metrics_the_webhook_exports() {
 }
 
 /// `/metrics` of `styrmin-webhook --source kubernetes` once its first audit is complete: the
-/// fake API server answers its lists with the recorded responses of `tests/data/apiserver/audit/`
-/// (an Ingress of each reason, a controller stuck DELETING, stale aliases; `tests/tests/audit.rs`
+/// fake API server answers its lists with the recorded responses of `webhook/tests/data/apiserver/audit/`
+/// (an Ingress of each reason, a controller stuck DELETING, stale aliases; `e2e/tests/audit.rs`
 /// checks the findings) and holds its watches open.
 fn scrape_after_an_audit() -> String {
     let api = FakeKubeApi::start();
-    let recorded =
-        |name: &str| std::fs::read_to_string(data(&format!("apiserver/audit/{name}"))).unwrap();
+    let recorded = |name: &str| {
+        std::fs::read_to_string(webhook_data(&format!("apiserver/audit/{name}"))).unwrap()
+    };
     api.answer("/version", 200, recorded("version.json"));
     for (path, file) in [
         (

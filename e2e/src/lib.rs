@@ -1,4 +1,4 @@
-//! Shared harness for the end-to-end tests in `tests/tests/`: where the release binaries,
+//! Shared harness for the end-to-end tests in `e2e/tests/`: where the release binaries,
 //! the installed tools (`make tools`) and the test data are; scratch directories; isolated
 //! Helm homes; running commands; splitting and parsing rendered YAML streams.
 
@@ -39,9 +39,22 @@ pub fn workspace_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
-/// `tests/data/<rel>`.
+/// `e2e/tests/data/<rel>`: the data only the end-to-end tests read (the test chart, vendored
+/// CRDs, the alert rules' test).
 pub fn data(rel: &str) -> PathBuf {
-    workspace_root().join("tests").join("data").join(rel)
+    workspace_root().join("e2e/tests/data").join(rel)
+}
+
+/// `postrender/tests/data/<rel>`: the real rendered streams (`rendered/`) live with the
+/// post-renderer's tests.
+pub fn postrender_data(rel: &str) -> PathBuf {
+    workspace_root().join("postrender/tests/data").join(rel)
+}
+
+/// `webhook/tests/data/<rel>`: the real AdmissionReviews (`admission/`) and the recorded API
+/// server responses (`apiserver/`) live with the webhook's tests.
+pub fn webhook_data(rel: &str) -> PathBuf {
+    workspace_root().join("webhook/tests/data").join(rel)
 }
 
 /// Where the binaries under test are: `target/release`, or the directory in

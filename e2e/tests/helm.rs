@@ -1,8 +1,8 @@
 //! The post-renderer end to end, under real Helm: Helm 3.17 runs the binary itself
 //! (`--post-renderer <path>`), Helm 4.1 runs it through the `styrmin` plugin
 //! (`helm plugin install ./postrender/helm-plugin`, `--post-renderer styrmin`). The inputs are
-//! the test chart `tests/data/charts/styrmin-e2e` (see its README) and the real streams Helm
-//! writes to post-renderers, in `tests/data/rendered/`.
+//! the test chart `e2e/tests/data/charts/styrmin-e2e` (see its README) and the real streams Helm
+//! writes to post-renderers, in `postrender/tests/data/rendered/`.
 //!
 //! Every run is compared with the same render without the post-renderer:
 //! - every Ingress (networking.k8s.io/v1, v1beta1, extensions/v1beta1; List items; with
@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use e2e::{
-    FakeApiServer, HelmHome, Scratch, data, describe, get, get_str, release_binary, run, run_ok,
-    split_documents, utf8, workspace_root,
+    FakeApiServer, HelmHome, Scratch, data, describe, get, get_str, postrender_data,
+    release_binary, run, run_ok, split_documents, utf8, workspace_root,
 };
 use serde_json::Value;
 
@@ -471,7 +471,7 @@ fn rendered_streams(helm: &str, column: usize) {
         } else {
             helm4_count
         };
-        let path = data(&format!("rendered/{name}.{helm}-postrenderer-stdin.yaml"));
+        let path = postrender_data(&format!("rendered/{name}.{helm}-postrenderer-stdin.yaml"));
         let input = read(&path);
         for case in [DEDICATED, CLASS, EMPTY, LEVELS, DEDICATED_WINS] {
             let context = format!("{} with config {}", path.display(), case.name);

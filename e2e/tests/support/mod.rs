@@ -1,5 +1,5 @@
 //! What several end-to-end tests share: the resolution table, written once, the real
-//! rendered streams of `tests/data/rendered/`, and the webhook answering in-process.
+//! rendered streams of `postrender/tests/data/rendered/`, and the webhook answering in-process.
 //!
 //! Each test file that uses it says `mod support;`; not every file uses every item.
 #![allow(dead_code)]
@@ -135,8 +135,8 @@ impl fmt::Debug for TableConfig {
 /// The real rendered streams (Helm 3 and 4 output, and what each writes to a
 /// post-renderer), sorted by name.
 pub fn rendered_streams() -> Vec<(String, PathBuf)> {
-    let mut files: Vec<_> = std::fs::read_dir(e2e::data("rendered"))
-        .expect("tests/data/rendered")
+    let mut files: Vec<_> = std::fs::read_dir(e2e::postrender_data("rendered"))
+        .expect("postrender/tests/data/rendered")
         .map(|e| e.expect("entry").path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
         .map(|p| {

@@ -34,7 +34,7 @@ fn regressions(target: &str) -> Vec<Vec<u8>> {
 
 #[test]
 fn rendered_stream_on_every_fixture_and_configuration() {
-    let streams = files(&e2e::data("rendered"), Some("yaml"));
+    let streams = files(&e2e::postrender_data("rendered"), Some("yaml"));
     assert!(streams.len() >= 20, "{} streams", streams.len());
     let mut runs = 0;
     for path in &streams {
@@ -71,7 +71,7 @@ fn postrender_config_on_the_examples() {
 
 #[test]
 fn admission_review_on_every_fixture_in_every_namespace() {
-    let reviews = files(&e2e::data("admission"), Some("json"));
+    let reviews = files(&e2e::webhook_data("admission"), Some("json"));
     assert!(reviews.len() >= 15, "{} reviews", reviews.len());
     let mut runs = 0;
     for path in &reviews {
@@ -100,7 +100,7 @@ fn admission_review_on_every_fixture_in_every_namespace() {
 #[test]
 fn policy_file_on_the_test_policy() {
     let root = e2e::workspace_root();
-    let mut inputs = vec![read(&e2e::data("admission/policy.yaml"))];
+    let mut inputs = vec![read(&e2e::webhook_data("admission/policy.yaml"))];
     inputs.extend(
         files(&root.join("examples"), Some("yaml"))
             .iter()

@@ -1,5 +1,5 @@
 //! The `--source kubernetes` view source against recorded API server responses
-//! (`tests/data/apiserver/`), served by an in-process fake API server to a real
+//! (`webhook/tests/data/apiserver/`), served by an in-process fake API server to a real
 //! `kube::Client`: initial lists (one paginated), watch events, a bookmark, a dropped
 //! connection, a `410 Gone` with its relist. The view, readiness and metrics are checked after
 //! each step, through the webhook's own router.
@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use e2e::data;
 use e2e::fake_kube::{FakeKubeApi, Request as ApiRequest, WatchItem};
+use e2e::webhook_data;
 use http_body_util::BodyExt as _;
 use ingress_rules::IngressTarget;
 use serde_json::{Value, json};
@@ -42,8 +42,8 @@ fn class_of(view: &View, id: &str) -> String {
 }
 
 fn recorded(name: &str) -> String {
-    std::fs::read_to_string(data(&format!("apiserver/{name}")))
-        .unwrap_or_else(|e| panic!("tests/data/apiserver/{name}: {e}"))
+    std::fs::read_to_string(webhook_data(&format!("apiserver/{name}")))
+        .unwrap_or_else(|e| panic!("webhook/tests/data/apiserver/{name}: {e}"))
 }
 
 async fn get(state: &AppState, uri: &str) -> (StatusCode, String) {
@@ -123,7 +123,7 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
     api.answer("/version", 200, recorded("version.json"));
     api.answer(CLUSTERS, 200, recorded("styrminclusters.list.json"));
     api.answer(ENVIRONMENTS, 200, recorded("styrminenvironments.list.json"));
-    // The audit's watches (tests/tests/audit.rs has their content).
+    // The audit's watches (e2e/tests/audit.rs has their content).
     api.answer(INGRESSES, 200, recorded("ingresses.list.json"));
     api.answer(SERVICES, 200, recorded("services.list.json"));
     api.answer(NAMESPACES, 200, recorded("namespaces.list.json"));
@@ -252,7 +252,10 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
     .await;
     // W2: a deploy in prod is now denied.
     let mut deploy = serde_json::from_str::<Value>(
-        &std::fs::read_to_string(data("admission/crafted__styrmindeployment-create.json")).unwrap(),
+        &std::fs::read_to_string(webhook_data(
+            "admission/crafted__styrmindeployment-create.json",
+        ))
+        .unwrap(),
     )
     .unwrap();
     deploy["request"]["uid"] = json!("deploy-while-deleting");

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use e2e::{data, release_binary, workspace_root};
+use e2e::{release_binary, webhook_data, workspace_root};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
@@ -356,7 +356,7 @@ impl Connection {
 }
 
 fn review_in(name: &str, namespace: &str) -> Value {
-    let text = std::fs::read_to_string(data(&format!("admission/{name}"))).unwrap();
+    let text = std::fs::read_to_string(webhook_data(&format!("admission/{name}"))).unwrap();
     let value: Value = serde_json::from_str(&text).unwrap();
     let mut review = if name.ends_with(".request.json") {
         json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": value})
@@ -397,7 +397,7 @@ fn classes(object: &Value) -> (Option<String>, Option<String>) {
 
 fn policy_file(dir: &Path) -> PathBuf {
     let path = dir.join("policy.yaml");
-    std::fs::copy(data("admission/policy.yaml"), &path).unwrap();
+    std::fs::copy(webhook_data("admission/policy.yaml"), &path).unwrap();
     path
 }
 

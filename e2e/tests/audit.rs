@@ -1,5 +1,5 @@
 //! The audit of what is already in a cluster, against recorded API server responses
-//! (`tests/data/apiserver/audit/`) served by the fake API server to a real `kube::Client`:
+//! (`webhook/tests/data/apiserver/audit/`) served by the fake API server to a real `kube::Client`:
 //!
 //! - in the webhook (`--source kubernetes`): every reason produced, the counts in the
 //!   metrics and `GET /debug/audit`, and a watch error that keeps the last audit and shows
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use e2e::fake_kube::{FakeKubeApi, Request as ApiRequest, WatchItem};
-use e2e::{Scratch, data, release_binary, run, utf8};
+use e2e::{Scratch, release_binary, run, utf8, webhook_data};
 use http_body_util::BodyExt as _;
 use serde_json::Value;
 use styrmin_webhook::audit::AuditSettings;
@@ -35,8 +35,8 @@ const NAMESPACES: &str = "/api/v1/namespaces";
 const STEP: Duration = Duration::from_secs(20);
 
 fn recorded(name: &str) -> String {
-    std::fs::read_to_string(data(&format!("apiserver/audit/{name}")))
-        .unwrap_or_else(|e| panic!("tests/data/apiserver/audit/{name}: {e}"))
+    std::fs::read_to_string(webhook_data(&format!("apiserver/audit/{name}")))
+        .unwrap_or_else(|e| panic!("webhook/tests/data/apiserver/audit/{name}: {e}"))
 }
 
 /// Queues one answer to every list the audit makes, and `/version`.

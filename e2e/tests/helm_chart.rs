@@ -6,7 +6,7 @@
 //! stand-in API server; and the generated certificate kept across upgrades (`lookup` finds the
 //! existing Secret: rendered with `--dry-run=server` against a stand-in API server that holds
 //! it). The objects themselves are checked against the Kubernetes API types in
-//! `tests/tests/manifests.rs`.
+//! `e2e/tests/manifests.rs`.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 

@@ -1,4 +1,4 @@
-//! Every real rendered stream in `tests/data/rendered/` (Helm 3 and Helm 4 output, and
+//! Every real rendered stream in `postrender/tests/data/rendered/` (Helm 3 and Helm 4 output, and
 //! exactly what each writes to a post-renderer) × every configuration of the resolution
 //! table: the Ingresses get the rule's fields, nothing else changes, and the output is a
 //! fixed point.

@@ -1,5 +1,5 @@
 //! The FluxCD post-renderer under the real kustomize (`kubectl kustomize`, kustomize v5.7,
-//! installed by `make tools`): for every stream in `tests/data/rendered/` and every
+//! installed by `make tools`): for every stream in `postrender/tests/data/rendered/` and every
 //! configuration of the resolution table, the Ingresses kustomize produces with the patches
 //! `styrmin-postrender flux` prints equal the Ingresses `styrmin-postrender` itself
 //! produces, as JSON values matched by apiVersion, kind, namespace and name; every other

@@ -1,5 +1,5 @@
 //! `manifests/` and the Helm chart `charts/styrmin-webhook` (the base is rendered from it,
-//! `tests/tests/helm_chart.rs` holds them equal): the committed CRDs are the Rust types' CRDs;
+//! `e2e/tests/helm_chart.rs` holds them equal): the committed CRDs are the Rust types' CRDs;
 //! every overlay builds with the real `kubectl kustomize` (`make tools`) and the chart renders
 //! under the real Helm 3 and Helm 4 in each certificate mode, and every object either yields is
 //! a valid object of its Kubernetes API type (k8s-openapi, unknown fields rejected: a typo fails
@@ -264,7 +264,7 @@ fn as_the_api_server_reads_it(object: &Value) -> Value {
     object
 }
 
-/// Checks `object` against version `version` of the CRD in `tests/data/crds/<file>`.
+/// Checks `object` against version `version` of the CRD in `e2e/tests/data/crds/<file>`.
 fn check_against_crd(object: &Value, file: &str, version: &str, what: &str) {
     let schema = crd_version_schema(&data(&format!("crds/{file}")), version);
     let errors = schema_errors(&schema, object);

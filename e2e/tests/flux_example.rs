@@ -1,5 +1,5 @@
 //! `manifests/examples/flux/`: the HelmRelease is valid for helm-controller v1.6.3's CRD
-//! (`tests/data/crds/helm.toolkit.fluxcd.io_helmreleases.yaml`), its post-renderer and the
+//! (`e2e/tests/data/crds/helm.toolkit.fluxcd.io_helmreleases.yaml`), its post-renderer and the
 //! Component are exactly what `styrmin-postrender flux` prints for `styrmin.yaml`, and the
 //! Component and the HelmRelease patch do what they say under the real kustomize.
 //!

@@ -1,5 +1,5 @@
 //! The webhook's router in-process (`oneshot`), with the real AdmissionReview fixtures of
-//! `tests/data/admission/` and the crafted ones (see that folder's README).
+//! `webhook/tests/data/admission/` and the crafted ones (see that folder's README).
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use base64::Engine as _;
-use e2e::data;
+use e2e::webhook_data;
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use styrmin_webhook::metrics::Metrics;
@@ -22,13 +22,14 @@ const CLASS: &str = "kubernetes.io/ingress.class";
 
 fn state() -> AppState {
     let state = AppState::new(Arc::new(ViewStore::default()), Arc::new(Metrics::new()));
-    let (_, view) = load_policy(&data("admission/policy.yaml")).expect("policy.yaml");
+    let (_, view) = load_policy(&webhook_data("admission/policy.yaml")).expect("policy.yaml");
     state.view_sink().publish(view);
     state
 }
 
 fn fixture(name: &str) -> Value {
-    let text = std::fs::read_to_string(data(&format!("admission/{name}"))).expect("fixture");
+    let text =
+        std::fs::read_to_string(webhook_data(&format!("admission/{name}"))).expect("fixture");
     let value: Value = serde_json::from_str(&text).expect("fixture is JSON");
     if name.ends_with(".request.json") {
         // Request-only (kwctl style): wrap as the fixtures README says.
