@@ -19,12 +19,16 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use e2e::fake_kube::FakeKubeApi;
 use e2e::{
     HelmHome, Scratch, data, parse_yaml, release_binary, run, run_ok, split_documents, utf8,
     webhook_data, workspace_root,
 };
+use fake_apiserver::FakeApiServer;
+use recorded_cluster::answer_every_list;
 use serde_json::Value;
+
+#[path = "../../webhook/tests/support/recorded_cluster.rs"]
+mod recorded_cluster;
 
 /// `promtool` on the PATH, or a failure that says how to get it.
 fn promtool() -> PathBuf {
@@ -571,43 +575,11 @@ fn alerts_and_dashboard_name_only_metrics_the_webhook_exports() {
 /// (an Ingress of each reason, a controller stuck DELETING, stale aliases; `e2e/tests/audit.rs`
 /// checks the findings) and holds its watches open.
 fn scrape_after_an_audit() -> String {
-    let api = FakeKubeApi::start();
-    let recorded = |name: &str| {
-        std::fs::read_to_string(webhook_data(&format!("apiserver/audit/{name}"))).unwrap()
-    };
-    api.answer("/version", 200, recorded("version.json"));
-    for (path, file) in [
-        (
-            "/apis/styrmin.io/v1alpha1/styrminclusters",
-            "styrminclusters.list.json",
-        ),
-        (
-            "/apis/styrmin.io/v1alpha1/styrminenvironments",
-            "styrminenvironments.list.json",
-        ),
-        (
-            "/apis/styrmin.io/v1alpha1/styrmindeployments",
-            "styrmindeployments.list.json",
-        ),
-        (
-            "/apis/networking.k8s.io/v1/ingresses",
-            "ingresses.list.json",
-        ),
-        ("/api/v1/services", "services.list.json"),
-        ("/api/v1/namespaces", "namespaces.list.json"),
-    ] {
-        api.answer(path, 200, recorded(file));
-    }
+    let api = FakeApiServer::scripted();
+    answer_every_list(&api, "audit");
     let scratch = Scratch::new("alerts-kubeconfig");
-    let kubeconfig = scratch.write(
-        "kubeconfig",
-        &format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\n\
-             users:\n- name: fake\n  user: {{}}\ncontexts:\n- name: fake\n  context:\n    \
-             cluster: fake\n    user: fake\ncurrent-context: fake\n",
-            api.url()
-        ),
-    );
+    let kubeconfig = scratch.join("kubeconfig");
+    api.write_kubeconfig(&kubeconfig, None);
     let (webhook, listening) = start_webhook_with(|cmd| {
         cmd.args(["--source", "kubernetes"])
             .env("KUBECONFIG", &kubeconfig);

@@ -13,56 +13,26 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use e2e::fake_kube::{FakeKubeApi, Request as ApiRequest, WatchItem};
-use e2e::{Scratch, release_binary, run, utf8, webhook_data};
-use http_body_util::BodyExt as _;
+use axum::http::StatusCode;
+use e2e::{Scratch, release_binary, run, utf8};
+use fake_apiserver::{FakeApiServer, Request as ApiRequest, WatchItem};
+use recorded_cluster::{INGRESSES, SERVICES, STEP, answer_every_list, client, metric};
 use serde_json::Value;
 use styrmin_webhook::audit::AuditSettings;
 use styrmin_webhook::kube_source::KubeSource;
 use styrmin_webhook::metrics::Metrics;
 use styrmin_webhook::view::{ViewSource as _, ViewStore};
 use styrmin_webhook::{AppState, metrics_router};
-use tower::ServiceExt as _;
 
-const CLUSTERS: &str = "/apis/styrmin.io/v1alpha1/styrminclusters";
-const ENVIRONMENTS: &str = "/apis/styrmin.io/v1alpha1/styrminenvironments";
-const DEPLOYMENTS: &str = "/apis/styrmin.io/v1alpha1/styrmindeployments";
-const INGRESSES: &str = "/apis/networking.k8s.io/v1/ingresses";
-const SERVICES: &str = "/api/v1/services";
-const NAMESPACES: &str = "/api/v1/namespaces";
-const STEP: Duration = Duration::from_secs(20);
+#[path = "../../webhook/tests/support/recorded_cluster.rs"]
+mod recorded_cluster;
 
 fn recorded(name: &str) -> String {
-    std::fs::read_to_string(webhook_data(&format!("apiserver/audit/{name}")))
-        .unwrap_or_else(|e| panic!("webhook/tests/data/apiserver/audit/{name}: {e}"))
-}
-
-/// Queues one answer to every list the audit makes, and `/version`.
-fn answer_every_list(api: &FakeKubeApi) {
-    api.answer("/version", 200, recorded("version.json"));
-    api.answer(CLUSTERS, 200, recorded("styrminclusters.list.json"));
-    api.answer(ENVIRONMENTS, 200, recorded("styrminenvironments.list.json"));
-    api.answer(DEPLOYMENTS, 200, recorded("styrmindeployments.list.json"));
-    api.answer(INGRESSES, 200, recorded("ingresses.list.json"));
-    api.answer(SERVICES, 200, recorded("services.list.json"));
-    api.answer(NAMESPACES, 200, recorded("namespaces.list.json"));
-}
-
-fn client(api: &FakeKubeApi) -> kube::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    kube::Client::try_from(kube::Config::new(api.url().parse().unwrap())).unwrap()
+    recorded_cluster::recorded(&format!("audit/{name}"))
 }
 
 async fn get(state: &AppState, uri: &str) -> (StatusCode, String) {
-    let response = metrics_router(state.clone())
-        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    (status, String::from_utf8_lossy(&body).into_owned())
+    recorded_cluster::get(metrics_router(state.clone()), uri).await
 }
 
 async fn debug_audit(state: &AppState) -> Value {
@@ -88,13 +58,6 @@ async fn wait_for_audit(state: &AppState, what: &str, condition: impl Fn(&Value)
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("metric {name} not in:\n{text}"))
 }
 
 /// `(reason, namespace/name)` of every finding.
@@ -140,8 +103,8 @@ const EXPECTED: &[(&str, &str)] = &[
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_reason_counted_and_a_watch_error_keeps_the_last_audit() {
-    let api = FakeKubeApi::start();
-    answer_every_list(&api);
+    let api = FakeApiServer::scripted();
+    answer_every_list(&api, "audit");
     let state = AppState::new(Arc::new(ViewStore::default()), Arc::new(Metrics::new()));
     let (status, _) = get(&state, "/debug/audit").await;
     assert_eq!(
@@ -290,25 +253,14 @@ async fn every_reason_counted_and_a_watch_error_keeps_the_last_audit() {
     task.abort();
 }
 
-fn kubeconfig(scratch: &Scratch, api: &FakeKubeApi) -> std::path::PathBuf {
-    scratch.write(
-        "kubeconfig",
-        &format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\n\
-             users:\n- name: fake\n  user: {{}}\ncontexts:\n- name: fake\n  context:\n    \
-             cluster: fake\n    user: fake\ncurrent-context: fake\n",
-            api.url()
-        ),
-    )
-}
-
 #[test]
 fn the_cli_prints_a_table_and_json_and_exits_1() {
     let scratch = Scratch::new("audit-cli");
-    let api = FakeKubeApi::start();
-    let config = kubeconfig(&scratch, &api);
+    let api = FakeApiServer::scripted();
+    let config = scratch.join("kubeconfig");
+    api.write_kubeconfig(&config, None);
 
-    answer_every_list(&api);
+    answer_every_list(&api, "audit");
     let output = run(
         Command::new(release_binary("styrmin-webhook"))
             .args(["audit", "--kubeconfig"])
@@ -359,7 +311,7 @@ fn the_cli_prints_a_table_and_json_and_exits_1() {
         "{table}"
     );
 
-    answer_every_list(&api);
+    answer_every_list(&api, "audit");
     let output = run(
         Command::new(release_binary("styrmin-webhook"))
             .args(["audit", "-o", "json", "--kubeconfig"])

@@ -26,9 +26,10 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use e2e::{
-    FakeApiServer, HelmHome, Scratch, data, describe, get, get_str, postrender_data,
-    release_binary, run, run_ok, split_documents, utf8, workspace_root,
+    HelmHome, Scratch, data, describe, get, get_str, postrender_data, release_binary, run, run_ok,
+    split_documents, utf8, workspace_root,
 };
+use fake_apiserver::FakeApiServer;
 use serde_json::Value;
 
 const INGRESS_API_VERSIONS: [&str; 3] = [
@@ -182,7 +183,7 @@ fn helm3_template_bad_config_fails_with_the_error() {
 /// plain `--dry-run` and `--dry-run=client`; hooks are in the output but never post-rendered.
 #[test]
 fn helm3_install_dry_run_against_fake_api_server() {
-    let server = FakeApiServer::start();
+    let server = FakeApiServer::with_discovery();
     for (case, dry_run) in [
         (CLASS, "--dry-run"),
         (DEDICATED, "--dry-run=client"),
@@ -190,7 +191,7 @@ fn helm3_install_dry_run_against_fake_api_server() {
     ] {
         let home = HelmHome::new(&format!("h3-install-{}", case.name));
         let kubeconfig = home.scratch().join("kubeconfig");
-        server.write_kubeconfig(&kubeconfig, NAMESPACE);
+        server.write_kubeconfig(&kubeconfig, Some(NAMESPACE));
         let config = home.scratch().write("styrmin.yaml", case.config);
         let report = home.scratch().join("report.txt");
         let install = |extra: &[String]| {
@@ -221,16 +222,19 @@ fn helm3_install_dry_run_against_fake_api_server() {
         );
     }
     let requests = server.requests();
-    let writes: Vec<&String> = requests.iter().filter(|r| !r.starts_with("GET ")).collect();
+    let writes: Vec<String> = requests
+        .iter()
+        .filter(|r| r.method != "GET")
+        .map(ToString::to_string)
+        .collect();
     assert!(
         writes.is_empty(),
         "a dry run wrote to the API server: {writes:?}"
     );
     assert!(
-        requests
-            .iter()
-            .any(|r| r
-                .starts_with("GET /apis/networking.k8s.io/v1/namespaces/apps/ingresses/web-both")),
+        requests.iter().any(|r| r.method == "GET"
+            && r.path
+                .starts_with("/apis/networking.k8s.io/v1/namespaces/apps/ingresses/web-both")),
         "helm3 install did not look for the Ingresses: did it reach the fake API server? {requests:?}"
     );
 }

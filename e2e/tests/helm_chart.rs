@@ -15,10 +15,8 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use base64::Engine as _;
-use e2e::{
-    FakeApiServer, HelmHome, Scratch, describe, run, run_ok, split_documents, tool, utf8,
-    workspace_root,
-};
+use e2e::{HelmHome, Scratch, describe, run, run_ok, split_documents, tool, utf8, workspace_root};
+use fake_apiserver::FakeApiServer;
 use serde_json::Value;
 
 const HELMS: [&str; 2] = ["helm3", "helm4"];
@@ -352,7 +350,7 @@ fn notes(output: &str) -> &str {
 fn install(server: &FakeApiServer, helm: &str, dry_run: &str, args: &[&str]) -> String {
     let home = HelmHome::new("chart-install");
     let kubeconfig = home.scratch().join("kubeconfig");
-    server.write_kubeconfig(&kubeconfig, NAMESPACE);
+    server.write_kubeconfig(&kubeconfig, Some(NAMESPACE));
     let mut cmd = home.helm(helm);
     cmd.env("KUBECONFIG", &kubeconfig)
         .args(["install", RELEASE])
@@ -369,7 +367,7 @@ fn install(server: &FakeApiServer, helm: &str, dry_run: &str, args: &[&str]) -> 
 
 #[test]
 fn helm_install_dry_run_against_the_stand_in_api_server() {
-    let server = FakeApiServer::start();
+    let server = FakeApiServer::with_discovery();
     for helm in HELMS {
         for (mode, args) in CERTIFICATE_MODES {
             for dry_run in ["--dry-run=client", "--dry-run=server"] {
@@ -389,7 +387,11 @@ fn helm_install_dry_run_against_the_stand_in_api_server() {
         }
     }
     let requests = server.requests();
-    let writes: Vec<&String> = requests.iter().filter(|r| !r.starts_with("GET ")).collect();
+    let writes: Vec<String> = requests
+        .iter()
+        .filter(|r| r.method != "GET")
+        .map(ToString::to_string)
+        .collect();
     assert!(
         writes.is_empty(),
         "a dry run wrote to the API server: {writes:?}"
@@ -398,7 +400,7 @@ fn helm_install_dry_run_against_the_stand_in_api_server() {
     assert!(
         requests
             .iter()
-            .any(|r| r.starts_with(&format!("GET {SECRET_PATH}"))),
+            .any(|r| r.method == "GET" && r.path == SECRET_PATH),
         "no lookup of the Secret reached the API server: {requests:?}"
     );
 }
@@ -432,7 +434,7 @@ fn pem(data: &Value, key: &str) -> String {
 #[test]
 fn an_upgrade_keeps_the_generated_certificate() {
     for helm in HELMS {
-        let server = FakeApiServer::start();
+        let server = FakeApiServer::with_discovery();
         let first = objects(&install_manifest(&install(
             &server,
             helm,

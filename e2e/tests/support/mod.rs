@@ -1,11 +1,10 @@
-//! What several end-to-end tests share: the resolution table, written once, the real
-//! rendered streams of `postrender/tests/data/rendered/`, and the webhook answering in-process.
+//! What several end-to-end tests share: the resolution table and the real rendered streams
+//! (both from the post-renderer's tests, included here), and the webhook answering in-process.
 //!
 //! Each test file that uses it says `mod support;`; not every file uses every item.
 #![allow(dead_code)]
 
-use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -19,151 +18,15 @@ use styrmin_webhook::view::ViewStore;
 use styrmin_webhook::{AppState, router};
 use tower::ServiceExt as _;
 
-/// One configuration: the `cluster`, `environment` and `deployment` sections as flow
-/// mappings; `None` leaves a section out.
-#[derive(Clone, Copy)]
-pub struct TableConfig {
-    pub cluster: Option<&'static str>,
-    pub environment: Option<&'static str>,
-    pub deployment: Option<&'static str>,
-}
+#[path = "../../../postrender/tests/support/rendered.rs"]
+mod rendered;
+#[path = "../../../postrender/tests/support/resolution_table.rs"]
+mod resolution_table;
 
-const fn config(
-    cluster: Option<&'static str>,
-    environment: Option<&'static str>,
-    deployment: Option<&'static str>,
-) -> TableConfig {
-    TableConfig {
-        cluster,
-        environment,
-        deployment,
-    }
-}
-
-/// The resolution table (docs/rules.md §1): each level × absent / null / "" / value, and
-/// dedicated at each level, with classes that YAML would misread if written plain.
-pub const RESOLUTION_TABLE: &[TableConfig] = &[
-    config(None, None, None),
-    config(Some("{ingress_class: null}"), None, None),
-    config(Some("{ingress_class: \"\"}"), None, None),
-    config(Some("{ingress_class: nginx}"), None, None),
-    config(
-        Some("{ingress_class: nginx}"),
-        Some("{ingress_class: null}"),
-        None,
-    ),
-    config(
-        Some("{ingress_class: nginx}"),
-        Some("{ingress_class: \"\"}"),
-        None,
-    ),
-    config(
-        Some("{ingress_class: null}"),
-        Some("{ingress_class: haproxy}"),
-        None,
-    ),
-    config(
-        Some("{ingress_class: nginx}"),
-        Some("{ingress_class: haproxy}"),
-        Some("{ingress_class: null}"),
-    ),
-    config(
-        Some("{ingress_class: nginx}"),
-        Some("{ingress_class: haproxy}"),
-        Some("{ingress_class: \"\"}"),
-    ),
-    config(
-        None,
-        Some("{ingress_class: haproxy}"),
-        Some("{ingress_class: \"on\"}"),
-    ),
-    config(None, None, Some("{ingress_class: \"123\"}")),
-    config(Some("{dedicated_ingress: {}}"), None, None),
-    config(
-        Some("{ingress_class: nginx}"),
-        Some("{dedicated_ingress: {replicas: 2}}"),
-        None,
-    ),
-    config(
-        None,
-        Some("{ingress_class: \"\"}"),
-        Some("{dedicated_ingress: {}}"),
-    ),
-    config(
-        Some("{dedicated_ingress: {}}"),
-        Some("{dedicated_ingress: null, ingress_class: nginx}"),
-        Some("{ingress_class: contour}"),
-    ),
-];
-
-impl TableConfig {
-    /// The post-renderer's config file.
-    pub fn config_yaml(&self) -> String {
-        [
-            ("cluster", self.cluster),
-            ("environment", self.environment),
-            ("deployment", self.deployment),
-        ]
-        .into_iter()
-        .filter_map(|(name, section)| section.map(|s| format!("{name}: {s}\n")))
-        .collect()
-    }
-
-    /// The same levels as the webhook's policy file: deployment `app` of environment
-    /// `env`. Written as JSON (which is YAML), so `null` and `""` stay what they are.
-    pub fn policy_yaml(&self) -> String {
-        let section = |s: Option<&str>| -> Value {
-            s.map_or(json!({}), |s| serde_saphyr::from_str(s).expect("section"))
-        };
-        let mut deployment = section(self.deployment);
-        deployment["environment"] = json!("env");
-        json!({
-            "cluster": section(self.cluster),
-            "environments": {"env": section(self.environment)},
-            "deployments": {"app": deployment},
-        })
-        .to_string()
-    }
-}
-
-impl fmt::Debug for TableConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.config_yaml())
-    }
-}
-
-/// The real rendered streams (Helm 3 and 4 output, and what each writes to a
-/// post-renderer), sorted by name.
-pub fn rendered_streams() -> Vec<(String, PathBuf)> {
-    let mut files: Vec<_> = std::fs::read_dir(e2e::postrender_data("rendered"))
-        .expect("postrender/tests/data/rendered")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .map(|p| {
-            (
-                p.file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned(),
-                p,
-            )
-        })
-        .collect();
-    files.sort();
-    assert!(
-        files.len() >= 20,
-        "expected the rendered fixtures, found {}",
-        files.len()
-    );
-    files
-}
-
-/// An Ingress the rules apply to (R6), as JSON.
-pub fn is_ingress(object: &Value) -> bool {
-    object["kind"] == "Ingress"
-        && ingress_rules::INGRESS_API_VERSIONS
-            .contains(&object["apiVersion"].as_str().unwrap_or_default())
-}
+#[allow(unused_imports)] // each test file uses some of them
+pub use rendered::{is_ingress, rendered_streams};
+#[allow(unused_imports)]
+pub use resolution_table::{RESOLUTION_TABLE, TableConfig};
 
 /// The Ingresses of a stream, in order, as JSON (List and IngressList items included).
 pub fn ingresses(text: &str) -> Vec<Value> {

@@ -1,26 +1,44 @@
-//! A scripted stand-in for a Kubernetes API server, for a real `kube::Client` (kube-rs
-//! watchers and reflectors) to talk to over plain HTTP on loopback.
+//! A stand-in for a Kubernetes API server on loopback (plain HTTP/1.1), for the tests: real
+//! `helm` and real `kube::Client`s (kube-rs watchers and reflectors) talk to it. There is no
+//! kube-apiserver in the tests; this plays the recorded answers of one.
 //!
-//! A test queues what the server answers, path by path, and the server plays it to the
-//! client in order:
+//! What a `GET` gets, in this order:
 //!
-//! - [`FakeKubeApi::answer`] queues the body of the next non-watch `GET` of a path (a list
-//!   page, `/version`). A request for which nothing is queued waits until something is, so a
-//!   test can hold one resource's initial list back and look at the webhook meanwhile.
-//! - [`FakeKubeApi::watch_lines`] queues watch events (the API server's JSON lines) for the
-//!   next or current `?watch=true` request of a path, sent as chunks of one chunked response,
-//!   as the API server streams them; [`WatchItem::End`] ends that response cleanly (the API
-//!   server does so at the watch's timeout and after an `ERROR` event) and [`WatchItem::Drop`]
-//!   cuts the TCP connection in the middle of it.
+//! - the next answer queued for its path with [`FakeApiServer::answer`] (a list page,
+//!   `/version`), each answer sent once;
+//! - the object stored for its path with [`FakeApiServer::serve_object`], as often as asked
+//!   (Helm's `lookup`);
+//! - for a server made with [`FakeApiServer::with_discovery`] (the Helm tests): API discovery
+//!   for a fixed set of resource types, and 404 for everything else, so no object "exists";
+//! - for a server made with [`FakeApiServer::scripted`] (the kube-rs tests): nothing yet — the
+//!   request waits until something is queued, so a test can hold one resource's initial
+//!   list back and look at the webhook meanwhile.
 //!
-//! Every request is recorded ([`FakeKubeApi::requests`]). Anything but `GET` gets 405.
+//! A `?watch=true` request is answered with the items queued by [`FakeApiServer::watch`] (the
+//! API server's JSON lines, one chunk each, of one chunked response, as it streams them);
+//! [`WatchItem::End`] ends that response cleanly (the API server does so at the watch's
+//! timeout and after an `ERROR` event) and [`WatchItem::Drop`] cuts the TCP connection in
+//! the middle of it.
+//!
+//! Every request is recorded ([`FakeApiServer::requests`]). Anything but `GET` gets 405, so
+//! a test can assert that a dry run wrote nothing.
+//!
+//! It is written on `std::net` rather than an HTTP server crate because a request that waits
+//! must notice its client leaving (a kube-rs client that gives up and retries) and leave
+//! the queued answer to the retry; [`client_alive`] peeks at the socket for that.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{BufReader, Write};
+use std::fmt;
+use std::io::{BufRead, BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod discovery;
 
 /// One request the fake received.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,6 +65,17 @@ impl Request {
     }
 }
 
+/// `METHOD /path?query`, as in the request line.
+impl fmt::Display for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.method, self.path)?;
+        if !self.query.is_empty() {
+            write!(f, "?{}", self.query)?;
+        }
+        Ok(())
+    }
+}
+
 /// What a watch response does next.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WatchItem {
@@ -58,14 +87,44 @@ pub enum WatchItem {
     Drop,
 }
 
-#[derive(Debug, Default)]
+/// What a `GET` of a path gets when nothing is queued or stored for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Otherwise {
+    /// API discovery, or 404.
+    Discovery,
+    /// It waits until an answer is queued.
+    Wait,
+}
+
+#[derive(Debug)]
 struct State {
+    otherwise: Otherwise,
     answers: HashMap<String, VecDeque<(u16, String)>>,
+    objects: HashMap<String, String>,
     watches: HashMap<String, VecDeque<WatchItem>>,
     requests: Vec<Request>,
 }
 
-#[derive(Debug, Default)]
+impl State {
+    /// The answer to a `GET` of `path` now, if there is one (see the module's docs).
+    fn answer(&mut self, path: &str) -> Option<(u16, String)> {
+        if let Some(queued) = self.answers.get_mut(path).and_then(VecDeque::pop_front) {
+            return Some(queued);
+        }
+        if let Some(object) = self.objects.get(path) {
+            return Some((200, object.clone()));
+        }
+        match self.otherwise {
+            Otherwise::Discovery => Some(
+                discovery::answer(path)
+                    .map_or_else(|| (404, status_json(404, "NotFound")), |body| (200, body)),
+            ),
+            Otherwise::Wait => None,
+        }
+    }
+}
+
+#[derive(Debug)]
 struct Shared {
     state: Mutex<State>,
     changed: Condvar,
@@ -106,20 +165,42 @@ impl Shared {
 
 /// The fake API server; stops when dropped.
 #[derive(Debug)]
-pub struct FakeKubeApi {
+pub struct FakeApiServer {
     addr: SocketAddr,
     shared: Arc<Shared>,
 }
 
-impl FakeKubeApi {
+impl FakeApiServer {
+    /// For Helm (`helm install --dry-run` needs a reachable cluster even for a client-side
+    /// dry run): discovery, stored objects, 404 for every other object. Helm must run with
+    /// `--disable-openapi-validation` (no OpenAPI schema is served).
+    pub fn with_discovery() -> Self {
+        Self::start(Otherwise::Discovery)
+    }
+
+    /// For kube-rs clients: only what the test queues; a `GET` with nothing queued waits.
+    pub fn scripted() -> Self {
+        Self::start(Otherwise::Wait)
+    }
+
     /// Listens on a free port of 127.0.0.1.
-    pub fn start() -> Self {
+    fn start(otherwise: Otherwise) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0")
-            .unwrap_or_else(|e| panic!("binding the fake Kubernetes API: {e}"));
+            .unwrap_or_else(|e| panic!("binding the fake API server: {e}"));
         let addr = listener
             .local_addr()
-            .unwrap_or_else(|e| panic!("the fake Kubernetes API's address: {e}"));
-        let shared = Arc::new(Shared::default());
+            .unwrap_or_else(|e| panic!("the fake API server's address: {e}"));
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                otherwise,
+                answers: HashMap::new(),
+                objects: HashMap::new(),
+                watches: HashMap::new(),
+                requests: Vec::new(),
+            }),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
         let server = Arc::clone(&shared);
         std::thread::spawn(move || {
             for stream in listener.incoming() {
@@ -139,6 +220,22 @@ impl FakeKubeApi {
         format!("http://{}", self.addr)
     }
 
+    /// Writes a kubeconfig for this server to `path` (with `namespace` as the context's
+    /// namespace, if given).
+    pub fn write_kubeconfig(&self, path: &Path, namespace: Option<&str>) {
+        let namespace = namespace
+            .map(|n| format!("\n    namespace: {n}"))
+            .unwrap_or_default();
+        let config = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\n\
+             users:\n- name: fake\n  user: {{}}\ncontexts:\n- name: fake\n  context:\n    \
+             cluster: fake\n    user: fake{namespace}\ncurrent-context: fake\n",
+            self.url()
+        );
+        std::fs::write(path, config)
+            .unwrap_or_else(|e| panic!("writing kubeconfig {}: {e}", path.display()));
+    }
+
     /// Queues the answer to the next non-watch GET of `path`.
     pub fn answer(&self, path: &str, status: u16, body: impl Into<String>) {
         self.shared
@@ -147,6 +244,15 @@ impl FakeKubeApi {
             .entry(path.to_owned())
             .or_default()
             .push_back((status, body.into()));
+        self.shared.changed.notify_all();
+    }
+
+    /// From now on, a GET of `path` with nothing queued answers `object` (JSON).
+    pub fn serve_object(&self, path: &str, object: &Value) {
+        self.shared
+            .lock()
+            .objects
+            .insert(path.to_owned(), object.to_string());
         self.shared.changed.notify_all();
     }
 
@@ -213,7 +319,7 @@ impl FakeKubeApi {
     }
 }
 
-impl Drop for FakeKubeApi {
+impl Drop for FakeApiServer {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         self.shared.changed.notify_all();
@@ -237,12 +343,40 @@ fn client_alive(stream: &TcpStream) -> bool {
     alive
 }
 
+/// Reads one HTTP/1.1 request (its request line and its body, by `Content-Length`); `None`
+/// when the client closed the connection.
+fn read_http_request(reader: &mut impl BufRead) -> Option<(String, Vec<u8>)> {
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+        return None;
+    }
+    let mut content_length = 0usize;
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).unwrap_or(0) == 0 {
+            return None;
+        }
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            content_length = value.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0u8; content_length];
+    reader.read_exact(&mut body).ok()?;
+    Some((request_line, body))
+}
+
 fn serve(stream: TcpStream, shared: &Shared) {
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
     let mut reader = BufReader::new(stream);
-    while let Some((request_line, _body)) = crate::read_http_request(&mut reader) {
+    while let Some((request_line, _body)) = read_http_request(&mut reader) {
         let mut parts = request_line.split_whitespace();
         let method = parts.next().unwrap_or("").to_owned();
         let target = parts.next().unwrap_or("");
@@ -257,8 +391,7 @@ fn serve(stream: TcpStream, shared: &Shared) {
             shared.changed.notify_all();
         }
         if request.method != "GET" {
-            let body = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"MethodNotAllowed","code":405}"#;
-            if respond(&mut writer, 405, body).is_err() {
+            if respond(&mut writer, 405, &status_json(405, "MethodNotAllowed")).is_err() {
                 return;
             }
             continue;
@@ -268,21 +401,23 @@ fn serve(stream: TcpStream, shared: &Shared) {
             return;
         }
         let conn = reader.get_ref();
-        let Some((status, body)) = shared.wait_for(
-            |state| {
-                state
-                    .answers
-                    .get_mut(&request.path)
-                    .and_then(VecDeque::pop_front)
-            },
-            || client_alive(conn),
-        ) else {
+        let Some((status, body)) =
+            shared.wait_for(|state| state.answer(&request.path), || client_alive(conn))
+        else {
             return;
         };
         if respond(&mut writer, status, &body).is_err() {
             return;
         }
     }
+}
+
+/// A `Status` object, as the API server answers a failed request.
+fn status_json(code: u16, reason: &str) -> String {
+    serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code
+    })
+    .to_string()
 }
 
 fn respond(writer: &mut TcpStream, status: u16, body: &str) -> std::io::Result<()> {

@@ -7,10 +7,14 @@ use ingress_rules::{IngressTarget, Level, resolve};
 use postrender::config::StyrminConfig;
 use postrender::render::{self, RenderRules};
 use postrender::stream;
+use rendered::{is_ingress, rendered_streams};
+use resolution_table::RESOLUTION_TABLE;
 use serde_json::Value;
-use support::{RESOLUTION_TABLE, is_ingress, rendered_streams};
 
-mod support;
+#[path = "support/rendered.rs"]
+mod rendered;
+#[path = "support/resolution_table.rs"]
+mod resolution_table;
 
 fn fixtures() -> Vec<(String, String)> {
     rendered_streams()

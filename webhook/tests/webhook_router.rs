@@ -9,14 +9,17 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use base64::Engine as _;
-use e2e::webhook_data;
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use styrmin_webhook::metrics::Metrics;
 use styrmin_webhook::policy_file::load_policy;
 use styrmin_webhook::view::{ViewSink, ViewStore};
 use styrmin_webhook::{AppState, MAX_BODY_BYTES, router};
+use support_data::webhook_data;
 use tower::ServiceExt as _;
+
+#[path = "support/data.rs"]
+mod support_data;
 
 const CLASS: &str = "kubernetes.io/ingress.class";
 

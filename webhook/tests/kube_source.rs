@@ -13,25 +13,25 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use e2e::fake_kube::{FakeKubeApi, Request as ApiRequest, WatchItem};
-use e2e::webhook_data;
+use fake_apiserver::{FakeApiServer, Request as ApiRequest, WatchItem};
 use http_body_util::BodyExt as _;
 use ingress_rules::IngressTarget;
+use recorded_cluster::{
+    CLUSTERS, DEPLOYMENTS, ENVIRONMENTS, INGRESSES, NAMESPACES, SERVICES, STEP, client, metric,
+    recorded,
+};
 use serde_json::{Value, json};
 use styrmin_webhook::kube_source::{API_CALLS, ApiCall, KubeSource};
 use styrmin_webhook::metrics::Metrics;
 use styrmin_webhook::view::{Phase, View, ViewSource as _, ViewStore};
 use styrmin_webhook::{AppState, router};
+use support_data::webhook_data;
 use tower::ServiceExt as _;
 
-const CLUSTERS: &str = "/apis/styrmin.io/v1alpha1/styrminclusters";
-const ENVIRONMENTS: &str = "/apis/styrmin.io/v1alpha1/styrminenvironments";
-const DEPLOYMENTS: &str = "/apis/styrmin.io/v1alpha1/styrmindeployments";
-const INGRESSES: &str = "/apis/networking.k8s.io/v1/ingresses";
-const SERVICES: &str = "/api/v1/services";
-const NAMESPACES: &str = "/api/v1/namespaces";
-/// Long enough for the watcher's backoff after an error (0.8 s, then 1.6 s, with jitter).
-const STEP: Duration = Duration::from_secs(20);
+#[path = "support/recorded_cluster.rs"]
+mod recorded_cluster;
+#[path = "support/data.rs"]
+mod support_data;
 
 /// What an Ingress of deployment `id` gets from the view: a class, "" or "dedicated".
 fn class_of(view: &View, id: &str) -> String {
@@ -41,19 +41,8 @@ fn class_of(view: &View, id: &str) -> String {
     }
 }
 
-fn recorded(name: &str) -> String {
-    std::fs::read_to_string(webhook_data(&format!("apiserver/{name}")))
-        .unwrap_or_else(|e| panic!("webhook/tests/data/apiserver/{name}: {e}"))
-}
-
 async fn get(state: &AppState, uri: &str) -> (StatusCode, String) {
-    let response = router(state.clone())
-        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    (status, String::from_utf8_lossy(&body).into_owned())
+    recorded_cluster::get(router(state.clone()), uri).await
 }
 
 /// Polls `condition` on the view store until it holds; fails with `what` after `STEP`.
@@ -67,19 +56,6 @@ async fn wait_until(store: &ViewStore, what: &str, condition: impl Fn(&ViewStore
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("metric {name} not in:\n{text}"))
-}
-
-fn client(api: &FakeKubeApi) -> kube::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = kube::Config::new(api.url().parse().unwrap());
-    kube::Client::try_from(config).unwrap()
 }
 
 /// An Ingress review in `styrmin-<id>` with the chart's class `chart`.
@@ -119,7 +95,7 @@ async fn mutate(state: &AppState, review: &Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
-    let api = FakeKubeApi::start();
+    let api = FakeApiServer::scripted();
     api.answer("/version", 200, recorded("version.json"));
     api.answer(CLUSTERS, 200, recorded("styrminclusters.list.json"));
     api.answer(ENVIRONMENTS, 200, recorded("styrminenvironments.list.json"));
@@ -379,7 +355,7 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
 /// make build && docker build -t styrmin-webhook:0.1.0 . && kind load docker-image styrmin-webhook:0.1.0 --name styrmin
 /// target/release/styrmin-certs && kubectl apply -k manifests/overlays/self-signed
 /// kubectl -n styrmin-system rollout status deploy/styrmin-webhook --timeout=120s
-/// cargo test -p styrmin-e2e --test kube_source -- --ignored   # with the kind context current
+/// cargo test -p styrmin-webhook --test kube_source -- --ignored   # with the kind context current
 /// ```
 #[tokio::test]
 #[ignore = "needs cluster"]
