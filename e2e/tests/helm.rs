@@ -222,14 +222,10 @@ fn helm3_install_dry_run_against_fake_api_server() {
         );
     }
     let requests = server.requests();
-    let writes: Vec<String> = requests
-        .iter()
-        .filter(|r| r.method != "GET")
-        .map(ToString::to_string)
-        .collect();
+    let writes = server.writes();
     assert!(
         writes.is_empty(),
-        "a dry run wrote to the API server: {writes:?}"
+        "a dry run wrote to the API server: {writes:#?}"
     );
     assert!(
         requests.iter().any(|r| r.method == "GET"

@@ -282,6 +282,15 @@ impl FakeApiServer {
         self.shared.lock().requests.clone()
     }
 
+    /// Every request so far that was not a `GET` (each answered 405), for a test that
+    /// asserts a dry run wrote nothing.
+    pub fn writes(&self) -> Vec<Request> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.method != "GET")
+            .collect()
+    }
+
     /// Whether everything queued for `path` has been sent.
     pub fn drained(&self, path: &str) -> bool {
         let state = self.shared.lock();
