@@ -24,7 +24,7 @@ demo: tools
 	scripts/demo.sh
 
 # The kustomize base and the PrometheusRule component, rendered from the Helm chart
-# charts/styrmin-webhook (the one source of truth; tests/tests/helm_chart.rs fails when the
+# charts/styrmin-webhook (the one source of truth; e2e/tests/helm_chart.rs fails when the
 # committed files differ). Run after changing the chart, and commit the result.
 manifests: tools
 	scripts/generate-base.sh
@@ -59,7 +59,7 @@ bench-webhook:
 
 # Fuzzing (not part of `make test`: installing cargo-fuzz and building the instrumented
 # targets takes longer than a test run should; `cargo test` runs the targets' bodies over
-# the seed corpus instead, tests/tests/fuzz_bodies.rs). fuzz/README.md has the numbers.
+# the seed corpus instead, e2e/tests/fuzz_bodies.rs). fuzz/README.md has the numbers.
 FUZZ_SECONDS ?= 600
 fuzz-tools:
 	test -x $(TOOLS)/cargo-fuzz || $(CARGO) install cargo-fuzz --locked --root .tools

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Fills fuzz/corpus/<target>/ with the seed corpus: the project's own test data.
-#   rendered_stream:   every rendered stream of tests/data/rendered (the first byte picks one
+#   rendered_stream:   every rendered stream of postrender/tests/data/rendered (the first byte picks one
 #                      of the configurations in src/lib.rs: each stream once per configuration)
 #   postrender_config: examples/*.yaml and the configurations of the tests
-#   admission_review:  tests/data/admission/*.json, and each again in the namespaces of the
+#   admission_review:  webhook/tests/data/admission/*.json, and each again in the namespaces of the
 #                      test policy's deployments (styrmin-web1, -web2, -ctl9)
-#   policy_file:       tests/data/admission/policy.yaml and examples/*.yaml
+#   policy_file:       webhook/tests/data/admission/policy.yaml and examples/*.yaml
 # plus every file in fuzz/regressions/<target>/ (inputs that once failed).
 set -euo pipefail
 cd "$(dirname "$0")"
 root=..
 mkdir -p corpus/{rendered_stream,postrender_config,admission_review,policy_file}
 
-for f in "$root"/tests/data/rendered/*.yaml; do
+for f in "$root"/postrender/tests/data/rendered/*.yaml; do
   for c in 0 1 2 3 4 5 6; do
     { printf "\\x0$c"; cat "$f"; } > "corpus/rendered_stream/$(basename "$f").$c"
   done
@@ -22,7 +22,7 @@ cp "$root"/examples/*.yaml corpus/postrender_config/
 printf 'cluster: {ingress_class: null}\nenvironment: {dedicated_ingress: {replicas: 2}}\ndeployment:\n  ingress_class: "on"\n' \
   > corpus/postrender_config/levels.yaml
 
-for f in "$root"/tests/data/admission/*.json; do
+for f in "$root"/webhook/tests/data/admission/*.json; do
   name=$(basename "$f" .json)
   cp "$f" "corpus/admission_review/$name.json"
   for ns in web1 web2 ctl9; do
@@ -31,7 +31,7 @@ for f in "$root"/tests/data/admission/*.json; do
   done
 done
 
-cp "$root"/tests/data/admission/policy.yaml corpus/policy_file/
+cp "$root"/webhook/tests/data/admission/policy.yaml corpus/policy_file/
 cp "$root"/examples/*.yaml corpus/policy_file/
 
 for t in rendered_stream postrender_config admission_review policy_file; do

@@ -4,8 +4,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$ROOT/target/release/styrmin-postrender"
 HELM3="$ROOT/.tools/bin/helm3"
-CHART="$ROOT/tests/data/charts/styrmin-e2e"
-RENDERED="$ROOT/tests/data/rendered/umbrella-mix.helm3-postrenderer-stdin.yaml"
+CHART="$ROOT/e2e/tests/data/charts/styrmin-e2e"
+RENDERED="$ROOT/postrender/tests/data/rendered/umbrella-mix.helm3-postrenderer-stdin.yaml"
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Renders the kustomize manifests that come from the Helm chart, so that the chart stays the
-# one source of truth (tests/tests/helm_chart.rs fails when the committed files differ):
+# one source of truth (e2e/tests/helm_chart.rs fails when the committed files differ):
 #   manifests/base/styrmin-webhook.yaml                   chart + manifests/base/values.yaml
 #   manifests/components/prometheus-rule/prometheusrule.yaml   chart + that component's values.yaml
 # Uses Helm 4 from .tools/bin (`make tools`).

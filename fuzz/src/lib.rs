@@ -1,5 +1,5 @@
 //! The bodies of the fuzz targets, as plain functions: `fuzz_targets/*.rs` hand them
-//! libFuzzer's input, and `tests/tests/fuzz_bodies.rs` (in the main workspace) runs them
+//! libFuzzer's input, and `e2e/tests/fuzz_bodies.rs` (in the main workspace) runs them
 //! over the seed corpus in `cargo test`, so they keep compiling and their properties keep
 //! holding without a fuzzer.
 //!
@@ -186,7 +186,7 @@ pub fn postrender_config(data: &[u8]) {
     }
 }
 
-const POLICY: &str = include_str!("../../tests/data/admission/policy.yaml");
+const POLICY: &str = include_str!("../../webhook/tests/data/admission/policy.yaml");
 
 /// The views `admission_review` decides with: the test policy, and the same on Kubernetes
 /// 1.24 (where R4 is denied, R9).

@@ -30,7 +30,7 @@ for port in 18443 18444; do
   for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
 done
 
-BODY=tests/data/admission/crafted__ingress-v1-create__bench-3kb.json
+BODY=webhook/tests/data/admission/crafted__ingress-v1-create__bench-3kb.json
 run() { # server port rate
   "$BIN/examples/loadgen" --addr "127.0.0.1:$2" --ca "$WORK/certs/ca.crt" --body "$BODY" \
     --rate "$3" --seconds "$SECONDS_PER_RUN" --connections "$CONNECTIONS"

@@ -4,7 +4,7 @@
 //! readers take for booleans or numbers, quoted), Lists of Ingresses, documents that are not
 //! Ingresses, and comments; and the three configuration levels.
 //!
-//! Shared by `postrender/tests/properties.rs` and `tests/tests/properties_one_rule_set.rs`
+//! Shared by `postrender/tests/properties.rs` and `e2e/tests/properties_one_rule_set.rs`
 //! (included there with `#[path]`).
 
 #![allow(dead_code)] // each includer uses its part

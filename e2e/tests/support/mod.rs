@@ -1,0 +1,144 @@
+//! What several end-to-end tests share: the resolution table and the real rendered streams
+//! (both from the post-renderer's tests, included here), and the webhook answering in-process.
+//!
+//! Each test file that uses it says `mod support;`; not every file uses every item.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use base64::Engine as _;
+use http_body_util::BodyExt as _;
+use serde_json::{Value, json};
+use styrmin_webhook::api::{AppState, router};
+use styrmin_webhook::budget::RequestBudget;
+use styrmin_webhook::decide::DecideOptions;
+use styrmin_webhook::metrics::Metrics;
+use styrmin_webhook::policy_file::parse_policy;
+use styrmin_webhook::view::ViewStore;
+use tower::ServiceExt as _;
+
+#[path = "../../../postrender/tests/support/rendered.rs"]
+mod rendered;
+#[path = "../../../postrender/tests/support/resolution_table.rs"]
+mod resolution_table;
+
+#[allow(unused_imports)] // each test file uses some of them
+pub use rendered::{is_ingress, rendered_streams};
+#[allow(unused_imports)]
+pub use resolution_table::{RESOLUTION_TABLE, TableConfig};
+
+/// The Ingresses of a stream, in order, as JSON (List and IngressList items included).
+pub fn ingresses(text: &str) -> Vec<Value> {
+    let mut found = Vec::new();
+    for document in postrender::stream::split(text) {
+        let doc: Option<Value> = serde_saphyr::from_str(&text[document.range]).expect("YAML");
+        let Some(doc) = doc else { continue };
+        if is_ingress(&doc) {
+            found.push(doc);
+        } else if ingress_rules::is_ingress_container_list(
+            doc["apiVersion"].as_str().unwrap_or_default(),
+            doc["kind"].as_str().unwrap_or_default(),
+        ) {
+            found.extend(
+                doc["items"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|i| is_ingress(i))
+                    .cloned(),
+            );
+        }
+    }
+    found
+}
+
+/// The webhook's router in-process (`oneshot`), with a view read from policy-file text.
+pub struct Webhook {
+    state: AppState,
+}
+
+/// The webhook's answer to an Ingress review, with its JSON patch applied (RFC 6902).
+pub struct Admitted {
+    pub object: Value,
+    pub warnings: Vec<String>,
+    pub patched: bool,
+}
+
+impl Webhook {
+    pub fn new(policy: &str) -> Self {
+        let state = AppState::new(
+            Arc::new(ViewStore::default()),
+            Arc::new(Metrics::new()),
+            DecideOptions::default(),
+            RequestBudget::default(),
+        );
+        let view = parse_policy(Path::new("policy.yaml"), policy).expect("policy");
+        state.view_sink().publish(view);
+        Webhook { state }
+    }
+
+    /// Sends `object` as the API server would, in the namespace of deployment `app`.
+    pub async fn admit(&self, operation: &str, object: &Value, uid: &str) -> Admitted {
+        let review = json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": uid,
+                "kind": {"group": "networking.k8s.io", "version": "v1", "kind": "Ingress"},
+                "resource": {"group": "networking.k8s.io", "version": "v1", "resource": "ingresses"},
+                "name": object["metadata"]["name"].clone(),
+                "namespace": "styrmin-app",
+                "operation": operation,
+                "userInfo": {"username": "system:serviceaccount:flux-system:helm-controller"},
+                "object": object,
+                "oldObject": if operation == "UPDATE" { object.clone() } else { Value::Null },
+                "dryRun": false,
+            }
+        });
+        let request = Request::post("/mutate?timeout=10s")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(serde_json::to_vec(&review).expect("JSON")))
+            .expect("request");
+        let response = router(self.state.clone())
+            .oneshot(request)
+            .await
+            .expect("answer");
+        assert_eq!(response.status(), StatusCode::OK);
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        let answer: Value = serde_json::from_slice(&bytes).expect("an AdmissionReview");
+        let response = &answer["response"];
+        assert_eq!(response["uid"], uid);
+        assert_eq!(response["allowed"], true, "{answer}");
+        let mut object = object.clone();
+        let patched = response.get("patch").is_some();
+        if let Some(patch) = response.get("patch") {
+            assert_eq!(response["patchType"], "JSONPatch");
+            let text = patch.as_str().expect("the patch is a base64 string");
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .expect("standard base64");
+            let patch: json_patch::Patch =
+                serde_json::from_slice(&bytes).expect("an RFC 6902 patch");
+            json_patch::patch(&mut object, &patch).expect("the patch applies");
+        }
+        let warnings = response["warnings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|w| w.as_str().expect("a warning is a string").to_owned())
+            .collect();
+        Admitted {
+            object,
+            warnings,
+            patched,
+        }
+    }
+}

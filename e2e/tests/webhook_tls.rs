@@ -1,0 +1,1933 @@
+//! End to end over real TLS: the release binaries `styrmin-certs` and `styrmin-webhook`, and a
+//! client that verifies the server as the API server does (only the CA bundle that
+//! `styrmin-certs` wrote into the webhook configuration, server name
+//! `<service>.<namespace>.svc`). Also: certificate rotation under load, SIGTERM under load,
+//! a policy file replaced by garbage and then fixed, and the budgets (stalled bodies and
+//! heads, idle and hoarded connections, alias bombs, megabyte strings, a half-written policy).
+//!
+//! Needs `cargo build --release` first (`make build`); traffic stays on 127.0.0.1.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use e2e::{release_binary, webhook_data, workspace_root};
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject as _;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+const SERVICE: &str = "styrmin-webhook";
+const NAMESPACE: &str = "styrmin-system";
+const SERVER_NAME: &str = "styrmin-webhook.styrmin-system.svc";
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Polls `check` until it is true or the timeout passes.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + TIMEOUT;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+struct Certs {
+    dir: PathBuf,
+    webhook_config: PathBuf,
+}
+
+impl Certs {
+    /// Runs `styrmin-certs` into `dir`, filling a copy of the committed webhook configuration.
+    fn make(dir: &Path) -> Certs {
+        let webhook_config = dir.join("mutatingwebhookconfiguration.yaml");
+        if !webhook_config.exists() {
+            std::fs::copy(
+                workspace_root().join("manifests/overlays/self-signed/webhook-ca-bundle.yaml"),
+                &webhook_config,
+            )
+            .unwrap();
+        }
+        let certs = Certs {
+            dir: dir.join("certs"),
+            webhook_config,
+        };
+        certs.rotate();
+        certs
+    }
+
+    /// A new serving certificate from the same CA (what a rotation does).
+    fn rotate(&self) {
+        let status = Command::new(release_binary("styrmin-certs"))
+            .args([
+                "--service",
+                SERVICE,
+                "--namespace",
+                NAMESPACE,
+                "--days",
+                "2",
+            ])
+            .arg("--out-dir")
+            .arg(&self.dir)
+            .arg("--webhook-config")
+            .arg(&self.webhook_config)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// The CA, read back from the webhook configuration's caBundle, as the API server does.
+    fn bundle(&self) -> Vec<CertificateDer<'static>> {
+        let text = std::fs::read_to_string(&self.webhook_config).unwrap();
+        let bundles: Vec<&str> = text
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("caBundle: \""))
+            .map(|rest| &rest[..rest.find('"').unwrap()])
+            .collect();
+        assert_eq!(bundles.len(), 2, "both webhooks get the bundle");
+        assert_eq!(bundles[0], bundles[1]);
+        assert!(
+            text.contains("# filled in by styrmin-certs"),
+            "comments are kept"
+        );
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(bundles[0])
+            .unwrap();
+        assert_eq!(pem, std::fs::read(self.dir.join("ca.crt")).unwrap());
+        CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    fn serving_cert(&self) -> CertificateDer<'static> {
+        CertificateDer::from_pem_file(self.dir.join("tls.crt")).unwrap()
+    }
+}
+
+/// The webhook process, killed when dropped.
+struct Webhook {
+    child: Child,
+    addr: SocketAddr,
+    metrics_addr: SocketAddr,
+    logs: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Webhook {
+    /// With `options` (`("--flag", "value")`) replacing or adding to the harness's own.
+    async fn start_with(certs: &Certs, policy: &Path, options: &[(&str, &str)]) -> Webhook {
+        let mut flags: Vec<(&str, &str)> = vec![
+            ("--listen", "127.0.0.1:0"),
+            ("--metrics-listen", "127.0.0.1:0"),
+            ("--log-format", "json"),
+            ("--log-filter", "info"),
+            ("--reload-interval-ms", "100"),
+            ("--drain-timeout-secs", "5"),
+            ("--shutdown-delay-secs", "1"),
+        ];
+        for (flag, value) in options {
+            match flags.iter_mut().find(|(f, _)| f == flag) {
+                Some(slot) => slot.1 = value,
+                None => flags.push((flag, value)),
+            }
+        }
+        let mut command = Command::new(release_binary("styrmin-webhook"));
+        for (flag, value) in flags {
+            // A switch is given as ("--flag", "").
+            command.arg(flag);
+            if !value.is_empty() {
+                command.arg(value);
+            }
+        }
+        let mut child = command
+            .arg("--tls-cert")
+            .arg(certs.dir.join("tls.crt"))
+            .arg("--tls-key")
+            .arg(certs.dir.join("tls.key"))
+            .arg("--policy-file")
+            .arg(policy)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let value = serde_json::from_str(&line).unwrap_or_else(|_| json!({"raw": line}));
+                sink.lock().unwrap().push(value);
+            }
+        });
+        let logs_for_lookup = logs.clone();
+        let listening = move |which: &str| {
+            logs_for_lookup.lock().unwrap().iter().find_map(|line| {
+                let fields = &line["fields"];
+                (fields["message"] == "listening" && fields["listener"] == which).then(|| {
+                    fields["address"]
+                        .as_str()
+                        .unwrap()
+                        .parse::<SocketAddr>()
+                        .unwrap()
+                })
+            })
+        };
+        let mut webhook = Webhook {
+            child,
+            addr: "127.0.0.1:1".parse().unwrap(),
+            metrics_addr: "127.0.0.1:1".parse().unwrap(),
+            logs,
+        };
+        eventually("the listening log lines", || {
+            assert!(
+                webhook.child.try_wait().unwrap().is_none(),
+                "webhook exited: {:?}",
+                webhook.logs.lock().unwrap()
+            );
+            listening("https").is_some() && listening("metrics").is_some()
+        })
+        .await;
+        webhook.addr = listening("https").unwrap();
+        webhook.metrics_addr = listening("metrics").unwrap();
+        webhook
+    }
+
+    fn logged(&self, message: &str) -> usize {
+        self.logs
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|line| line["fields"]["message"] == message)
+            .count()
+    }
+
+    /// `GET path` over the plain-HTTP listener: the whole answer, status line first.
+    fn get(&self, path: &str) -> String {
+        let mut stream = std::net::TcpStream::connect(self.metrics_addr).unwrap();
+        stream
+            .write_all(
+                format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            )
+            .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        text
+    }
+
+    /// `/metrics` over the plain-HTTP listener.
+    fn metrics(&self) -> String {
+        let mut stream = std::net::TcpStream::connect(self.metrics_addr).unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        text
+    }
+
+    fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+fn tls_config(roots: &[CertificateDer<'static>]) -> Arc<rustls::ClientConfig> {
+    let mut store = rustls::RootCertStore::empty();
+    for cert in roots {
+        store.add(cert.clone()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(store)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // Like the API server's Go client (no ClientSessionCache): a full handshake each time, so
+    // that each new connection sees the certificate served now.
+    config.resumption = rustls::client::Resumption::disabled();
+    Arc::new(config)
+}
+
+/// One HTTP/1.1 connection over verified TLS, as the API server opens them.
+struct Connection {
+    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    peer_cert: CertificateDer<'static>,
+}
+
+#[derive(Debug)]
+enum ConnectError {
+    /// TCP refused or reset before the TLS session was up: no request was sent.
+    NotAccepted(String),
+}
+
+impl Connection {
+    async fn open(
+        addr: SocketAddr,
+        config: Arc<rustls::ClientConfig>,
+        name: &str,
+    ) -> Result<Connection, ConnectError> {
+        let tcp = TcpStream::connect(addr)
+            .await
+            .map_err(|e| ConnectError::NotAccepted(e.to_string()))?;
+        let name = ServerName::try_from(name.to_owned()).unwrap();
+        let tls = TlsConnector::from(config)
+            .connect(name, tcp)
+            .await
+            .map_err(|e| ConnectError::NotAccepted(e.to_string()))?;
+        let peer_cert = tls.get_ref().1.peer_certificates().unwrap()[0]
+            .clone()
+            .into_owned();
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        Ok(Connection { sender, peer_cert })
+    }
+
+    /// POSTs a review; `Err` when the request was sent and no complete answer came back.
+    async fn review(&mut self, body: &Value) -> Result<Value, String> {
+        self.sender
+            .ready()
+            .await
+            .map_err(|e| format!("connection not ready: {e}"))?;
+        let request = hyper::Request::post("/mutate?timeout=10s")
+            .header("host", SERVER_NAME)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(serde_json::to_vec(body).unwrap())))
+            .unwrap();
+        let response = self
+            .sender
+            .send_request(request)
+            .await
+            .map_err(|e| format!("no answer: {e}"))?;
+        let status = response.status();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("truncated answer: {e}"))?
+            .to_bytes();
+        if status != 200 {
+            return Err(format!(
+                "HTTP {status}: {}",
+                String::from_utf8_lossy(&bytes)
+            ));
+        }
+        let answer: Value =
+            serde_json::from_slice(&bytes).map_err(|e| format!("answer is not JSON: {e}"))?;
+        if answer["response"]["uid"] != body["request"]["uid"] {
+            return Err(format!("uid not echoed: {answer}"));
+        }
+        Ok(answer)
+    }
+
+    fn is_closed(&self) -> bool {
+        self.sender.is_closed()
+    }
+}
+
+fn review_in(name: &str, namespace: &str) -> Value {
+    let text = std::fs::read_to_string(webhook_data(&format!("admission/{name}"))).unwrap();
+    let value: Value = serde_json::from_str(&text).unwrap();
+    let mut review = if name.ends_with(".request.json") {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": value})
+    } else {
+        value
+    };
+    review["request"]["namespace"] = json!(namespace);
+    review["request"]["object"]["metadata"]["namespace"] = json!(namespace);
+    review
+}
+
+/// Applies the answer's patch to the request's object with an RFC 6902 implementation.
+fn patched(body: &Value, answer: &Value) -> Value {
+    let mut object = body["request"]["object"].clone();
+    if let Some(patch) = answer["response"].get("patch") {
+        assert_eq!(answer["response"]["patchType"], "JSONPatch");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(patch.as_str().expect("a base64 string"))
+            .unwrap();
+        let patch: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
+        json_patch::patch(&mut object, &patch).unwrap();
+    }
+    object
+}
+
+fn classes(object: &Value) -> (Option<String>, Option<String>) {
+    let get = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    (
+        get("/spec/ingressClassName"),
+        get("/metadata/annotations/kubernetes.io~1ingress.class"),
+    )
+}
+
+/// What every test of a running webhook starts from: a scratch directory with a CA, a serving
+/// certificate and a policy file, and a client that trusts only the CA bundle in the webhook
+/// configuration, as the API server does.
+struct Fixture {
+    // Kept for its lifetime: the files are removed when the test ends.
+    _dir: tempfile::TempDir,
+    certs: Certs,
+    policy: PathBuf,
+    config: Arc<rustls::ClientConfig>,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let certs = Certs::make(dir.path());
+        let policy = dir.path().join("policy.yaml");
+        std::fs::copy(webhook_data("admission/policy.yaml"), &policy).unwrap();
+        let config = tls_config(&certs.bundle());
+        Fixture {
+            _dir: dir,
+            certs,
+            policy,
+            config,
+        }
+    }
+
+    /// The webhook on these files, with `options` as in [`Webhook::start_with`].
+    async fn start(&self, options: &[(&str, &str)]) -> Webhook {
+        Webhook::start_with(&self.certs, &self.policy, options).await
+    }
+}
+
+const INGRESS: &str =
+    "kubewarden-ingress-policy__ingress-v1-create__multi-backend-partial-tls.request.json";
+
+#[tokio::test]
+async fn tls_end_to_end_with_the_fixtures() {
+    let fx = Fixture::new();
+    let webhook = fx.start(&[]).await;
+    let config = fx.config.clone();
+    let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
+        .await
+        .unwrap();
+
+    for (name, namespace, expected) in [
+        (INGRESS, "styrmin-web1", (None, Some("traefik"))),
+        (
+            "kubewarden-safe-annotations-policy__ingress-v1-with-annotations.request.json",
+            "styrmin-web1",
+            (None, Some("traefik")),
+        ),
+        (
+            "kubewarden-ingress-policy__ingress-v1-create__wildcard-host.request.json",
+            "styrmin-web2",
+            (Some("haproxy"), Some("haproxy")),
+        ),
+        (
+            "kubewarden-unique-ingress-policy__ingress-v1-create.request.json",
+            "styrmin-other",
+            (Some("contour"), Some("contour")),
+        ),
+        (
+            "crafted__ingress-extensions-v1beta1-create.json",
+            "styrmin-web1",
+            (None, Some("traefik")),
+        ),
+        (
+            "crafted__ingress-v1-update__with-old-object.json",
+            "styrmin-web2",
+            (Some("haproxy"), Some("haproxy")),
+        ),
+    ] {
+        let body = review_in(name, namespace);
+        let answer = conn.review(&body).await.unwrap();
+        assert_eq!(answer["response"]["allowed"], true, "{name}");
+        let object = patched(&body, &answer);
+        let expected = (expected.0.map(str::to_owned), expected.1.map(str::to_owned));
+        assert_eq!(classes(&object), expected, "{name} in {namespace}");
+        // R8: the patched object gets no patch.
+        let mut again = body.clone();
+        again["request"]["object"] = object;
+        assert!(
+            conn.review(&again).await.unwrap()["response"]
+                .get("patch")
+                .is_none(),
+            "{name}"
+        );
+    }
+
+    // Unmanaged namespace and a Pod: allowed, no patch.
+    for (name, namespace) in [
+        (INGRESS, "default"),
+        ("kube-rs__pod-create-v1__gke-capture.json", "styrmin-web1"),
+    ] {
+        let body = review_in(name, namespace);
+        let answer = conn.review(&body).await.unwrap();
+        assert_eq!(
+            answer["response"],
+            json!({"uid": body["request"]["uid"], "allowed": true}),
+            "{name}"
+        );
+    }
+
+    // W2 over the wire.
+    let body = review_in("crafted__helmrelease-v2-upgrade.json", "styrmin-web1");
+    let answer = conn.review(&body).await.unwrap();
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(answer["response"]["status"]["code"], 403);
+
+    // The server is verified: a wrong name or another CA fails the handshake.
+    let Err(ConnectError::NotAccepted(reason)) =
+        Connection::open(webhook.addr, config.clone(), "other.styrmin-system.svc").await
+    else {
+        panic!("a wrong server name must fail verification");
+    };
+    assert!(reason.contains("certificate"), "{reason}");
+    let other = tempfile::tempdir().unwrap();
+    let other_certs = Certs::make(other.path());
+    assert!(
+        Connection::open(webhook.addr, tls_config(&other_certs.bundle()), SERVER_NAME)
+            .await
+            .is_err()
+    );
+    // The .svc.cluster.local name is in the certificate too.
+    assert!(
+        Connection::open(
+            webhook.addr,
+            config,
+            "styrmin-webhook.styrmin-system.svc.cluster.local"
+        )
+        .await
+        .is_ok()
+    );
+
+    let metrics = webhook.metrics();
+    assert!(
+        metrics.contains(r#"kind="Ingress",operation="CREATE",outcome="patched"}"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("styrmin_webhook_certificate_expiry_timestamp_seconds"),
+        "{metrics}"
+    );
+}
+
+/// Workers that send reviews until told to stop, each on its own connection, reconnecting
+/// every few requests so that new handshakes happen throughout.
+struct Load {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicUsize>,
+    failures: Arc<Mutex<Vec<String>>>,
+    certs_seen: Arc<Mutex<Vec<CertificateDer<'static>>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(
+        addr: SocketAddr,
+        config: Arc<rustls::ClientConfig>,
+        workers: usize,
+        reconnect_every: usize,
+    ) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ok = Arc::new(AtomicUsize::new(0));
+        let failures = Arc::new(Mutex::new(Vec::new()));
+        let certs_seen = Arc::new(Mutex::new(Vec::new()));
+        let body = review_in(INGRESS, "styrmin-web1");
+        let tasks = (0..workers)
+            .map(|_| {
+                let (stop, ok, failures, certs_seen, config, body) = (
+                    stop.clone(),
+                    ok.clone(),
+                    failures.clone(),
+                    certs_seen.clone(),
+                    config.clone(),
+                    body.clone(),
+                );
+                tokio::spawn(async move {
+                    let mut conn: Option<Connection> = None;
+                    let mut on_this_connection = 0;
+                    while !stop.load(Ordering::SeqCst) {
+                        if conn.as_ref().is_none_or(Connection::is_closed)
+                            || on_this_connection >= reconnect_every
+                        {
+                            match Connection::open(addr, config.clone(), SERVER_NAME).await {
+                                Ok(c) => {
+                                    let mut seen = certs_seen.lock().unwrap();
+                                    if !seen.contains(&c.peer_cert) {
+                                        seen.push(c.peer_cert.clone());
+                                    }
+                                    conn = Some(c);
+                                    on_this_connection = 0;
+                                }
+                                // Refused: the server stopped accepting (SIGTERM); nothing was sent.
+                                Err(ConnectError::NotAccepted(_)) => return,
+                            }
+                        }
+                        let Some(c) = conn.as_mut() else { return };
+                        match c.review(&body).await {
+                            // web1's environment has a dedicated ingress (R3): the annotation
+                            // `traefik` and no spec.ingressClassName; anything else is a failure.
+                            Ok(answer)
+                                if classes(&patched(&body, &answer))
+                                    == (None, Some("traefik".to_owned())) =>
+                            {
+                                ok.fetch_add(1, Ordering::SeqCst);
+                            }
+                            Ok(answer) => failures
+                                .lock()
+                                .unwrap()
+                                .push(format!("wrong answer {answer}")),
+                            Err(error) => {
+                                // A connection the server closed before we sent is not a drop;
+                                // hyper reports that as "not ready".
+                                if !error.starts_with("connection not ready") {
+                                    failures.lock().unwrap().push(error);
+                                }
+                                conn = None;
+                            }
+                        }
+                        on_this_connection += 1;
+                    }
+                })
+            })
+            .collect();
+        Load {
+            stop,
+            ok,
+            failures,
+            certs_seen,
+            tasks,
+        }
+    }
+
+    async fn wait_for_more(&self, count: usize) {
+        let target = self.ok.load(Ordering::SeqCst) + count;
+        let ok = self.ok.clone();
+        eventually("more answered requests", || {
+            ok.load(Ordering::SeqCst) >= target
+        })
+        .await;
+    }
+
+    async fn finish(self) -> (usize, Vec<String>, Vec<CertificateDer<'static>>) {
+        self.stop.store(true, Ordering::SeqCst);
+        for task in self.tasks {
+            tokio::time::timeout(TIMEOUT, task)
+                .await
+                .expect("load worker finishes")
+                .unwrap();
+        }
+        let failures = self.failures.lock().unwrap().clone();
+        let certs = self.certs_seen.lock().unwrap().clone();
+        (self.ok.load(Ordering::SeqCst), failures, certs)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_rotation_under_load_fails_no_request() {
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let first = fx.certs.serving_cert();
+    let webhook = fx.start(&[]).await;
+    let load = Load::start(webhook.addr, config, 4, 3);
+    load.wait_for_more(100).await;
+    let mut served = vec![first];
+    for rotation in 1..=3 {
+        fx.certs.rotate();
+        let new = fx.certs.serving_cert();
+        assert!(!served.contains(&new));
+        served.push(new.clone());
+        eventually("the reload log line", || {
+            webhook.logged("serving certificate reloaded") >= rotation
+        })
+        .await;
+        let seen = load.certs_seen.clone();
+        eventually("a handshake with the new certificate", || {
+            seen.lock().unwrap().contains(&new)
+        })
+        .await;
+        load.wait_for_more(100).await;
+    }
+    let (ok, failures, seen) = load.finish().await;
+    assert!(
+        failures.is_empty(),
+        "{} failed of {}: {:?}",
+        failures.len(),
+        ok + failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    assert!(seen.iter().all(|cert| served.contains(cert)));
+    assert!(
+        webhook
+            .metrics()
+            .contains("styrmin_webhook_certificate_reloads_total 3")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_under_load_refuses_no_request_while_readyz_says_503() {
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let mut webhook = fx.start(&[("--shutdown-delay-secs", "2")]).await;
+    // A keep-alive connection that stays idle through the shutdown.
+    let mut idle = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
+        .await
+        .unwrap();
+    idle.review(&review_in(INGRESS, "styrmin-web1"))
+        .await
+        .unwrap();
+    let load = Load::start(webhook.addr, config, 8, 1000);
+    load.wait_for_more(300).await;
+    assert!(webhook.get("/readyz").starts_with("HTTP/1.1 200"));
+    webhook.terminate();
+    eventually("/readyz to answer 503", || {
+        webhook.get("/readyz").starts_with("HTTP/1.1 503")
+    })
+    .await;
+    // Not ready, and still serving: every answer closes its connection, and the workers'
+    // new connections are accepted and answered until the delay has passed.
+    load.wait_for_more(100).await;
+    // The workers end on their own once the listener refuses them.
+    let deadline = Instant::now() + TIMEOUT;
+    while !load.tasks.iter().all(tokio::task::JoinHandle::is_finished) {
+        assert!(
+            Instant::now() < deadline,
+            "workers still running after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (ok, failures, _) = load.finish().await;
+    assert!(
+        failures.is_empty(),
+        "{} dropped of {}: {:?}",
+        failures.len(),
+        ok + failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    let status = loop {
+        if let Some(status) = webhook.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "webhook did not exit after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "{status}");
+    assert_eq!(webhook.logged("drained"), 1);
+    // The idle connection was closed when the listener closed, not at the drain timeout.
+    assert!(idle.is_closed());
+    assert_eq!(
+        webhook.logged("drain timeout: closing the connections still open"),
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_file_replaced_by_garbage_then_fixed() {
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let policy = fx.policy.clone();
+    let webhook = fx.start(&[]).await;
+    let body = review_in(INGRESS, "styrmin-web1");
+    let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
+        .await
+        .unwrap();
+    let class = |answer: &Value| classes(&patched(&body, answer));
+    assert_eq!(
+        class(&conn.review(&body).await.unwrap()),
+        (None, Some("traefik".to_owned()))
+    );
+
+    // Under load while the file turns to garbage: every answer keeps the last good policy
+    // (the load counts an answer other than `traefik` for web1 as a failure).
+    let load = Load::start(webhook.addr, config.clone(), 4, 50);
+    load.wait_for_more(100).await;
+    std::fs::write(&policy, "environments: {prod: [garbage\n").unwrap();
+    eventually("the invalid-policy log line", || {
+        webhook.logged("policy file is invalid; keeping the last good policy") == 1
+    })
+    .await;
+    load.wait_for_more(200).await;
+    let (ok, failures, _) = load.finish().await;
+    eprintln!(
+        "policy garbage under load: {ok} answered as before, {} failed",
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failed of {}: {:?}",
+        failures.len(),
+        ok + failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    assert!(ok >= 300, "only {ok} requests under load");
+    assert_eq!(
+        class(&conn.review(&body).await.unwrap()),
+        (None, Some("traefik".to_owned())),
+        "last good policy"
+    );
+    let metrics = webhook.metrics();
+    assert!(
+        metrics.contains(r#"styrmin_webhook_view_update_failures_total{source="policy-file"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("styrmin_webhook_view_source_valid 0"),
+        "{metrics}"
+    );
+
+    // Fixed: prod loses its dedicated ingress, so web1 gets prod's class.
+    std::fs::write(
+        &policy,
+        "environments: {prod: {ingress_class: nginx}}\ndeployments: {web1: {environment: prod}}\n",
+    )
+    .unwrap();
+    eventually("the reload log line", || {
+        webhook.logged("policy file reloaded") == 1
+    })
+    .await;
+    assert_eq!(
+        class(&conn.review(&body).await.unwrap()),
+        (Some("nginx".to_owned()), Some("nginx".to_owned()))
+    );
+    assert!(
+        webhook
+            .metrics()
+            .contains("styrmin_webhook_view_source_valid 1")
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Fault drill: malformed bodies mixed into valid traffic. Security: TLS versions and
+// ciphers, listeners, header limits (SECURITY.md).
+
+impl Connection {
+    /// POSTs `body` as it is, with extra header fields; the status and the answer's bytes.
+    async fn post_raw(
+        &mut self,
+        body: Vec<u8>,
+        extra_headers: &[(String, String)],
+    ) -> Result<(u16, Bytes), String> {
+        self.sender
+            .ready()
+            .await
+            .map_err(|e| format!("connection not ready: {e}"))?;
+        let mut request = hyper::Request::post("/mutate?timeout=10s")
+            .header("host", SERVER_NAME)
+            .header("content-type", "application/json");
+        for (name, value) in extra_headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let request = request.body(Full::new(Bytes::from(body))).unwrap();
+        let response = self
+            .sender
+            .send_request(request)
+            .await
+            .map_err(|e| format!("no answer: {e}"))?;
+        let status = response.status().as_u16();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("truncated answer: {e}"))?
+            .to_bytes();
+        Ok((status, bytes))
+    }
+}
+
+/// The resident memory of a process (`VmRSS` of /proc/<pid>/status), in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// The `i`-th malformed body: each is one the webhook must answer 400 (not JSON, or JSON
+/// that is not an AdmissionReview it can answer).
+fn malformed(i: usize, valid: &[u8]) -> Vec<u8> {
+    // A small deterministic generator (xorshift), seeded by `i`.
+    let mut x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let review = |edit: &dyn Fn(&mut Value)| {
+        let mut v: Value = serde_json::from_slice(valid).unwrap();
+        edit(&mut v);
+        serde_json::to_vec(&v).unwrap()
+    };
+    match i % 12 {
+        // A strict prefix of a JSON object is never JSON.
+        0 => valid[..(next() as usize) % valid.len()].to_vec(),
+        1 => (0..1 + next() % 2000).map(|_| next() as u8).collect(),
+        2 => b"[]".to_vec(),
+        3 => br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(),
+        4 => review(&|v| v["kind"] = json!("AdmissionResponse")),
+        5 => review(&|v| v["apiVersion"] = json!("admission.k8s.io/v2")),
+        6 => review(&|v| v["request"]["uid"] = json!("")),
+        7 => review(&|v| v["request"]["uid"] = json!(12345)),
+        8 => review(&|v| v["request"]["operation"] = json!(1)),
+        // Deeper than serde_json's recursion limit.
+        9 => "[".repeat(10_000 + (next() as usize) % 10_000).into_bytes(),
+        // A byte that is not UTF-8 inside a string.
+        10 => {
+            let mut body = valid.to_vec();
+            let at = body.iter().position(|&b| b == b'"').unwrap() + 1;
+            body.insert(at, 0xff);
+            body
+        }
+        _ => {
+            let mut body = valid.to_vec();
+            body.extend_from_slice(b"}");
+            body
+        }
+    }
+}
+
+#[tokio::test]
+async fn ten_thousand_malformed_bodies_mixed_into_valid_traffic() {
+    const MALFORMED: usize = 10_000;
+    const VALID_EVERY: usize = 4; // one valid review after every 4 malformed bodies
+    const WORKERS: usize = 4;
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let webhook = fx.start(&[]).await;
+    let pid = webhook.child.id();
+    let valid = [
+        (review_in(INGRESS, "styrmin-web1"), (None, Some("traefik"))),
+        (
+            review_in(INGRESS, "styrmin-web2"),
+            (Some("haproxy"), Some("haproxy")),
+        ),
+    ];
+    let valid_bytes = serde_json::to_vec(&valid[0].0).unwrap();
+
+    // Warm-up: the same valid traffic, so that what the allocator keeps is counted before.
+    let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
+        .await
+        .unwrap();
+    for i in 0..1_000 {
+        conn.review(&valid[i % 2].0).await.unwrap();
+    }
+    drop(conn);
+    let rss_before = rss_kib(pid);
+
+    let run = |range: std::ops::Range<usize>| {
+        let tasks: Vec<_> = (0..WORKERS)
+            .map(|w| {
+                let (config, valid, valid_bytes) =
+                    (config.clone(), valid.clone(), valid_bytes.clone());
+                let addr = webhook.addr;
+                let range = range.clone();
+                tokio::spawn(async move {
+                    let (mut bad_400, mut good, mut wrong) = (0usize, 0usize, Vec::new());
+                    let mut conn = Connection::open(addr, config.clone(), SERVER_NAME)
+                        .await
+                        .unwrap();
+                    for i in range.filter(|i| i % WORKERS == w) {
+                        if conn.is_closed() {
+                            conn = Connection::open(addr, config.clone(), SERVER_NAME)
+                                .await
+                                .unwrap();
+                        }
+                        match conn.post_raw(malformed(i, &valid_bytes), &[]).await {
+                            Ok((400, _)) => bad_400 += 1,
+                            other => wrong.push(format!("malformed #{i} ({}): {other:?}", i % 12)),
+                        }
+                        if i % VALID_EVERY == 0 {
+                            let (body, expected) = &valid[(i / VALID_EVERY) % 2];
+                            match conn.review(body).await {
+                                Ok(answer) => {
+                                    let expected = (
+                                        expected.0.map(str::to_owned),
+                                        expected.1.map(str::to_owned),
+                                    );
+                                    if answer["response"]["allowed"] == true
+                                        && classes(&patched(body, &answer)) == expected
+                                    {
+                                        good += 1;
+                                    } else {
+                                        wrong.push(format!("valid after #{i}: {answer}"));
+                                    }
+                                }
+                                Err(e) => wrong.push(format!("valid after #{i}: {e}")),
+                            }
+                        }
+                    }
+                    (bad_400, good, wrong)
+                })
+            })
+            .collect();
+        async move {
+            let mut totals = (0, 0, Vec::new());
+            for task in tasks {
+                let (bad, good, wrong) = task.await.unwrap();
+                totals.0 += bad;
+                totals.1 += good;
+                totals.2.extend(wrong);
+            }
+            totals
+        }
+    };
+    let first = run(0..MALFORMED / 2).await;
+    let rss_middle = rss_kib(pid);
+    let second = run(MALFORMED / 2..MALFORMED).await;
+    let rss_after = rss_kib(pid);
+
+    let (answered_400, valid_ok) = (first.0 + second.0, first.1 + second.1);
+    let wrong: Vec<_> = first.2.iter().chain(&second.2).collect();
+    let valid_sent = MALFORMED.div_ceil(VALID_EVERY);
+    println!(
+        "malformed drill: {MALFORMED} malformed bodies answered 400: {answered_400}; \
+         {valid_sent} valid reviews answered correctly: {valid_ok}; wrong: {}; \
+         RSS KiB before {rss_before}, after 5,000 {rss_middle}, after 10,000 {rss_after}",
+        wrong.len()
+    );
+    assert!(
+        wrong.is_empty(),
+        "{} wrong answers, first: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+    assert_eq!(answered_400, MALFORMED);
+    assert_eq!(valid_ok, valid_sent);
+    // The webhook counted each one.
+    let metrics = webhook.metrics();
+    let counted: usize = metrics
+        .lines()
+        .find(|l| l.contains(r#"outcome="bad_request""#))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert_eq!(counted, MALFORMED);
+    // Memory flat: the second 5,000 add (next to) nothing to what the first 5,000 left, and
+    // all 10,000 little to the warmed-up process.
+    assert!(
+        rss_after <= rss_middle + 4 * 1024,
+        "RSS grew from {rss_middle} KiB to {rss_after} KiB over the second 5,000"
+    );
+    assert!(
+        rss_after <= rss_before + 16 * 1024,
+        "RSS grew from {rss_before} KiB to {rss_after} KiB"
+    );
+
+    // Bodies over the 7 MiB limit: 413 on the length alone, before a byte of the body is
+    // read, and the webhook goes on answering.
+    for _ in 0..3 {
+        let mut tls = raw_tls(webhook.addr, config.clone()).await;
+        tls.write_all(post_head(7 * 1024 * 1024 + 1).as_bytes())
+            .await
+            .unwrap();
+        let (answer, closed) = read_until_closed(&mut tls, TIMEOUT).await;
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+        assert!(closed);
+    }
+    let mut conn = Connection::open(webhook.addr, config, SERVER_NAME)
+        .await
+        .unwrap();
+    assert_eq!(
+        classes(&patched(
+            &valid[0].0,
+            &conn.review(&valid[0].0).await.unwrap()
+        )),
+        (None, Some("traefik".to_owned()))
+    );
+}
+
+#[tokio::test]
+async fn header_limits() {
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let webhook = fx.start(&[]).await;
+    let body = serde_json::to_vec(&review_in(INGRESS, "styrmin-web1")).unwrap();
+    let headers = |count: usize, size: usize| -> Vec<(String, String)> {
+        (0..count)
+            .map(|i| (format!("x-extra-{i}"), "v".repeat(size)))
+            .collect()
+    };
+    for (what, extra, status) in [
+        ("50 extra header fields", headers(50, 10), 200),
+        ("100 extra header fields", headers(100, 10), 431),
+        ("a 12 KiB header field", headers(1, 12 * 1024), 200),
+        ("a 20 KiB header field", headers(1, 20 * 1024), 431),
+        ("20 header fields of 1 KiB", headers(20, 1024), 431),
+    ] {
+        let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
+            .await
+            .unwrap();
+        let (got, _) = conn.post_raw(body.clone(), &extra).await.unwrap();
+        assert_eq!(got, status, "{what}");
+    }
+}
+
+/// Runs `openssl s_client` against the webhook; whether the handshake succeeded, and what
+/// it printed.
+fn s_client(addr: SocketAddr, args: &[&str]) -> (bool, String) {
+    let output = Command::new("openssl")
+        .arg("s_client")
+        .arg("-connect")
+        .arg(addr.to_string())
+        .args(["-servername", SERVER_NAME])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("openssl (SECURITY.md: the TLS checks need the openssl command)");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    (
+        output.status.success() && !text.contains("Cipher is (NONE)"),
+        text,
+    )
+}
+
+#[tokio::test]
+async fn tls_versions_and_ciphers_offered() {
+    let fx = Fixture::new();
+    let webhook = fx.start(&[]).await;
+    let ca = fx.certs.dir.join("ca.crt");
+    let ca = ca.to_str().unwrap();
+    // SECLEVEL=0 lets the client offer TLS 1.0 and 1.1 at all: the server must refuse them.
+    for (version, accepted) in [
+        ("-tls1", false),
+        ("-tls1_1", false),
+        ("-tls1_2", true),
+        ("-tls1_3", true),
+    ] {
+        let (ok, text) = s_client(
+            webhook.addr,
+            &[version, "-cipher", "ALL:@SECLEVEL=0", "-CAfile", ca],
+        );
+        assert_eq!(ok, accepted, "{version}: {text}");
+        if accepted {
+            assert!(text.contains("Verify return code: 0 (ok)"), "{text}");
+        }
+    }
+    // Every TLS 1.2 cipher this openssl knows, one at a time: only ECDHE with AEAD.
+    let list = Command::new("openssl")
+        .args(["ciphers", "-s", "-tls1_2", "ALL:@SECLEVEL=0"])
+        .output()
+        .unwrap();
+    let list = String::from_utf8(list.stdout).unwrap();
+    let ciphers: Vec<&str> = list.trim().split(':').collect();
+    assert!(ciphers.len() > 30, "{list}");
+    let accepted: Vec<&str> = ciphers
+        .iter()
+        .copied()
+        .filter(|c| {
+            s_client(
+                webhook.addr,
+                &["-tls1_2", "-cipher", &format!("{c}:@SECLEVEL=0")],
+            )
+            .0
+        })
+        .collect();
+    println!(
+        "TLS 1.2: {} of {} ciphers accepted: {accepted:?}",
+        accepted.len(),
+        ciphers.len()
+    );
+    assert_eq!(
+        accepted,
+        [
+            "ECDHE-ECDSA-AES256-GCM-SHA384",
+            "ECDHE-ECDSA-CHACHA20-POLY1305",
+            "ECDHE-ECDSA-AES128-GCM-SHA256"
+        ]
+        .iter()
+        .filter(|c| ciphers.contains(c))
+        .copied()
+        .collect::<Vec<_>>()
+    );
+    for suite in [
+        "TLS_AES_128_GCM_SHA256",
+        "TLS_AES_256_GCM_SHA384",
+        "TLS_CHACHA20_POLY1305_SHA256",
+    ] {
+        let (ok, text) = s_client(webhook.addr, &["-tls1_3", "-ciphersuites", suite]);
+        assert!(ok, "{suite}: {text}");
+    }
+}
+
+/// The listening TCP sockets of a process: its socket inodes in /proc/net/tcp{,6} in state
+/// LISTEN (0A), as local `address:port` in hex.
+fn listening_sockets(pid: u32) -> Vec<String> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|target| {
+            let t = target.to_string_lossy().into_owned();
+            Some(t.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let mut found = Vec::new();
+    for table in [
+        "/proc/net/tcp",
+        "/proc/net/tcp6",
+        "/proc/net/udp",
+        "/proc/net/udp6",
+    ] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let listening = fields[3] == "0A" || table.contains("udp");
+            if listening && inodes.iter().any(|i| i == fields[9]) {
+                found.push(format!("{table} {}", fields[1]));
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn no_plaintext_listener_but_the_metrics_port() {
+    let fx = Fixture::new();
+    let webhook = fx.start(&[]).await;
+    // Exactly two listening sockets: HTTPS and metrics; no UDP.
+    let sockets = listening_sockets(webhook.child.id());
+    let port = |addr: SocketAddr| format!(":{:04X}", addr.port());
+    assert_eq!(sockets.len(), 2, "{sockets:?}");
+    assert!(
+        sockets.iter().any(|s| s.ends_with(&port(webhook.addr))),
+        "{sockets:?}"
+    );
+    assert!(
+        sockets
+            .iter()
+            .any(|s| s.ends_with(&port(webhook.metrics_addr))),
+        "{sockets:?}"
+    );
+    // Plain HTTP to the HTTPS port gets no HTTP answer (a TLS alert, or nothing).
+    let mut stream = std::net::TcpStream::connect(webhook.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+        .write_all(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    assert!(
+        !String::from_utf8_lossy(&answer).contains("HTTP/1."),
+        "{:?}",
+        String::from_utf8_lossy(&answer)
+    );
+    // The metrics port serves only /metrics, /healthz, /readyz: no /mutate.
+    let mut stream = std::net::TcpStream::connect(webhook.metrics_addr).unwrap();
+    stream
+        .write_all(
+            b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+        )
+        .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 404"), "{text}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Budgets (SECURITY.md, "Budgets"): clients that stall, trickle, hoard connections, send
+// alias bombs or megabyte strings; a policy file caught half-written; SIGTERM in a rollout.
+
+/// A TLS session to the webhook with no HTTP client on top: for clients that misbehave.
+async fn raw_tls(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let name = ServerName::try_from(SERVER_NAME.to_owned()).unwrap();
+    TlsConnector::from(config).connect(name, tcp).await.unwrap()
+}
+
+/// The head of a `POST /mutate` whose body is `length` bytes.
+fn post_head(length: usize) -> String {
+    format!(
+        "POST /mutate?timeout=10s HTTP/1.1\r\nHost: {SERVER_NAME}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    )
+}
+
+/// What the server sends until it closes the connection or `within` passes: the text (its
+/// first 64 KiB), and whether the server closed the connection.
+async fn read_until_closed<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    within: Duration,
+) -> (String, bool) {
+    let mut answer = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    let closed = tokio::time::timeout(within, async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) if answer.len() < 64 * 1024 => answer.extend_from_slice(&buf[..n]),
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok();
+    (String::from_utf8_lossy(&answer).into_owned(), closed)
+}
+
+/// The value of one series in the metrics text (0 when it is absent).
+fn series(metrics: &str, name_and_labels: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(name_and_labels)?.strip_prefix(' '))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
+
+fn rejected(metrics: &str, listener: &str, reason: &str) -> f64 {
+    series(
+        metrics,
+        &format!(
+            r#"styrmin_webhook_connections_rejected_total{{listener="{listener}",reason="{reason}"}}"#
+        ),
+    )
+}
+
+fn open_connections(metrics: &str, listener: &str) -> f64 {
+    series(
+        metrics,
+        &format!(r#"styrmin_webhook_open_connections{{listener="{listener}"}}"#),
+    )
+}
+
+/// Peak resident memory of a process (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// CPU time a process has used (user + system), from `/proc/<pid>/stat`.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command (which may hold spaces): state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // USER_HZ is 100 on Linux.
+    Duration::from_millis(ticks * 10)
+}
+
+/// A client that sends valid reviews one after another on one connection until stopped;
+/// every answer must be right. Returns the latencies and the failures.
+fn steady_client(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<(Vec<Duration>, Vec<String>)> {
+    tokio::spawn(async move {
+        let body = review_in(INGRESS, "styrmin-web1");
+        let (mut latencies, mut failures) = (Vec::new(), Vec::new());
+        let mut conn = Connection::open(addr, config.clone(), SERVER_NAME)
+            .await
+            .unwrap();
+        while !stop.load(Ordering::SeqCst) {
+            if conn.is_closed() {
+                conn = Connection::open(addr, config.clone(), SERVER_NAME)
+                    .await
+                    .unwrap();
+            }
+            let started = Instant::now();
+            match conn.review(&body).await {
+                Ok(answer)
+                    if classes(&patched(&body, &answer)) == (None, Some("traefik".to_owned())) =>
+                {
+                    latencies.push(started.elapsed());
+                }
+                Ok(answer) => failures.push(format!("wrong answer {answer}")),
+                Err(error) => failures.push(error),
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        (latencies, failures)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hundred_stalled_7_mib_bodies_keep_memory_low_and_valid_reviews_answered() {
+    const STALLED: usize = 100;
+    const BODY: usize = 7 * 1024 * 1024;
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let webhook = fx.start(&[("--body-timeout-ms", "3000")]).await;
+    let pid = webhook.child.id();
+    let stop = Arc::new(AtomicBool::new(false));
+    let valid = steady_client(webhook.addr, config.clone(), stop.clone());
+
+    // Each sends the head and all of the body but its last byte, then stops sending.
+    let chunk = Arc::new(vec![b' '; 64 * 1024]);
+    let release = Arc::new(tokio::sync::Notify::new());
+    let stalled: Vec<_> = (0..STALLED)
+        .map(|_| {
+            let (config, chunk, release) = (config.clone(), chunk.clone(), release.clone());
+            let addr = webhook.addr;
+            tokio::spawn(async move {
+                let mut tls = raw_tls(addr, config).await;
+                let mut sent = 0;
+                let write = async {
+                    tls.write_all(post_head(BODY).as_bytes()).await?;
+                    while sent < BODY - 1 {
+                        let n = chunk.len().min(BODY - 1 - sent);
+                        tls.write_all(&chunk[..n]).await?;
+                        sent += n;
+                    }
+                    tls.flush().await
+                };
+                // The server refuses most at once: their writes fail.
+                let wrote_all = tokio::time::timeout(TIMEOUT, write)
+                    .await
+                    .is_ok_and(|r| r.is_ok());
+                let (answer, closed) = read_until_closed(&mut tls, TIMEOUT).await;
+                release.notified().await;
+                (
+                    wrote_all,
+                    answer.lines().next().unwrap_or("").to_owned(),
+                    closed,
+                )
+            })
+        })
+        .collect();
+    // Until every stalled body is refused or has timed out (3 s): answers keep coming.
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let metrics = webhook.metrics();
+        let refused = rejected(&metrics, "https", "body_budget");
+        let timed_out = rejected(&metrics, "https", "body_timeout");
+        if refused + timed_out >= STALLED as f64 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{refused} refused, {timed_out} timed out"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    release.notify_waiters();
+    let mut first_lines = std::collections::BTreeMap::<String, usize>::new();
+    for task in stalled {
+        let (_, first_line, closed) = task.await.unwrap();
+        assert!(closed, "a stalled body's connection stayed open");
+        *first_lines.entry(first_line).or_default() += 1;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let (latencies, failures) = valid.await.unwrap();
+    let peak = peak_rss_kib(pid);
+    let metrics = webhook.metrics();
+    let refused = rejected(&metrics, "https", "body_budget");
+    let timed_out = rejected(&metrics, "https", "body_timeout");
+    println!(
+        "stalled bodies: {STALLED} × 7 MiB; refused at once (503) {refused}, read and timed out (408) {timed_out}; \
+         answers seen by the stalled clients {first_lines:?}; valid reviews meanwhile {} answered, {} failed; \
+         webhook peak RSS {} MiB",
+        latencies.len(),
+        failures.len(),
+        peak / 1024
+    );
+    assert!(failures.is_empty(), "{failures:?}");
+    assert!(
+        latencies.len() >= 20,
+        "only {} valid reviews",
+        latencies.len()
+    );
+    assert!(peak < 64 * 1024, "peak RSS {peak} KiB");
+    // Most were refused without being read; the few the budget took were read and timed out.
+    assert!(refused >= 90.0 && timed_out >= 1.0, "{refused} {timed_out}");
+    assert_eq!(
+        series(&metrics, "styrmin_webhook_request_body_bytes_in_flight"),
+        0.0
+    );
+}
+
+#[tokio::test]
+async fn stalled_heads_and_idle_connections_are_closed_after_their_timeouts() {
+    const HEAD: Duration = Duration::from_millis(500);
+    const IDLE: Duration = Duration::from_secs(3);
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let webhook = fx
+        .start(&[("--head-timeout-ms", "500"), ("--idle-timeout-secs", "3")])
+        .await;
+    let body = review_in(INGRESS, "styrmin-web1");
+
+    // No TLS handshake at all.
+    let started = Instant::now();
+    let mut silent = TcpStream::connect(webhook.addr).await.unwrap();
+    let (_, closed) = read_until_closed(&mut silent, TIMEOUT).await;
+    assert!(
+        closed && started.elapsed() >= HEAD,
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Half a request head, then nothing.
+    let mut tls = raw_tls(webhook.addr, config.clone()).await;
+    let started = Instant::now();
+    tls.write_all(b"POST /mutate HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let (answer, closed) = read_until_closed(&mut tls, TIMEOUT).await;
+    assert!(
+        closed && started.elapsed() >= HEAD,
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(answer.is_empty(), "{answer}");
+
+    // A head trickled a byte at a time is closed as well, however steady the trickle.
+    let mut tls = raw_tls(webhook.addr, config.clone()).await;
+    let started = Instant::now();
+    let trickle = async {
+        for byte in post_head(10).bytes() {
+            if tls.write_all(&[byte]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(TIMEOUT, trickle).await.unwrap();
+    let (_, closed) = read_until_closed(&mut tls, TIMEOUT).await;
+    assert!(closed);
+    assert!(started.elapsed() < TIMEOUT);
+
+    // Between requests the head timeout does not run: a keep-alive connection idle for
+    // longer than it, and shorter than the idle timeout, still serves.
+    let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
+        .await
+        .unwrap();
+    conn.review(&body).await.unwrap();
+    tokio::time::sleep(HEAD * 3).await;
+    assert!(!conn.is_closed());
+    conn.review(&body).await.unwrap();
+    let idle_since = Instant::now();
+    eventually("the idle connection closed", || conn.is_closed()).await;
+    assert!(idle_since.elapsed() >= IDLE, "{:?}", idle_since.elapsed());
+
+    let metrics = webhook.metrics();
+    assert_eq!(
+        rejected(&metrics, "https", "handshake_timeout"),
+        1.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        rejected(&metrics, "https", "head_timeout"),
+        2.0,
+        "{metrics}"
+    );
+    assert_eq!(rejected(&metrics, "https", "idle"), 1.0, "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connection_cap_holds_and_is_counted() {
+    const CAP: usize = 20;
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let webhook = fx
+        .start(&[("--max-connections", "20"), ("--body-timeout-ms", "3000")])
+        .await;
+    let body = review_in(INGRESS, "styrmin-web1");
+
+    // 60 connections that never say anything: each new one closes the oldest idle one.
+    let mut hoard = Vec::new();
+    for _ in 0..3 * CAP {
+        hoard.push(TcpStream::connect(webhook.addr).await.unwrap());
+    }
+    let metrics = webhook.metrics();
+    eventually("the cap to hold", || {
+        open_connections(&webhook.metrics(), "https") <= CAP as f64
+    })
+    .await;
+    // A client that needs the webhook still gets in, and is answered.
+    let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
+        .await
+        .unwrap();
+    conn.review(&body).await.unwrap();
+    let metrics_after = webhook.metrics();
+    assert!(
+        rejected(&metrics_after, "https", "cap_idle_closed") >= (2 * CAP) as f64,
+        "{metrics}"
+    );
+    assert!(open_connections(&metrics_after, "https") <= CAP as f64);
+    drop(hoard);
+    drop(conn);
+
+    // Every place busy with a request (bodies that never finish): a new connection is
+    // refused at once, and counted.
+    let mut busy = Vec::new();
+    for _ in 0..CAP {
+        let mut tls = raw_tls(webhook.addr, config.clone()).await;
+        tls.write_all(post_head(1000).as_bytes()).await.unwrap();
+        tls.write_all(b"{").await.unwrap();
+        busy.push(tls);
+    }
+    // Each body's 1,000 bytes are reserved once its request is being served.
+    eventually("every place busy", || {
+        series(
+            &webhook.metrics(),
+            "styrmin_webhook_request_body_bytes_in_flight",
+        ) >= (CAP * 1000) as f64
+    })
+    .await;
+    let mut refused = TcpStream::connect(webhook.addr).await.unwrap();
+    let (_, closed) = read_until_closed(&mut refused, Duration::from_secs(2)).await;
+    assert!(closed, "the connection over the cap was not refused");
+    assert!(rejected(&webhook.metrics(), "https", "cap") >= 1.0);
+    // When the bodies time out, the places free up.
+    for tls in &mut busy {
+        let (answer, closed) = read_until_closed(tls, TIMEOUT).await;
+        assert!(answer.starts_with("HTTP/1.1 408") && closed, "{answer}");
+    }
+    let mut conn = Connection::open(webhook.addr, config, SERVER_NAME)
+        .await
+        .unwrap();
+    conn.review(&body).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_thousand_unfinished_heads_on_the_metrics_port_are_refused() {
+    const HEADS: usize = 1000;
+    let fx = Fixture::new();
+    let webhook = fx.start(&[("--head-timeout-ms", "1000")]).await;
+    let pid = webhook.child.id();
+    let rss_before = rss_kib(pid);
+    let addr = webhook.metrics_addr;
+    // Half of them a 20 KiB head (over the 16 KiB limit), half a short one; none finished.
+    let tasks: Vec<_> = (0..HEADS)
+        .map(|i| {
+            tokio::spawn(async move {
+                let Ok(mut tcp) = TcpStream::connect(addr).await else {
+                    return (true, String::new());
+                };
+                let mut head = String::from("GET /metrics HTTP/1.1\r\nHost: x\r\n");
+                if i % 2 == 0 {
+                    for n in 0..20 {
+                        head.push_str(&format!("x-pad-{n}: {}\r\n", "v".repeat(1000)));
+                    }
+                }
+                let _ = tcp.write_all(head.as_bytes()).await;
+                let (answer, closed) = read_until_closed(&mut tcp, TIMEOUT).await;
+                (closed, answer.lines().next().unwrap_or("").to_owned())
+            })
+        })
+        .collect();
+    // The probes are answered during the flood.
+    for _ in 0..5 {
+        let answer = tokio::task::spawn_blocking({
+            let addr = webhook.metrics_addr;
+            move || {
+                let mut stream = std::net::TcpStream::connect(addr).unwrap();
+                stream
+                    .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    .unwrap();
+                let mut text = String::new();
+                let _ = stream.read_to_string(&mut text);
+                text
+            }
+        })
+        .await
+        .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut answers = std::collections::BTreeMap::<String, usize>::new();
+    for task in tasks {
+        let (closed, first_line) = task.await.unwrap();
+        assert!(closed, "an unfinished head kept its connection");
+        assert!(!first_line.contains("200"), "{first_line}");
+        *answers.entry(first_line).or_default() += 1;
+    }
+    let metrics = webhook.metrics();
+    let (cap, timeouts) = (
+        rejected(&metrics, "metrics", "cap_idle_closed") + rejected(&metrics, "metrics", "cap"),
+        rejected(&metrics, "metrics", "head_timeout"),
+    );
+    let peak = peak_rss_kib(pid);
+    println!(
+        "metrics port: {HEADS} unfinished heads; answers {answers:?}; closed at the cap {cap}, \
+         head timeouts {timeouts}; RSS before {rss_before} KiB, peak {peak} KiB"
+    );
+    assert!(peak < 64 * 1024, "peak RSS {peak} KiB");
+    assert!(cap > 0.0 && timeouts > 0.0, "{metrics}");
+    assert!(open_connections(&metrics, "metrics") <= 64.0);
+}
+
+/// A HelmRelease review in `namespace` whose `spec.postRenderers` holds `count` kustomize
+/// post-renderers, each with one alias-bomb patch text that names Styrmin's marker.
+fn helm_release_with_alias_bombs(namespace: &str, count: usize, uid: usize) -> Value {
+    let mut review = review_in("crafted__helmrelease-v2-upgrade.json", namespace);
+    let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x]\n");
+    for level in 1..5 {
+        let aliases = vec![format!("*a{}", level - 1); 9].join(", ");
+        bomb.push_str(&format!("a{level}: &a{level} [{aliases}]\n"));
+    }
+    bomb.push_str("kind: Ingress\nmetadata: {name: styrmin-ingress-class}\n");
+    let entry = json!({"kustomize": {"patches": [{"target": {"kind": "Ingress"}, "patch": bomb}]}});
+    review["request"]["object"]["spec"]["postRenderers"] = json!(vec![entry; count]);
+    review["request"]["uid"] = json!(format!("bomb-{uid}"));
+    review
+}
+
+/// The 99th percentile of `latencies`.
+fn p99(latencies: &mut [Duration]) -> Duration {
+    latencies.sort();
+    latencies[(latencies.len() * 99 / 100).min(latencies.len() - 1)]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn helm_releases_full_of_alias_bombs_are_answered_at_once_and_ingresses_stay_fast() {
+    const RELEASES: usize = 20;
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let webhook = fx.start(&[("--flux-post-renderer", "")]).await;
+    let pid = webhook.child.id();
+
+    // Baseline: Ingress reviews alone.
+    let stop = Arc::new(AtomicBool::new(false));
+    let alone = steady_client(webhook.addr, config.clone(), stop.clone());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::SeqCst);
+    let (mut baseline, failures) = alone.await.unwrap();
+    assert!(failures.is_empty(), "{failures:?}");
+
+    // The same while two clients send HelmReleases with 100 alias bombs each.
+    let stop = Arc::new(AtomicBool::new(false));
+    let ingresses = steady_client(webhook.addr, config.clone(), stop.clone());
+    let cpu_before = cpu_time(pid);
+    let bombers: Vec<_> = (0..2)
+        .map(|b| {
+            let config = config.clone();
+            let addr = webhook.addr;
+            tokio::spawn(async move {
+                let mut conn = Connection::open(addr, config, SERVER_NAME).await.unwrap();
+                let mut slowest = Duration::ZERO;
+                for i in 0..RELEASES / 2 {
+                    let review = helm_release_with_alias_bombs("styrmin-web2", 100, b * 1000 + i);
+                    let started = Instant::now();
+                    let answer = conn.review(&review).await.unwrap();
+                    slowest = slowest.max(started.elapsed());
+                    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+                    // Every bomb is the user's: kept, and Styrmin's post-renderer appended.
+                    let out = patched(&review, &answer);
+                    assert_eq!(out["spec"]["postRenderers"].as_array().unwrap().len(), 101);
+                }
+                slowest
+            })
+        })
+        .collect();
+    let mut slowest = Duration::ZERO;
+    for bomber in bombers {
+        slowest = slowest.max(bomber.await.unwrap());
+    }
+    let cpu = cpu_time(pid) - cpu_before;
+    stop.store(true, Ordering::SeqCst);
+    let (mut under_bombs, failures) = ingresses.await.unwrap();
+    assert!(failures.is_empty(), "{failures:?}");
+    let (p99_alone, p99_bombs) = (p99(&mut baseline), p99(&mut under_bombs));
+    println!(
+        "alias bombs: {RELEASES} HelmReleases × 100 bomb patch texts; slowest answer {slowest:?}; \
+         webhook CPU {cpu:?} for them and {} Ingress reviews; Ingress p99 alone {p99_alone:?} \
+         ({} reviews), during the bombs {p99_bombs:?} ({} reviews; target < 100 ms)",
+        under_bombs.len(),
+        baseline.len(),
+        under_bombs.len()
+    );
+    // Within the webhook's timeout (5 s), with room to spare on a busy machine; before the
+    // budget one such HelmRelease cost about 20 s of CPU.
+    assert!(slowest < Duration::from_secs(5), "{slowest:?}");
+    assert!(
+        cpu < Duration::from_secs(RELEASES as u64 / 4),
+        "{cpu:?} of CPU for {RELEASES} HelmReleases"
+    );
+    // Generous: a tenth of the webhook's timeout, or ten times the baseline on a loaded machine.
+    assert!(
+        p99_bombs < Duration::from_millis(500).max(p99_alone * 10),
+        "Ingress p99 {p99_bombs:?} during the bombs, {p99_alone:?} alone"
+    );
+}
+
+#[tokio::test]
+async fn log_lines_and_error_bodies_stay_within_the_truncation_size() {
+    // styrmin_webhook::client_text::MAX_CLIPPED_BYTES: 256 bytes and the marker.
+    const MAX_FIELD: usize = 256 + "…[truncated, 18446744073709551615 bytes]".len();
+    const MIB: usize = 1024 * 1024;
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let webhook = fx
+        .start(&[("--log-filter", "styrmin_webhook=debug,info")])
+        .await;
+    let long = "k".repeat(MIB);
+    let base = review_in(INGRESS, "styrmin-web1");
+    let edit = |f: &dyn Fn(&mut Value)| {
+        let mut v = base.clone();
+        f(&mut v);
+        serde_json::to_vec(&v).unwrap()
+    };
+    let bad = [
+        edit(&|v| v["kind"] = json!(long)),
+        edit(&|v| v["apiVersion"] = json!(long)),
+        edit(&|v| v["request"]["dryRun"] = json!(long)),
+        edit(&|v| v["request"]["operation"] = json!({"a": long})),
+    ];
+    let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
+        .await
+        .unwrap();
+    for body in bad {
+        let (status, answer) = conn.post_raw(body, &[]).await.unwrap();
+        assert_eq!(status, 400);
+        assert!(answer.len() <= MAX_FIELD + 1, "{} bytes", answer.len());
+    }
+    // Valid reviews with megabyte strings where they are logged: the uid, the name, the
+    // namespace's deployment id, the requested kind.
+    let valid = [
+        edit(&|v| v["request"]["uid"] = json!(long)),
+        edit(&|v| v["request"]["name"] = json!(long)),
+        edit(&|v| {
+            v["request"]["namespace"] = json!(format!("styrmin-{long}"));
+            v["request"]["object"]["metadata"]["namespace"] = json!(format!("styrmin-{long}"));
+        }),
+        edit(&|v| {
+            v["request"]["requestKind"] =
+                json!({"group": "networking.k8s.io", "version": "v1", "kind": long})
+        }),
+    ];
+    for body in valid {
+        let (status, answer) = conn.post_raw(body, &[]).await.unwrap();
+        assert_eq!(
+            status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&answer[..answer.len().min(300)])
+        );
+    }
+    eventually("the log lines of 8 requests", || {
+        let logs = webhook.logs.lock().unwrap();
+        logs.iter()
+            .filter(|l| l["fields"]["message"] == "bad request")
+            .count()
+            == 4
+            && logs.iter().filter(|l| l["span"]["uid"].is_string()).count() >= 4
+    })
+    .await;
+    let logs = webhook.logs.lock().unwrap().clone();
+    fn longest_string(value: &Value) -> usize {
+        match value {
+            Value::String(s) => s.len(),
+            Value::Array(a) => a.iter().map(longest_string).max().unwrap_or(0),
+            Value::Object(o) => o.values().map(longest_string).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
+    let mut longest_line = 0;
+    for line in &logs {
+        let text = serde_json::to_string(line).unwrap();
+        longest_line = longest_line.max(text.len());
+        assert!(
+            longest_string(line) <= MAX_FIELD,
+            "{}",
+            &text[..text.len().min(600)]
+        );
+        assert!(text.len() <= 4096, "{} bytes: {}", text.len(), &text[..600]);
+    }
+    assert!(
+        logs.iter().any(|l| l["span"]["uid"]
+            .as_str()
+            .is_some_and(|uid| uid.ends_with("…[truncated, 1048576 bytes]"))),
+        "the long uid is logged truncated and marked"
+    );
+    println!(
+        "log lines: {} lines, the longest {longest_line} bytes",
+        logs.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_file_caught_half_written_is_never_published() {
+    const ROUNDS: usize = 4;
+    let fx = Fixture::new();
+    let config = fx.config.clone();
+    let policy = fx.policy.clone();
+    let webhook = fx.start(&[("--reload-interval-ms", "200")]).await;
+    let original = std::fs::read_to_string(&policy).unwrap();
+    // Every prefix of the file that ends before `deployments:` is valid YAML that would give
+    // web1 the cluster's class (contour): the load counts any answer but traefik a failure.
+    let load = Load::start(webhook.addr, config, 4, 50);
+    load.wait_for_more(100).await;
+    for round in 1..=ROUNDS {
+        let text = format!("{original}# round {round}\n");
+        let path = policy.clone();
+        // Written in place, 16 bytes at a time, as an editor or `cp` would: several polls
+        // read it half-written.
+        tokio::task::spawn_blocking(move || {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(&path)
+                .unwrap();
+            for piece in text.as_bytes().chunks(16) {
+                file.write_all(piece).unwrap();
+                file.flush().unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+        .await
+        .unwrap();
+        eventually("the complete version published", || {
+            webhook.logged("policy file reloaded") >= round
+        })
+        .await;
+        load.wait_for_more(50).await;
+    }
+    let (ok, failures, _) = load.finish().await;
+    println!(
+        "policy file written in place {ROUNDS} times under load: {ok} answered, {} wrong; {} versions published",
+        failures.len(),
+        webhook.logged("policy file reloaded")
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failed of {}: {:?}",
+        failures.len(),
+        ok + failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    // Only the complete versions were published, once each; no half one, no error.
+    assert_eq!(webhook.logged("policy file reloaded"), ROUNDS);
+    assert_eq!(
+        webhook.logged("policy file is invalid; keeping the last good policy"),
+        0
+    );
+}
