@@ -76,6 +76,7 @@ fuzz-smoke: fuzz-tools
 # about 15 minutes here). Fails when a mutant survives; MUTANTS.md has the score.
 mutants:
 	test -x $(TOOLS)/cargo-mutants || $(CARGO) install cargo-mutants --locked --root .tools
+	mkdir -p target/mutants/ingress-rules target/mutants/webhook
 	nice -n 19 $(TOOLS)/cargo-mutants mutants --package styrmin-ingress-rules --no-shuffle \
 		--timeout 120 -o target/mutants/ingress-rules
 	nice -n 19 $(TOOLS)/cargo-mutants mutants --package styrmin-webhook --no-shuffle --timeout 120 \
