@@ -531,6 +531,15 @@ mod tests {
             "x".repeat(MAX_PATCH_TEXT_BYTES)
         );
         assert!(!is_marked_patch(&json!({"patch": large})));
+        // Up to that size it is read: Styrmin's patch with a comment half the limit long.
+        let padded = format!(
+            "{}# {}",
+            ours(&dedicated())["kustomize"]["patches"][0]["patch"]
+                .as_str()
+                .unwrap(),
+            "x".repeat(MAX_PATCH_TEXT_BYTES / 2)
+        );
+        assert!(is_marked_patch(&json!({"patch": padded})));
     }
 
     #[test]

@@ -758,3 +758,81 @@ fn w5_decisions_name_the_settings_they_applied() {
     assert_eq!(decision.warnings.len(), 1);
     assert_eq!(settings_source(&decision), Some(SettingsSource::Levels));
 }
+
+// --- The audit's judgement, the clock, the budgets ---
+
+#[test]
+fn an_ingress_conforms_only_when_admission_would_leave_it_unchanged() {
+    let view = view();
+    // web2 is in stage: haproxy on both fields.
+    let served = ClassFields {
+        ingress_class_name: Some("haproxy".to_owned()),
+        class_annotation: Some("haproxy".to_owned()),
+    };
+    assert!(judge_ingress(&view, "web2", &served).conforms());
+    let other_class = ClassFields {
+        ingress_class_name: Some("nginx".to_owned()),
+        ..served.clone()
+    };
+    assert!(!judge_ingress(&view, "web2", &other_class).conforms());
+    // R9: a rule that cannot be applied never conforms.
+    let old = parse_policy(
+        Path::new("p"),
+        "kubernetes_version: '1.26'\ncluster: {ingress_class: haproxy}",
+    )
+    .unwrap();
+    assert!(!judge_ingress(&old, "web2", &served).conforms());
+}
+
+#[test]
+fn unix_now_reads_the_system_clock() {
+    let seconds = || {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap()
+    };
+    let before = seconds();
+    let now = u64::try_from(unix_now()).unwrap();
+    assert!(before <= now && now <= seconds(), "{before} {now}");
+}
+
+#[test]
+fn w2_a_removal_is_stuck_from_exactly_the_configured_age() {
+    let view = view_with_held_controller();
+    let deploy = request("CREATE", "styrmin-web1", helm_release("v2", "1"), None);
+    let options = DecideOptions {
+        stuck_deleting_after: Duration::from_secs(725),
+        ..DecideOptions::default()
+    };
+    let message = |now: i64| {
+        decide_at(&view, &deploy, &options, now, None)
+            .status
+            .map(|s| s.message)
+            .unwrap_or_default()
+    };
+    assert_eq!(message(HELD_SINCE + 724), W2_MESSAGE);
+    assert!(
+        message(HELD_SINCE + 725).starts_with(&format!(
+            "{W2_MESSAGE}. The removal has not finished after 12m5s"
+        )),
+        "{}",
+        message(HELD_SINCE + 725)
+    );
+}
+
+#[test]
+fn w5_a_helm_release_over_the_time_budget_still_names_its_settings() {
+    let flux = DecideOptions {
+        flux_post_renderer: true,
+        ..DecideOptions::default()
+    };
+    // The deadline is checked for each post-renderer the release already has.
+    let mut object = helm_release("v2", "1.0.0");
+    object["spec"]["postRenderers"] = json!([{"kustomize": {"patches": []}}]);
+    let release = request("CREATE", "styrmin-web2", object, None);
+    let decision = decide_within(&view(), &release, &flux, Some(Instant::now()));
+    assert_eq!(decision.reason, FLUX_OVER_BUDGET_REASON);
+    assert!(decision.patch.is_empty());
+    assert_eq!(settings_source(&decision), Some(SettingsSource::Levels));
+}
