@@ -531,15 +531,22 @@ mod tests {
             "x".repeat(MAX_PATCH_TEXT_BYTES)
         );
         assert!(!is_marked_patch(&json!({"patch": large})));
-        // Up to that size it is read: Styrmin's patch with a comment half the limit long.
+        // Up to that size it is read: Styrmin's patch with a comment that fills it exactly.
+        let text = ours(&dedicated())["kustomize"]["patches"][0]["patch"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         let padded = format!(
-            "{}# {}",
-            ours(&dedicated())["kustomize"]["patches"][0]["patch"]
-                .as_str()
-                .unwrap(),
-            "x".repeat(MAX_PATCH_TEXT_BYTES / 2)
+            "{text}# {}",
+            "x".repeat(MAX_PATCH_TEXT_BYTES - text.len() - 2)
         );
+        assert_eq!(padded.len(), MAX_PATCH_TEXT_BYTES);
         assert!(is_marked_patch(&json!({"patch": padded})));
+        // Only the marker's words as written count: a name spelled with an escape is the user's.
+        let escaped = "apiVersion: builtin\nkind: PatchTransformer\nmetadata:\n  name: \"styrmin\\x2dingress-class\"\n";
+        let name: Value = serde_saphyr::from_str(escaped).unwrap();
+        assert_eq!(name["metadata"]["name"], FLUX_PATCH_NAME);
+        assert!(!is_marked_patch(&json!({"patch": escaped})));
     }
 
     #[test]
