@@ -134,13 +134,9 @@ fn patch_text_options() -> serde_saphyr::Options {
 /// their order followed by `wanted` (or, when `wanted` is `None`, the user's entries only).
 /// Empty when it already does, or when the object has no `spec` object or a
 /// `spec.postRenderers` that is not a list (the API server rejects those anyway).
-pub fn post_renderers_patch(object: &Value, wanted: Option<&Value>) -> Vec<PatchOperation> {
-    // Without a deadline the classification cannot run out of time.
-    post_renderers_patch_within(object, wanted, None).unwrap_or_default()
-}
-
-/// [`post_renderers_patch`], or [`OverBudget`] when `deadline` passes before every entry is
-/// classified (checked between entries; each patch text's parse is bounded by its budget).
+/// [`OverBudget`] when `deadline` passes before every entry is classified (checked between
+/// entries; each patch text's parse is bounded by its budget); without a deadline the
+/// classification cannot run out of time.
 pub fn post_renderers_patch_within(
     object: &Value,
     wanted: Option<&Value>,
