@@ -4,7 +4,6 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use std::path::Path;
-use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
@@ -12,29 +11,23 @@ use base64::Engine as _;
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use styrmin_webhook::api::{AppState, router};
-use styrmin_webhook::budget::{MAX_BODY_BYTES, RequestBudget};
-use styrmin_webhook::decide::DecideOptions;
-use styrmin_webhook::metrics::Metrics;
+use styrmin_webhook::budget::MAX_BODY_BYTES;
 use styrmin_webhook::policy_file::load_policy;
-use styrmin_webhook::view::{ViewSink, ViewStore};
+use styrmin_webhook::view::ViewSink;
 use support_data::webhook_data;
+use support_state::{state_serving, unready_state};
 use tower::ServiceExt as _;
 
 #[path = "support/data.rs"]
 mod support_data;
+#[path = "support/state.rs"]
+mod support_state;
 
 const CLASS: &str = "kubernetes.io/ingress.class";
 
 fn state() -> AppState {
-    let state = AppState::new(
-        Arc::new(ViewStore::default()),
-        Arc::new(Metrics::new()),
-        DecideOptions::default(),
-        RequestBudget::default(),
-    );
     let (_, view) = load_policy(&webhook_data("admission/policy.yaml")).expect("policy.yaml");
-    state.view_sink().publish(view);
-    state
+    state_serving(view)
 }
 
 fn fixture(name: &str) -> Value {
@@ -337,19 +330,12 @@ async fn w2_crafted_styrmin_deployment_create_is_blocked_and_its_delete_is_not()
 
 #[tokio::test]
 async fn w4_r5_warning_is_an_admission_warning() {
-    let state = AppState::new(
-        Arc::new(ViewStore::default()),
-        Arc::new(Metrics::new()),
-        DecideOptions::default(),
-        RequestBudget::default(),
-    );
-    let (_, view) = styrmin_webhook::policy_file::parse_policy(
+    let view = styrmin_webhook::policy_file::parse_policy(
         Path::new("p"),
         "cluster: {ingress_class: null}",
     )
-    .map(|v| ((), v))
     .unwrap();
-    state.view_sink().publish(view);
+    let state = state_serving(view);
     let body = in_namespace(fixture(REAL_INGRESSES[0]), "styrmin-x");
     let answer = review(&state, &body).await;
     let warnings = answer["response"]["warnings"].as_array().expect("warnings");
@@ -446,12 +432,7 @@ async fn arbitrary_inputs_never_panic() {
 
 #[tokio::test]
 async fn health_readiness_and_metrics() {
-    let unready = AppState::new(
-        Arc::new(ViewStore::default()),
-        Arc::new(Metrics::new()),
-        DecideOptions::default(),
-        RequestBudget::default(),
-    );
+    let unready = unready_state();
     let get = |state: &AppState, uri: &str| {
         let app = router(state.clone());
         let request = Request::get(uri).body(Body::empty()).unwrap();
