@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use e2e::{
-    HelmHome, Scratch, data, describe, get, get_str, postrender_data, release_binary, run, run_ok,
+    HelmHome, Scratch, data, get, get_str, postrender_data, release_binary, run_fails, run_ok,
     split_documents, utf8, workspace_root,
 };
 use fake_apiserver::FakeApiServer;
@@ -161,17 +161,7 @@ fn helm3_template_bad_config_fails_with_the_error() {
         postrender_path(),
         &[format!("--config={}", config.display())],
     ));
-    let output = run(&mut cmd, None);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !output.status.success(),
-        "{} succeeded with a non-object dedicated_ingress",
-        describe(&cmd)
-    );
-    assert!(
-        output.stdout.is_empty(),
-        "helm3 printed manifests although the post-renderer failed"
-    );
+    let stderr = run_fails(&mut cmd, "a non-object dedicated_ingress");
     assert!(
         stderr.contains("dedicated_ingress"),
         "the error does not name the key dedicated_ingress:\n{stderr}"
@@ -341,16 +331,7 @@ fn helm4_plugin_bad_config_fails_and_reports() {
             format!("--report={}", report.display()),
         ],
     ));
-    let output = run(&mut cmd, None);
-    assert!(
-        !output.status.success(),
-        "{} succeeded with a non-object dedicated_ingress",
-        describe(&cmd)
-    );
-    assert!(
-        output.stdout.is_empty(),
-        "helm4 printed manifests although the post-renderer failed"
-    );
+    run_fails(&mut cmd, "a non-object dedicated_ingress");
     let report = read(&report);
     assert!(
         report.lines().any(|l| l.contains("dedicated_ingress")),
