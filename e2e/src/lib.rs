@@ -244,8 +244,8 @@ pub fn run_ok(cmd: &mut Command, stdin: Option<&[u8]>) -> Output {
 }
 
 /// Runs `cmd` (no stdin), which must fail, because of `what`, without printing anything on
-/// stdout; returns its stderr.
-pub fn run_fails(cmd: &mut Command, what: &str) -> String {
+/// stdout, and name each of `names` on stderr.
+pub fn run_fails(cmd: &mut Command, what: &str, names: &[&str]) {
     let output = run(cmd, None);
     assert!(
         !output.status.success(),
@@ -257,7 +257,14 @@ pub fn run_fails(cmd: &mut Command, what: &str) -> String {
         "{} printed on stdout although it failed with {what}",
         describe(cmd)
     );
-    String::from_utf8_lossy(&output.stderr).into_owned()
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for name in names {
+        assert!(
+            stderr.contains(name),
+            "{} failed with {what}, but its error does not name {name}:\n{stderr}",
+            describe(cmd)
+        );
+    }
 }
 
 /// The command line, for messages.
