@@ -280,6 +280,19 @@ impl World {
         }
     }
 
+    /// prod's controller `ctl1` is redeployed with other values (DEPLOYING, then RUNNING);
+    /// the applications stay on it throughout.
+    #[track_caller]
+    fn expect_stay_on_the_redeployed_controller(&mut self) {
+        self.expect_through(
+            "ctl1",
+            &[Deploying, Running],
+            PROD_APPS,
+            &dedicated(),
+            RECORD,
+        );
+    }
+
     /// A new application `id` of `environment` may (or may not) be created.
     #[track_caller]
     fn expect_new_application(&self, step: &str, id: &str, environment: &str, deploy: Deploy) {
@@ -352,13 +365,7 @@ fn when_the_update_changes_its_values_styrmin_redeploys_the_controller_with_the_
     let mut world = World::dedicated_running();
     world.cluster.dedicated_ingress = dedicated_ingress(&["replicas", "service"]);
     // The class does not depend on the controller's values: nobody moves.
-    world.expect_through(
-        "ctl1",
-        &[Deploying, Running],
-        PROD_APPS,
-        &dedicated(),
-        RECORD,
-    );
+    world.expect_stay_on_the_redeployed_controller();
     // The applications are redeployed onto the controller with the new values: same class.
     world.record("web1", dedicated());
     world.expect("redeployed", "web1", &dedicated(), RECORD, Allowed);
@@ -636,13 +643,7 @@ fn an_environment_that_turns_dedicated_ingress_off_takes_the_clusters_value() {
     // The environment's own value is turned off: the cluster's applies; the controller is
     // redeployed with the cluster's values; the applications stay on it throughout.
     world.environment("prod", Level::default());
-    world.expect_through(
-        "ctl1",
-        &[Deploying, Running],
-        PROD_APPS,
-        &dedicated(),
-        RECORD,
-    );
+    world.expect_stay_on_the_redeployed_controller();
 }
 
 /// "When the update turns dedicated_ingress off and the cluster does not set it, Styrmin
