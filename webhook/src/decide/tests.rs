@@ -33,6 +33,11 @@ fn view() -> View {
     parse_policy(Path::new("policy.yaml"), POLICY).unwrap()
 }
 
+/// The view of a policy file with this text.
+fn policy(text: &str) -> View {
+    parse_policy(Path::new("p"), text).unwrap()
+}
+
 // W1: Ingress CREATE in each kind of namespace.
 #[rstest]
 #[case::r3_dedicated_env("styrmin-web1", None, None, (None, Some("traefik")))]
@@ -102,21 +107,13 @@ fn w4_r5_no_class_is_a_warning() {
 
 #[test]
 fn r9_old_kubernetes_denies_with_the_rule_message() {
-    let v = parse_policy(
-        Path::new("p"),
-        "kubernetes_version: '1.26'\ncluster: {ingress_class: nginx}",
-    )
-    .unwrap();
+    let v = policy("kubernetes_version: '1.26'\ncluster: {ingress_class: nginx}");
     let d = create(&v, "styrmin-a", ingress("networking.k8s.io/v1", None, None));
     assert_eq!(d.outcome, Outcome::Denied);
     let status = d.status.unwrap();
     assert!(status.message.contains("1.27"), "{}", status.message);
     // R3 sets one field only: fine on 1.26.
-    let v = parse_policy(
-        Path::new("p"),
-        "kubernetes_version: '1.26'\ncluster: {dedicated_ingress: {}}",
-    )
-    .unwrap();
+    let v = policy("kubernetes_version: '1.26'\ncluster: {dedicated_ingress: {}}");
     let d = create(&v, "styrmin-a", ingress("networking.k8s.io/v1", None, None));
     assert_eq!(d.outcome, Outcome::Patched);
 }
@@ -391,14 +388,14 @@ fn w2_never_denies_once_dedicated_ingress_is_off() {
         "prod: {ingress_class: nginx, dedicated_ingress: {}}",
         "prod: {ingress_class: nginx}",
     );
-    let v = parse_policy(Path::new("p"), &off).unwrap();
+    let v = policy(&off);
     assert_create_allowed(&v, "styrmin-web1", helm_release("v2", "1"));
 }
 
 #[test]
 fn w2_cluster_dedicated_counts_for_the_environment() {
     let text = "cluster: {dedicated_ingress: {}}\ndeployments:\n  a: {environment: e}\n  c: {environment: e, role: ingress-controller, phase: DELETING}\n";
-    let v = parse_policy(Path::new("p"), text).unwrap();
+    let v = policy(text);
     let d = create(&v, "styrmin-a", helm_release("v2", "1"));
     assert_blocked(&d, "e", "c");
 }
@@ -524,7 +521,7 @@ fn w2_denial_of_a_young_removal_has_no_stuck_detail() {
 #[test]
 fn w2_a_phase_without_a_deletion_timestamp_counts_from_when_it_was_first_seen() {
     let text = "cluster: {dedicated_ingress: {}}\ndeployments:\n  a: {environment: e}\n  c: {environment: e, role: ingress-controller, phase: DELETING}\n";
-    let mut v = parse_policy(Path::new("p"), text).unwrap();
+    let mut v = policy(text);
     // The policy file knows no removal; the kube source gives one to every DELETING object.
     let mut with_removal = v.clone();
     let mut first_seen = std::collections::HashMap::new();
