@@ -243,6 +243,30 @@ pub fn run_ok(cmd: &mut Command, stdin: Option<&[u8]>) -> Output {
     output
 }
 
+/// Runs `cmd` (no stdin), which must fail, because of `what`, without printing anything on
+/// stdout, and name each of `names` on stderr.
+pub fn run_fails(cmd: &mut Command, what: &str, names: &[&str]) {
+    let output = run(cmd, None);
+    assert!(
+        !output.status.success(),
+        "{} succeeded with {what}",
+        describe(cmd)
+    );
+    assert!(
+        output.stdout.is_empty(),
+        "{} printed on stdout although it failed with {what}",
+        describe(cmd)
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for name in names {
+        assert!(
+            stderr.contains(name),
+            "{} failed with {what}, but its error does not name {name}:\n{stderr}",
+            describe(cmd)
+        );
+    }
+}
+
 /// The command line, for messages.
 pub fn describe(cmd: &Command) -> String {
     std::iter::once(cmd.get_program())

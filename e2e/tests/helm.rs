@@ -26,10 +26,11 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use e2e::{
-    HelmHome, Scratch, data, describe, get, get_str, postrender_data, release_binary, run, run_ok,
+    HelmHome, Scratch, data, get, get_str, postrender_data, release_binary, run_fails, run_ok,
     split_documents, utf8, workspace_root,
 };
 use fake_apiserver::FakeApiServer;
+use rstest::rstest;
 use serde_json::Value;
 
 const INGRESS_API_VERSIONS: [&str; 3] = [
@@ -104,31 +105,6 @@ const CHART_INGRESSES: [(&str, &str, bool); 7] = [
 // ---------------------------------------------------------------------------------------
 // Helm 3
 
-#[test]
-fn helm3_template_dedicated() {
-    helm3_template(DEDICATED);
-}
-
-#[test]
-fn helm3_template_class() {
-    helm3_template(CLASS);
-}
-
-#[test]
-fn helm3_template_empty_class_keeps_chart_and_warns() {
-    helm3_template(EMPTY);
-}
-
-#[test]
-fn helm3_template_most_specific_level_and_quoted_class() {
-    helm3_template(LEVELS);
-}
-
-#[test]
-fn helm3_template_dedicated_wins_over_class() {
-    helm3_template(DEDICATED_WINS);
-}
-
 /// The flags instead of a config file, passed the way users pass them.
 #[test]
 fn helm3_template_flags_instead_of_config() {
@@ -161,20 +137,10 @@ fn helm3_template_bad_config_fails_with_the_error() {
         postrender_path(),
         &[format!("--config={}", config.display())],
     ));
-    let output = run(&mut cmd, None);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !output.status.success(),
-        "{} succeeded with a non-object dedicated_ingress",
-        describe(&cmd)
-    );
-    assert!(
-        output.stdout.is_empty(),
-        "helm3 printed manifests although the post-renderer failed"
-    );
-    assert!(
-        stderr.contains("dedicated_ingress"),
-        "the error does not name the key dedicated_ingress:\n{stderr}"
+    run_fails(
+        &mut cmd,
+        "a non-object dedicated_ingress",
+        &["dedicated_ingress"],
     );
 }
 
@@ -221,21 +187,20 @@ fn helm3_install_dry_run_against_fake_api_server() {
             &format!("helm3 install {dry_run} {}", case.name),
         );
     }
-    let requests = server.requests();
-    let writes = server.writes();
-    assert!(
-        writes.is_empty(),
-        "a dry run wrote to the API server: {writes:#?}"
-    );
-    assert!(
-        requests.iter().any(|r| r.method == "GET"
-            && r.path
-                .starts_with("/apis/networking.k8s.io/v1/namespaces/apps/ingresses/web-both")),
-        "helm3 install did not look for the Ingresses: did it reach the fake API server? {requests:?}"
+    server.assert_dry_run(
+        |path| path.starts_with("/apis/networking.k8s.io/v1/namespaces/apps/ingresses/web-both"),
+        "helm3 install did not look for the Ingresses: did it reach the fake API server?",
     );
 }
 
-fn helm3_template(case: Case) {
+/// `helm template` with the post-renderer, for each config, against the same render without.
+#[rstest]
+#[case::dedicated(DEDICATED)]
+#[case::class(CLASS)]
+#[case::empty_class_keeps_chart_and_warns(EMPTY)]
+#[case::most_specific_level_and_quoted_class(LEVELS)]
+#[case::dedicated_wins_over_class(DEDICATED_WINS)]
+fn helm3_template(#[case] case: Case) {
     let home = HelmHome::new(&format!("h3-{}", case.name));
     let config = home.scratch().write("styrmin.yaml", case.config);
     let report = home.scratch().join("report.txt");
@@ -269,26 +234,6 @@ fn helm3_render(home: &HelmHome, extra: &[String]) -> String {
 
 // ---------------------------------------------------------------------------------------
 // Helm 4
-
-#[test]
-fn helm4_plugin_template_dedicated() {
-    helm4_template(DEDICATED);
-}
-
-#[test]
-fn helm4_plugin_template_class() {
-    helm4_template(CLASS);
-}
-
-#[test]
-fn helm4_plugin_template_empty_class_keeps_chart_and_warns() {
-    helm4_template(EMPTY);
-}
-
-#[test]
-fn helm4_plugin_template_most_specific_level_and_quoted_class() {
-    helm4_template(LEVELS);
-}
 
 /// `helm install --dry-run=client`: the install path, hooks and all, without a cluster.
 #[test]
@@ -341,16 +286,7 @@ fn helm4_plugin_bad_config_fails_and_reports() {
             format!("--report={}", report.display()),
         ],
     ));
-    let output = run(&mut cmd, None);
-    assert!(
-        !output.status.success(),
-        "{} succeeded with a non-object dedicated_ingress",
-        describe(&cmd)
-    );
-    assert!(
-        output.stdout.is_empty(),
-        "helm4 printed manifests although the post-renderer failed"
-    );
+    run_fails(&mut cmd, "a non-object dedicated_ingress", &[]);
     let report = read(&report);
     assert!(
         report.lines().any(|l| l.contains("dedicated_ingress")),
@@ -358,7 +294,14 @@ fn helm4_plugin_bad_config_fails_and_reports() {
     );
 }
 
-fn helm4_template(case: Case) {
+/// `helm template` through the `styrmin` plugin, for each config, against the same render
+/// without.
+#[rstest]
+#[case::dedicated(DEDICATED)]
+#[case::class(CLASS)]
+#[case::empty_class_keeps_chart_and_warns(EMPTY)]
+#[case::most_specific_level_and_quoted_class(LEVELS)]
+fn helm4_plugin_template(#[case] case: Case) {
     let home = helm4_home_with_plugin(&format!("h4-{}", case.name));
     let config = home.scratch().write("styrmin.yaml", case.config);
     let report = home.scratch().join("report.txt");

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use base64::Engine as _;
-use e2e::{HelmHome, Scratch, describe, run, run_ok, split_documents, tool, utf8, workspace_root};
+use e2e::{HelmHome, Scratch, run, run_fails, run_ok, split_documents, tool, utf8, workspace_root};
 use fake_apiserver::FakeApiServer;
 use serde_json::Value;
 
@@ -118,21 +118,7 @@ fn bad_values_are_refused_with_a_message_naming_the_key() {
             let home = HelmHome::new("chart-schema");
             let mut cmd = home.helm(helm);
             cmd.args(["template", RELEASE]).arg(chart_dir()).arg(value);
-            let output = run(&mut cmd, None);
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            assert!(
-                !output.status.success(),
-                "{helm} accepted {value}: {}",
-                describe(&cmd)
-            );
-            assert!(
-                output.stdout.is_empty(),
-                "{helm} {value}: nothing on stdout"
-            );
-            assert!(
-                stderr.contains("schema") && stderr.contains(key),
-                "{helm} {value}: the error does not name {key}:\n{stderr}"
-            );
+            run_fails(&mut cmd, value, &["schema", key]);
         }
     }
     // What the template checks itself: the grace period must cover the shutdown.
@@ -386,18 +372,10 @@ fn helm_install_dry_run_against_the_stand_in_api_server() {
             }
         }
     }
-    let requests = server.requests();
-    let writes = server.writes();
-    assert!(
-        writes.is_empty(),
-        "a dry run wrote to the API server: {writes:#?}"
-    );
     // --dry-run=server looked the certificate's Secret up (the chart's `lookup`).
-    assert!(
-        requests
-            .iter()
-            .any(|r| r.method == "GET" && r.path == SECRET_PATH),
-        "no lookup of the Secret reached the API server: {requests:?}"
+    server.assert_dry_run(
+        |path| path == SECRET_PATH,
+        "no lookup of the Secret reached the API server",
     );
 }
 

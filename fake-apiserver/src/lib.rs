@@ -291,6 +291,22 @@ impl FakeApiServer {
             .collect()
     }
 
+    /// What a dry run against this server must show: it wrote nothing, and it read (`GET`) a
+    /// path that `read` accepts, so the client did reach this server; `unread` says what that
+    /// read was for.
+    pub fn assert_dry_run(&self, read: impl Fn(&str) -> bool, unread: &str) {
+        let writes = self.writes();
+        assert!(
+            writes.is_empty(),
+            "a dry run wrote to the API server: {writes:#?}"
+        );
+        let requests = self.requests();
+        assert!(
+            requests.iter().any(|r| r.method == "GET" && read(&r.path)),
+            "{unread}: {requests:?}"
+        );
+    }
+
     /// Whether everything queued for `path` has been sent.
     pub fn drained(&self, path: &str) -> bool {
         let state = self.shared.lock();

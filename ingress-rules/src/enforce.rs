@@ -133,14 +133,7 @@ mod tests {
     use rstest::rstest;
 
     use super::*;
-    use crate::example_targets::{dedicated, no_class, shared};
-
-    fn fields(class_name: Option<&str>, annotation: Option<&str>) -> ClassFields {
-        ClassFields {
-            ingress_class_name: class_name.map(str::to_owned),
-            class_annotation: annotation.map(str::to_owned),
-        }
-    }
+    use crate::example_targets::{dedicated, fields, no_class, shared};
 
     // Every combination of what a chart may write, under each of R3, R4, R5.
     #[rstest]

@@ -79,11 +79,20 @@ pub fn is_ingress_container_list(api_version: &str, kind: &str) -> bool {
         || (kind == "IngressList" && INGRESS_API_VERSIONS.contains(&api_version))
 }
 
-/// Short constructors of targets for the rule tables of this crate's tests and of the crates
-/// that use it (the `test-support` feature, enabled from their dev-dependencies).
+/// Short constructors of targets, and of the class fields an Ingress has, for the rule tables
+/// of this crate's tests and of the crates that use it (the `test-support` feature, enabled
+/// from their dev-dependencies).
 #[cfg(any(test, feature = "test-support"))]
 pub mod example_targets {
-    use crate::IngressTarget;
+    use crate::{ClassFields, IngressTarget};
+
+    /// An Ingress's `spec.ingressClassName` and class annotation (`None`: not there).
+    pub fn fields(class_name: Option<&str>, annotation: Option<&str>) -> ClassFields {
+        ClassFields {
+            ingress_class_name: class_name.map(str::to_owned),
+            class_annotation: annotation.map(str::to_owned),
+        }
+    }
 
     /// R3: the environment's dedicated controller.
     pub fn dedicated() -> IngressTarget {

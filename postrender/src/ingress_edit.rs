@@ -700,15 +700,10 @@ fn flow_entry(path: &[&str], value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use ingress_rules::example_targets::fields;
+
     use super::*;
     use crate::yaml_tree::parse_document;
-
-    fn fields(class_name: Option<&str>, annotation: Option<&str>) -> ClassFields {
-        ClassFields {
-            ingress_class_name: class_name.map(str::to_owned),
-            class_annotation: annotation.map(str::to_owned),
-        }
-    }
 
     fn rewrite(text: &str, desired: &ClassFields) -> String {
         let root = parse_document(text).unwrap().unwrap();

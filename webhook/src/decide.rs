@@ -491,4 +491,7 @@ pub(crate) mod patched {
 }
 
 #[cfg(test)]
+pub(crate) mod review;
+
+#[cfg(test)]
 mod scenarios;

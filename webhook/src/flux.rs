@@ -596,8 +596,9 @@ mod decide_tests {
 
     use serde_json::{Value, json};
 
-    use crate::admission::AdmissionRequest;
+    use crate::admission::{AdmissionRequest, GroupVersionKind};
     use crate::decide::patched::apply;
+    use crate::decide::review;
     use crate::decide::{DecideOptions, Outcome, decide, decide_with};
     use crate::policy_file::parse_policy;
     use crate::view::View;
@@ -624,19 +625,20 @@ deployments:
         parse_policy(Path::new("policy.yaml"), POLICY).unwrap()
     }
 
+    /// A HelmRelease review: the request's `kind` names it too.
     fn request(
         operation: &str,
         namespace: &str,
         object: Value,
         old: Option<Value>,
     ) -> AdmissionRequest {
-        serde_json::from_value(json!({
-            "uid": "u-1",
-            "kind": {"group": "helm.toolkit.fluxcd.io", "version": "v2", "kind": "HelmRelease"},
-            "namespace": namespace, "operation": operation,
-            "object": object, "oldObject": old,
-        }))
-        .unwrap()
+        let mut request = review::request(operation, namespace, object, old);
+        request.kind = GroupVersionKind {
+            group: "helm.toolkit.fluxcd.io".into(),
+            version: "v2".into(),
+            kind: "HelmRelease".into(),
+        };
+        request
     }
 
     fn release() -> Value {

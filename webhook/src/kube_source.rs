@@ -31,6 +31,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource, ResourceExt as _};
 use serde::Deserialize as _;
+use serde::de::DeserializeOwned;
 
 use crate::audit::objects::{AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR};
 use crate::audit::{AuditInput, AuditSettings, Reason, audit};
@@ -422,13 +423,7 @@ type Events = futures::stream::BoxStream<'static, (WatchedResource, Step)>;
 /// version or plural is not the resource's.
 fn watch<K>(client: &Client, resource: WatchedResource) -> anyhow::Result<(Store<K>, Events)>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    K: Resource<DynamicType = ()> + Clone + fmt::Debug + DeserializeOwned + Send + Sync + 'static,
 {
     watch_trimmed(
         client,
@@ -459,13 +454,7 @@ fn watch_trimmed<K>(
     trim: fn(&mut K),
 ) -> anyhow::Result<(Store<K>, Events)>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    K: Resource<DynamicType = ()> + Clone + fmt::Debug + DeserializeOwned + Send + Sync + 'static,
 {
     let (group, version, plural) = watched.group_version_plural();
     anyhow::ensure!(

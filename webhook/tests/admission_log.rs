@@ -10,13 +10,12 @@ use std::sync::{Arc, Mutex};
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use serde_json::json;
-use styrmin_webhook::api::{AppState, router};
-use styrmin_webhook::budget::RequestBudget;
-use styrmin_webhook::decide::DecideOptions;
-use styrmin_webhook::metrics::Metrics;
+use styrmin_webhook::api::router;
 use styrmin_webhook::policy_file::parse_policy;
-use styrmin_webhook::view::ViewStore;
 use tower::ServiceExt as _;
+
+#[path = "support/state.rs"]
+mod support_state;
 
 /// A log destination the test can read back.
 #[derive(Clone, Default)]
@@ -45,12 +44,6 @@ async fn the_log_names_the_settings_and_the_key_that_decided_them() {
     // The test runtime has one thread: every event of the request is logged here.
     let _guard = tracing::subscriber::set_default(subscriber);
 
-    let state = AppState::new(
-        Arc::new(ViewStore::default()),
-        Arc::new(Metrics::new()),
-        DecideOptions::default(),
-        RequestBudget::default(),
-    );
     let view = parse_policy(
         Path::new("policy.yaml"),
         "cluster: {dedicated_ingress: {}}\n\
@@ -58,7 +51,7 @@ async fn the_log_names_the_settings_and_the_key_that_decided_them() {
            web1: {last_deployed: {ingress_class: nginx}}\n",
     )
     .unwrap();
-    state.view_sink().publish(view);
+    let state = support_state::state_serving(view);
 
     // The record holds web1 on nginx while the levels give the dedicated controller: the
     // INFO line of a deployment waiting for its redeploy carries the span's fields.

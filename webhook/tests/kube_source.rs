@@ -8,7 +8,6 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -22,18 +21,18 @@ use recorded_cluster::{
 };
 use serde_json::{Value, json};
 use styrmin_webhook::api::{AppState, router};
-use styrmin_webhook::budget::RequestBudget;
-use styrmin_webhook::decide::DecideOptions;
 use styrmin_webhook::kube_source::{API_CALLS, ApiCall, KubeSource};
-use styrmin_webhook::metrics::Metrics;
 use styrmin_webhook::view::{Phase, View, ViewSource as _, ViewStore};
 use support_data::webhook_data;
+use support_state::unready_state;
 use tower::ServiceExt as _;
 
 #[path = "support/recorded_cluster.rs"]
 mod recorded_cluster;
 #[path = "support/data.rs"]
 mod support_data;
+#[path = "support/state.rs"]
+mod support_state;
 
 /// What an Ingress of deployment `id` gets from the view: a class, "" or "dedicated".
 fn class_of(view: &View, id: &str) -> String {
@@ -107,12 +106,7 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
     api.answer(NAMESPACES, 200, recorded("namespaces.list.json"));
     // The deployments' list is held back for now.
 
-    let state = AppState::new(
-        Arc::new(ViewStore::default()),
-        Arc::new(Metrics::new()),
-        DecideOptions::default(),
-        RequestBudget::default(),
-    );
+    let state = unready_state();
     let source = KubeSource::new(client(&api)).with_confirm_interval(Duration::from_millis(100));
     let sink = state.view_sink();
     let task = tokio::spawn(source.run(sink));
@@ -368,13 +362,8 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
 #[ignore = "needs cluster"]
 async fn against_a_kind_cluster() {
     let client = kube::Client::try_default().await.unwrap();
-    let store = Arc::new(ViewStore::default());
-    let state = AppState::new(
-        store.clone(),
-        Arc::new(Metrics::new()),
-        DecideOptions::default(),
-        RequestBudget::default(),
-    );
+    let state = unready_state();
+    let store = state.view().clone();
     let task = tokio::spawn(KubeSource::new(client).run(state.view_sink()));
     wait_until(&store, "ready", ViewStore::is_ready).await;
     assert!(store.load().kubernetes_version().is_some());

@@ -4,7 +4,6 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use std::path::Path;
-use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
@@ -12,29 +11,23 @@ use base64::Engine as _;
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use styrmin_webhook::api::{AppState, router};
-use styrmin_webhook::budget::{MAX_BODY_BYTES, RequestBudget};
-use styrmin_webhook::decide::DecideOptions;
-use styrmin_webhook::metrics::Metrics;
+use styrmin_webhook::budget::MAX_BODY_BYTES;
 use styrmin_webhook::policy_file::load_policy;
-use styrmin_webhook::view::{ViewSink, ViewStore};
+use styrmin_webhook::view::ViewSink;
 use support_data::webhook_data;
+use support_state::{state_serving, unready_state};
 use tower::ServiceExt as _;
 
 #[path = "support/data.rs"]
 mod support_data;
+#[path = "support/state.rs"]
+mod support_state;
 
 const CLASS: &str = "kubernetes.io/ingress.class";
 
 fn state() -> AppState {
-    let state = AppState::new(
-        Arc::new(ViewStore::default()),
-        Arc::new(Metrics::new()),
-        DecideOptions::default(),
-        RequestBudget::default(),
-    );
     let (_, view) = load_policy(&webhook_data("admission/policy.yaml")).expect("policy.yaml");
-    state.view_sink().publish(view);
-    state
+    state_serving(view)
 }
 
 fn fixture(name: &str) -> Value {
@@ -102,6 +95,16 @@ async fn review(state: &AppState, body: &Value) -> Value {
     );
     assert!(answer["response"]["allowed"].is_boolean());
     answer
+}
+
+/// The answer to `body` allows it and says nothing else: no patch, no warning, no status.
+async fn assert_bare_allow(state: &AppState, body: &Value, what: &str) {
+    let answer = review(state, body).await;
+    assert_eq!(
+        answer["response"],
+        json!({"uid": body["request"]["uid"], "allowed": true}),
+        "{what}"
+    );
 }
 
 /// Applies the answer's patch (if any) to the request's object with an RFC 6902 implementation.
@@ -228,12 +231,7 @@ async fn w1_fixtures_as_they_are_are_not_in_a_styrmin_namespace() {
     let state = state();
     for name in REAL_INGRESSES.iter().chain(REAL_OTHERS.iter()) {
         let body = fixture(name);
-        let answer = review(&state, &body).await;
-        assert_eq!(
-            answer["response"],
-            json!({"uid": body["request"]["uid"], "allowed": true}),
-            "{name}"
-        );
+        assert_bare_allow(&state, &body, name).await;
     }
 }
 
@@ -242,12 +240,7 @@ async fn r7_pods_and_deployments_in_a_styrmin_namespace_are_untouched() {
     let state = state();
     for name in REAL_OTHERS {
         let body = in_namespace(fixture(name), "styrmin-web1");
-        let answer = review(&state, &body).await;
-        assert_eq!(
-            answer["response"],
-            json!({"uid": body["request"]["uid"], "allowed": true}),
-            "{name}"
-        );
+        assert_bare_allow(&state, &body, name).await;
     }
 }
 
@@ -315,11 +308,7 @@ async fn w2_crafted_helm_release_upgrade_is_blocked() {
 async fn w2_crafted_status_and_finalizers_update_is_allowed() {
     let state = state();
     let body = fixture("crafted__helmrelease-v2-status-and-finalizers-only.json");
-    let answer = review(&state, &body).await;
-    assert_eq!(
-        answer["response"],
-        json!({"uid": body["request"]["uid"], "allowed": true})
-    );
+    assert_bare_allow(&state, &body, "").await;
 }
 
 #[tokio::test]
@@ -337,19 +326,12 @@ async fn w2_crafted_styrmin_deployment_create_is_blocked_and_its_delete_is_not()
 
 #[tokio::test]
 async fn w4_r5_warning_is_an_admission_warning() {
-    let state = AppState::new(
-        Arc::new(ViewStore::default()),
-        Arc::new(Metrics::new()),
-        DecideOptions::default(),
-        RequestBudget::default(),
-    );
-    let (_, view) = styrmin_webhook::policy_file::parse_policy(
+    let view = styrmin_webhook::policy_file::parse_policy(
         Path::new("p"),
         "cluster: {ingress_class: null}",
     )
-    .map(|v| ((), v))
     .unwrap();
-    state.view_sink().publish(view);
+    let state = state_serving(view);
     let body = in_namespace(fixture(REAL_INGRESSES[0]), "styrmin-x");
     let answer = review(&state, &body).await;
     let warnings = answer["response"]["warnings"].as_array().expect("warnings");
@@ -446,12 +428,7 @@ async fn arbitrary_inputs_never_panic() {
 
 #[tokio::test]
 async fn health_readiness_and_metrics() {
-    let unready = AppState::new(
-        Arc::new(ViewStore::default()),
-        Arc::new(Metrics::new()),
-        DecideOptions::default(),
-        RequestBudget::default(),
-    );
+    let unready = unready_state();
     let get = |state: &AppState, uri: &str| {
         let app = router(state.clone());
         let request = Request::get(uri).body(Body::empty()).unwrap();
@@ -494,14 +471,12 @@ async fn health_readiness_and_metrics() {
     let sink: ViewSink = state.view_sink();
     sink.report_error("policy-file");
     let (_, text) = get(&state, "/metrics").await;
-    assert!(
-        text.contains(r#"styrmin_webhook_view_update_failures_total{source="policy-file"} 1"#),
-        "{text}"
-    );
-    assert!(
-        text.contains("styrmin_webhook_view_source_valid 0"),
-        "{text}"
-    );
+    for needle in [
+        r#"styrmin_webhook_view_update_failures_total{source="policy-file"} 1"#,
+        "styrmin_webhook_view_source_valid 0",
+    ] {
+        assert!(text.contains(needle), "{needle} missing in\n{text}");
+    }
 
     // Draining: not ready, and answers close their connection.
     state.start_draining();

@@ -506,32 +506,20 @@ impl DocGen {
     }
 }
 
-/// Documents that are not Ingresses, some of which look like one to a regex.
+/// Documents that are not Ingresses, some of which look like one to a regex: each has the
+/// class annotation, and most one more top-level field (`data` or `spec`).
 fn other_document(n: u8) -> Y {
-    let header = |api: &str, kind: &str, name: &str| {
-        vec![
-            ("apiVersion".to_owned(), s(api)),
-            ("kind".to_owned(), s(kind)),
-            (
-                "metadata".to_owned(),
+    let entry = |key: &str, value: Y| (key.to_owned(), value);
+    let (api, kind, name, body) = match n % 6 {
+        0 => (
+            "v1",
+            "ConfigMap",
+            "cm",
+            Some(entry(
+                "data",
                 Y::Map(vec![
-                    ("name".to_owned(), s(name)),
-                    (
-                        "annotations".to_owned(),
-                        Y::Map(vec![("kubernetes.io/ingress.class".to_owned(), s("nginx"))]),
-                    ),
-                ]),
-            ),
-        ]
-    };
-    match n % 6 {
-        0 => {
-            let mut m = header("v1", "ConfigMap", "cm");
-            m.push((
-                "data".to_owned(),
-                Y::Map(vec![
-                    (
-                        "ingress.yaml".to_owned(),
+                    entry(
+                        "ingress.yaml",
                         Y::Block(vec![
                             "apiVersion: networking.k8s.io/v1".to_owned(),
                             "kind: Ingress".to_owned(),
@@ -539,45 +527,62 @@ fn other_document(n: u8) -> Y {
                             "  ingressClassName: nginx".to_owned(),
                         ]),
                     ),
-                    ("proxy-buffering".to_owned(), s("off")),
+                    entry("proxy-buffering", s("off")),
                 ]),
-            ));
-            Y::Map(m)
-        }
-        1 => {
-            let mut m = header("networking.k8s.io/v1", "IngressClass", "nginx");
-            m.push((
-                "spec".to_owned(),
-                Y::Map(vec![("controller".to_owned(), s("k8s.io/ingress-nginx"))]),
-            ));
-            Y::Map(m)
-        }
-        2 => {
-            let mut m = header("voyager.appscode.com/v1beta1", "Ingress", "voyager");
-            m.push((
-                "spec".to_owned(),
-                Y::Map(vec![("ingressClassName".to_owned(), s("on"))]),
-            ));
-            Y::Map(m)
-        }
-        3 => {
-            let mut m = header("traefik.io/v1alpha1", "IngressRoute", "route");
-            m.push((
-                "spec".to_owned(),
-                Y::Map(vec![("entryPoints".to_owned(), Y::Seq(vec![s("web")]))]),
-            ));
-            Y::Map(m)
-        }
-        4 => Y::Map(header("v1", "List", "not-a-list-of-ingresses")),
-        _ => {
-            let mut m = header("gateway.networking.k8s.io/v1", "HTTPRoute", "r");
-            m.push((
-                "spec".to_owned(),
-                Y::Map(vec![("hostnames".to_owned(), Y::Seq(vec![s("\"a.b\"")]))]),
-            ));
-            Y::Map(m)
-        }
-    }
+            )),
+        ),
+        1 => (
+            "networking.k8s.io/v1",
+            "IngressClass",
+            "nginx",
+            Some(entry(
+                "spec",
+                Y::Map(vec![entry("controller", s("k8s.io/ingress-nginx"))]),
+            )),
+        ),
+        2 => (
+            "voyager.appscode.com/v1beta1",
+            "Ingress",
+            "voyager",
+            Some(entry(
+                "spec",
+                Y::Map(vec![entry("ingressClassName", s("on"))]),
+            )),
+        ),
+        3 => (
+            "traefik.io/v1alpha1",
+            "IngressRoute",
+            "route",
+            Some(entry(
+                "spec",
+                Y::Map(vec![entry("entryPoints", Y::Seq(vec![s("web")]))]),
+            )),
+        ),
+        4 => ("v1", "List", "not-a-list-of-ingresses", None),
+        _ => (
+            "gateway.networking.k8s.io/v1",
+            "HTTPRoute",
+            "r",
+            Some(entry(
+                "spec",
+                Y::Map(vec![entry("hostnames", Y::Seq(vec![s("\"a.b\"")]))]),
+            )),
+        ),
+    };
+    let annotations = Y::Map(vec![entry("kubernetes.io/ingress.class", s("nginx"))]);
+    let mut fields = vec![
+        entry("apiVersion", s(api)),
+        entry("kind", s(kind)),
+        entry(
+            "metadata",
+            Y::Map(vec![
+                entry("name", s(name)),
+                entry("annotations", annotations),
+            ]),
+        ),
+    ];
+    fields.extend(body);
+    Y::Map(fields)
 }
 
 pub fn document(typed: bool) -> impl Strategy<Value = DocGen> {

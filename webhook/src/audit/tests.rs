@@ -10,6 +10,8 @@ use crate::policy_file::parse_policy;
 use crate::view::{Deployment, Removal};
 
 const NOW: i64 = 1_796_284_800; // 2026-12-03T08:00:00Z
+/// Created long before the grace period ends.
+const AN_HOUR_AGO: i64 = NOW - 3600;
 
 const POLICY: &str = "
 cluster: {ingress_class: contour}
@@ -47,6 +49,16 @@ fn ingress(
     let mut ingress: AuditedIngress = serde_json::from_value(object).unwrap();
     ingress.trim();
     Arc::new(ingress)
+}
+
+/// An Ingress created long ago that a controller has given an address.
+fn served(
+    namespace: &str,
+    name: &str,
+    class: Option<&str>,
+    annotation: Option<&str>,
+) -> Arc<AuditedIngress> {
+    ingress(namespace, name, class, annotation, AN_HOUR_AGO, true)
 }
 
 fn alias(namespace: &str, name: &str, external_name: &str) -> Arc<AliasService> {
@@ -93,34 +105,13 @@ fn wrong_class_says_has_wants_why_and_fix() {
     let report = run(
         &view,
         &[
-            ingress("styrmin-web1", "web", Some("nginx"), None, NOW - 3600, true),
-            ingress(
-                "styrmin-web1",
-                "ok",
-                None,
-                Some("traefik"),
-                NOW - 3600,
-                true,
-            ),
+            served("styrmin-web1", "web", Some("nginx"), None),
+            served("styrmin-web1", "ok", None, Some("traefik")),
             // W5: web3's record (nginx) decides, not prod's dedicated ingress.
-            ingress(
-                "styrmin-web3",
-                "web",
-                None,
-                Some("traefik"),
-                NOW - 3600,
-                true,
-            ),
-            ingress(
-                "styrmin-web3",
-                "ok",
-                Some("nginx"),
-                Some("nginx"),
-                NOW - 3600,
-                true,
-            ),
+            served("styrmin-web3", "web", None, Some("traefik")),
+            served("styrmin-web3", "ok", Some("nginx"), Some("nginx")),
             // Not a Styrmin namespace: not judged.
-            ingress("default", "web", Some("nginx"), None, NOW - 3600, false),
+            ingress("default", "web", Some("nginx"), None, AN_HOUR_AGO, false),
         ],
         &[],
         &[],
@@ -166,16 +157,9 @@ fn cannot_enforce_on_a_server_that_rejects_both_fields() {
     let report = run(
         &view,
         &[
-            ingress("styrmin-web3", "web", Some("nginx"), None, NOW - 3600, true),
+            served("styrmin-web3", "web", Some("nginx"), None),
             // Dedicated sets the annotation only: fine on 1.26.
-            ingress(
-                "styrmin-web1",
-                "web",
-                None,
-                Some("traefik"),
-                NOW - 3600,
-                true,
-            ),
+            served("styrmin-web1", "web", None, Some("traefik")),
         ],
         &[],
         &[],
@@ -207,7 +191,7 @@ fn not_served_only_after_the_grace_period() {
                 "old",
                 None,
                 Some("traefik"),
-                NOW - 3600,
+                AN_HOUR_AGO,
                 false,
             ),
         ],
@@ -252,7 +236,7 @@ fn one_ingress_counts_once_per_reason() {
             "web",
             Some("nginx"),
             None,
-            NOW - 3600,
+            AN_HOUR_AGO,
             false,
         )],
         &[],
@@ -459,19 +443,12 @@ fn metrics_carry_every_ingress_reason_and_no_names() {
     let metrics = AuditMetrics::register(&mut registry);
     let store = AuditStore::default();
     let view = view_with_controller(Removal {
-        deletion_requested: Some(NOW - 3600),
+        deletion_requested: Some(AN_HOUR_AGO),
         ..Removal::default()
     });
     store.publish(run(
         &view,
-        &[ingress(
-            "styrmin-web1",
-            "secret-name",
-            Some("nginx"),
-            None,
-            NOW - 3600,
-            true,
-        )],
+        &[served("styrmin-web1", "secret-name", Some("nginx"), None)],
         &[alias(
             "styrmin-web1",
             "cache",

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::decide::patched::{apply, classes};
+use crate::decide::review::{create, helm_release, ingress, request, styrmin_deployment, update};
 use crate::view::{Deployment, Phase, Role, View};
 
 const CHART_CLASS: &str = "chart-class";
@@ -42,6 +43,14 @@ fn class_level(class: &str) -> Level {
     }
 }
 
+/// A level that sets `dedicated_ingress` with these value keys, and nothing else.
+fn dedicated_level(keys: &[&str]) -> Level {
+    Level {
+        dedicated_ingress: dedicated_ingress(keys),
+        ..Level::default()
+    }
+}
+
 /// What W2 answers a deploy in one namespace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Deploy {
@@ -51,6 +60,7 @@ enum Deploy {
 }
 
 use Deploy::{Allowed, Blocked};
+use Phase::{Deleting, Deploying, Failed, Pending, Running};
 
 /// Styrmin's state, as the webhook's view holds it.
 #[derive(Clone, Debug, Default)]
@@ -80,9 +90,23 @@ impl World {
     fn dedicated_running() -> World {
         let mut world = World::shared_contour();
         world.cluster.dedicated_ingress = dedicated_ingress(&["replicas"]);
-        world.controller("ctl1", "prod", Phase::Running);
-        world.record("web1", dedicated());
-        world.record("web2", dedicated());
+        world.controller("ctl1", "prod", Running);
+        world.record_each(PROD_APPS, &dedicated());
+        world
+    }
+
+    /// [`World::shared_contour`] where `prod` sets `ingress_class: haproxy` and its own
+    /// `dedicated_ingress: {}`, and its controller `ctl1` is in `phase`.
+    fn prod_dedicated_over_haproxy(phase: Phase) -> World {
+        let mut world = World::shared_contour();
+        world.environment(
+            "prod",
+            Level {
+                dedicated_ingress: dedicated_ingress(&[]),
+                ..class_level("haproxy")
+            },
+        );
+        world.controller("ctl1", "prod", phase);
         world
     }
 
@@ -105,7 +129,7 @@ impl World {
             Deployment {
                 environment: Some(environment.to_owned()),
                 role: Role::Application,
-                phase: Phase::Running,
+                phase: Running,
                 level: Level::default(),
                 last_deployed: record,
                 removal: None,
@@ -134,6 +158,13 @@ impl World {
         self.deployments.get_mut(id).expect(id).last_deployed = Some(record);
     }
 
+    /// Styrmin (re)deploys each of `ids` with the same ingress settings.
+    fn record_each(&mut self, ids: &[&str], record: &IngressTarget) {
+        for id in ids {
+            self.record(id, record.clone());
+        }
+    }
+
     fn remove(&mut self, id: &str) {
         self.deployments.remove(id).expect(id);
     }
@@ -155,8 +186,8 @@ impl World {
         let environment = self.deployments[id].environment.clone().unwrap_or_default();
 
         // An Ingress CREATE: the chart names its own class.
-        let created = ingress(Some(CHART_CLASS), None);
-        let decision = decide(&view, &request("CREATE", &namespace, created.clone(), None));
+        let created = ingress("networking.k8s.io/v1", Some(CHART_CLASS), None);
+        let decision = create(&view, &namespace, created.clone());
         assert!(decision.status.is_none(), "{step}: {id}: {decision:?}");
         let settings = decision.settings.as_ref().expect("settings");
         assert_eq!(settings.source(), source, "{step}: {id}: settings source");
@@ -179,10 +210,7 @@ impl World {
             .expect("spec")
             .remove("ingressClassName");
         edited["metadata"]["annotations"] = json!({ingress_rules::CLASS_ANNOTATION: EDITED_CLASS});
-        let decision = decide(
-            &view,
-            &request("UPDATE", &namespace, edited.clone(), Some(current)),
-        );
+        let decision = update(&view, &namespace, edited.clone(), current);
         assert!(decision.status.is_none(), "{step}: {id}: {decision:?}");
         let expected = match class {
             IngressTarget::Dedicated => (None, Some("traefik")),
@@ -196,18 +224,15 @@ impl World {
         );
 
         // A deploy: the StyrminDeployment's spec changes, and the HelmRelease is upgraded.
-        let old = styrmin_deployment(&environment, "v1");
-        let new = styrmin_deployment(&environment, "v2");
+        let old = styrmin_deployment(&environment, "application", "v1");
+        let new = styrmin_deployment(&environment, "application", "v2");
         let decisions = [
-            decide(&view, &request("UPDATE", &namespace, new, Some(old))),
-            decide(
+            update(&view, &namespace, new, old),
+            update(
                 &view,
-                &request(
-                    "UPDATE",
-                    &namespace,
-                    helm_release("2.0.0"),
-                    Some(helm_release("1.0.0")),
-                ),
+                &namespace,
+                helm_release("v2", "2.0.0"),
+                helm_release("v2", "1.0.0"),
             ),
         ];
         for decision in decisions {
@@ -222,17 +247,59 @@ impl World {
         }
     }
 
+    /// [`World::expect`] for each of the applications `ids`.
+    #[track_caller]
+    fn expect_each(
+        &self,
+        step: &str,
+        ids: &[&str],
+        class: &IngressTarget,
+        source: SettingsSource,
+        deploy: Deploy,
+    ) {
+        for id in ids {
+            self.expect(step, id, class, source, deploy);
+        }
+    }
+
+    /// Controller `controller` goes through `phases`; at each, the applications `ids` get
+    /// `class` (from their record or their levels, `source`) and may deploy.
+    #[track_caller]
+    fn expect_through(
+        &mut self,
+        controller: &str,
+        phases: &[Phase],
+        ids: &[&str],
+        class: &IngressTarget,
+        source: SettingsSource,
+    ) {
+        for phase in phases {
+            self.phase(controller, *phase);
+            let step = format!("controller {controller} {phase}");
+            self.expect_each(&step, ids, class, source, Allowed);
+        }
+    }
+
+    /// prod's controller `ctl1` is redeployed with other values (DEPLOYING, then RUNNING);
+    /// the applications stay on it throughout.
+    #[track_caller]
+    fn expect_stay_on_the_redeployed_controller(&mut self) {
+        self.expect_through(
+            "ctl1",
+            &[Deploying, Running],
+            PROD_APPS,
+            &dedicated(),
+            RECORD,
+        );
+    }
+
     /// A new application `id` of `environment` may (or may not) be created.
     #[track_caller]
     fn expect_new_application(&self, step: &str, id: &str, environment: &str, deploy: Deploy) {
-        let decision = decide(
+        let decision = create(
             &self.view(),
-            &request(
-                "CREATE",
-                &format!("styrmin-{id}"),
-                styrmin_deployment(environment, "v1"),
-                None,
-            ),
+            &format!("styrmin-{id}"),
+            styrmin_deployment(environment, "application", "v1"),
         );
         match deploy {
             Allowed => assert_ne!(decision.outcome, Outcome::Denied, "{step}: {decision:?}"),
@@ -259,53 +326,8 @@ fn assert_w2(step: &str, decision: &Decision, environment: &str, controller: &st
     }
 }
 
-fn request(
-    operation: &str,
-    namespace: &str,
-    object: Value,
-    old_object: Option<Value>,
-) -> AdmissionRequest {
-    serde_json::from_value(json!({
-        "uid": "u-1",
-        "kind": {"group": "", "version": "", "kind": ""},
-        "namespace": namespace,
-        "operation": operation,
-        "object": object,
-        "oldObject": old_object,
-    }))
-    .expect("request")
-}
-
-fn ingress(class_name: Option<&str>, annotation: Option<&str>) -> Value {
-    let mut object = json!({
-        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-        "metadata": {"name": "web"},
-        "spec": {"rules": [{"host": "web.example.com"}]},
-    });
-    if let Some(class) = class_name {
-        object["spec"]["ingressClassName"] = json!(class);
-    }
-    if let Some(class) = annotation {
-        object["metadata"]["annotations"] = json!({ingress_rules::CLASS_ANNOTATION: class});
-    }
-    object
-}
-
-fn styrmin_deployment(environment: &str, image: &str) -> Value {
-    json!({
-        "apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminDeployment",
-        "metadata": {"name": "app"},
-        "spec": {"environmentId": environment, "role": "application", "image": image},
-    })
-}
-
-fn helm_release(chart_version: &str) -> Value {
-    json!({
-        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
-        "metadata": {"name": "app"},
-        "spec": {"chart": {"spec": {"chart": "web", "version": chart_version}}},
-    })
-}
+/// The applications of `prod` in [`World::shared_contour`] and [`World::dedicated_running`].
+const PROD_APPS: &[&str] = &["web1", "web2"];
 
 const RECORD: SettingsSource = SettingsSource::Record;
 const LEVELS: SettingsSource = SettingsSource::Levels;
@@ -320,36 +342,20 @@ const LEVELS: SettingsSource = SettingsSource::Levels;
 fn the_applications_stay_on_their_current_ingress_while_the_controller_is_not_running() {
     let mut world = World::shared_contour();
     let contour = shared("contour");
-    for id in ["web1", "web2"] {
-        world.expect("before", id, &contour, RECORD, Allowed);
-    }
+    world.expect_each("before", PROD_APPS, &contour, RECORD, Allowed);
 
     // The cluster update turns dedicated_ingress on; Styrmin creates the controller.
     world.cluster.dedicated_ingress = dedicated_ingress(&[]);
-    world.controller("ctl1", "prod", Phase::Pending);
-    for phase in [Phase::Pending, Phase::Deploying] {
-        world.phase("ctl1", phase);
-        for id in ["web1", "web2"] {
-            world.expect(
-                &format!("controller {phase}"),
-                id,
-                &contour,
-                RECORD,
-                Allowed,
-            );
-        }
-    }
+    world.controller("ctl1", "prod", Pending);
+    world.expect_through("ctl1", &[Pending, Deploying], PROD_APPS, &contour, RECORD);
 
     // RUNNING: still on contour until Styrmin redeploys each application onto it.
-    world.phase("ctl1", Phase::Running);
-    world.expect("controller RUNNING", "web1", &contour, RECORD, Allowed);
+    world.expect_through("ctl1", &[Running], &["web1"], &contour, RECORD);
     world.record("web1", dedicated());
     world.expect("web1 redeployed", "web1", &dedicated(), RECORD, Allowed);
     world.expect("web1 redeployed", "web2", &contour, RECORD, Allowed);
     world.record("web2", dedicated());
-    for id in ["web1", "web2"] {
-        world.expect("both redeployed", id, &dedicated(), RECORD, Allowed);
-    }
+    world.expect_each("both redeployed", PROD_APPS, &dedicated(), RECORD, Allowed);
 }
 
 /// "When the update turns dedicated_ingress on or changes its values: Styrmin ... redeploys
@@ -358,19 +364,8 @@ fn the_applications_stay_on_their_current_ingress_while_the_controller_is_not_ru
 fn when_the_update_changes_its_values_styrmin_redeploys_the_controller_with_the_new_values() {
     let mut world = World::dedicated_running();
     world.cluster.dedicated_ingress = dedicated_ingress(&["replicas", "service"]);
-    for phase in [Phase::Deploying, Phase::Running] {
-        world.phase("ctl1", phase);
-        for id in ["web1", "web2"] {
-            // The class does not depend on the controller's values: nobody moves.
-            world.expect(
-                &format!("controller {phase}"),
-                id,
-                &dedicated(),
-                RECORD,
-                Allowed,
-            );
-        }
-    }
+    // The class does not depend on the controller's values: nobody moves.
+    world.expect_stay_on_the_redeployed_controller();
     // The applications are redeployed onto the controller with the new values: same class.
     world.record("web1", dedicated());
     world.expect("redeployed", "web1", &dedicated(), RECORD, Allowed);
@@ -395,15 +390,10 @@ fn styrmin_redeploys_the_applications_to_their_resolved_ingress_class_then_remov
     world.record("web2", contour.clone());
     // Every application has moved: the controller is removed. The environment no longer has
     // dedicated_ingress on, so W2 denies nothing while it is DELETING.
-    world.phase("ctl1", Phase::Deleting);
-    for id in ["web1", "web2"] {
-        world.expect("controller DELETING", id, &contour, RECORD, Allowed);
-    }
+    world.expect_through("ctl1", &[Deleting], PROD_APPS, &contour, RECORD);
     world.expect_new_application("controller DELETING", "web3", "prod", Allowed);
     world.remove("ctl1");
-    for id in ["web1", "web2"] {
-        world.expect("controller removed", id, &contour, RECORD, Allowed);
-    }
+    world.expect_each("controller removed", PROD_APPS, &contour, RECORD, Allowed);
 }
 
 /// "While the removal runs and dedicated_ingress is still set for the environment, Styrmin
@@ -415,8 +405,8 @@ fn while_the_removal_runs_and_dedicated_ingress_is_still_set_styrmin_rejects_dep
     // cluster still sets dedicated_ingress.
     let mut world = World::dedicated_running();
     world.remove("web2");
-    world.phase("web1", Phase::Deleting);
-    world.phase("ctl1", Phase::Deleting);
+    world.phase("web1", Deleting);
+    world.phase("ctl1", Deleting);
     world.expect_new_application("controller DELETING", "web3", "prod", Blocked("ctl1"));
     // Deleting the application, and its own status changes, are never denied.
     let view = world.view();
@@ -424,16 +414,16 @@ fn while_the_removal_runs_and_dedicated_ingress_is_still_set_styrmin_rejects_dep
         "DELETE",
         "styrmin-web1",
         Value::Null,
-        Some(styrmin_deployment("prod", "v1")),
+        Some(styrmin_deployment("prod", "application", "v1")),
     );
     assert_ne!(decide(&view, &delete).outcome, Outcome::Denied);
-    let mut status_only = styrmin_deployment("prod", "v1");
+    let mut status_only = styrmin_deployment("prod", "application", "v1");
     status_only["status"] = json!({"phase": "DELETING"});
     let status_change = request(
         "UPDATE",
         "styrmin-web1",
         status_only,
-        Some(styrmin_deployment("prod", "v1")),
+        Some(styrmin_deployment("prod", "application", "v1")),
     );
     assert_ne!(decide(&view, &status_change).outcome, Outcome::Denied);
     // Another environment is not concerned.
@@ -446,8 +436,8 @@ fn while_the_removal_runs_and_dedicated_ingress_is_still_set_styrmin_rejects_dep
     world.remove("ctl1");
     world.expect_new_application("removal completed", "web3", "prod", Allowed);
     world.application("web3", "prod", None);
-    world.phase("web3", Phase::Pending);
-    world.controller("ctl2", "prod", Phase::Pending);
+    world.phase("web3", Pending);
+    world.controller("ctl2", "prod", Pending);
     world.expect(
         "new controller PENDING",
         "web3",
@@ -463,15 +453,10 @@ fn while_the_removal_runs_and_dedicated_ingress_is_still_set_styrmin_rejects_dep
 fn the_update_turns_dedicated_ingress_off_while_the_controller_is_failed() {
     let mut world = World::dedicated_running();
     let contour = shared("contour");
-    world.phase("ctl1", Phase::Failed);
-    world.expect("controller FAILED", "web1", &dedicated(), RECORD, Allowed);
+    world.expect_through("ctl1", &[Failed], &["web1"], &dedicated(), RECORD);
     world.cluster.dedicated_ingress = Setting::Absent;
-    world.record("web1", contour.clone());
-    world.record("web2", contour.clone());
-    world.phase("ctl1", Phase::Deleting);
-    for id in ["web1", "web2"] {
-        world.expect("controller DELETING", id, &contour, RECORD, Allowed);
-    }
+    world.record_each(PROD_APPS, &contour);
+    world.expect_through("ctl1", &[Deleting], PROD_APPS, &contour, RECORD);
 }
 
 /// "A FAILED application keeps the controller because FluxCD rolls a failed upgrade back to
@@ -485,17 +470,16 @@ fn a_failed_application_keeps_the_controller() {
     world.record("web1", contour.clone());
     // web2's redeploy to the shared class fails.
     world.record("web2", contour.clone());
-    world.phase("web2", Phase::Failed);
+    world.phase("web2", Failed);
     // The controller stays RUNNING (not DELETING): nothing is blocked, web2 can be retried,
     // and its Ingresses (the rolled-back release's included) get the settings of its last
     // deploy, the shared class, which serves them.
     world.expect("web2 FAILED", "web1", &contour, RECORD, Allowed);
     world.expect("web2 FAILED", "web2", &contour, RECORD, Allowed);
-    assert_eq!(world.deployments["ctl1"].phase, Phase::Running);
+    assert_eq!(world.deployments["ctl1"].phase, Running);
     // web2 is RUNNING again: now the controller goes.
-    world.phase("web2", Phase::Running);
-    world.phase("ctl1", Phase::Deleting);
-    world.expect("controller DELETING", "web2", &contour, RECORD, Allowed);
+    world.phase("web2", Running);
+    world.expect_through("ctl1", &[Deleting], &["web2"], &contour, RECORD);
 }
 
 // --- Failed or removed controllers ---
@@ -509,29 +493,14 @@ fn a_new_controller_that_ends_failed_moves_nobody_and_submitting_again_retries()
     let mut world = World::shared_contour();
     let contour = shared("contour");
     world.cluster.dedicated_ingress = dedicated_ingress(&[]);
-    world.controller("ctl1", "prod", Phase::Pending);
-    for phase in [Phase::Deploying, Phase::Failed] {
-        world.phase("ctl1", phase);
-        for id in ["web1", "web2"] {
-            world.expect(
-                &format!("controller {phase}"),
-                id,
-                &contour,
-                RECORD,
-                Allowed,
-            );
-        }
-    }
+    world.controller("ctl1", "prod", Pending);
+    world.expect_through("ctl1", &[Deploying, Failed], PROD_APPS, &contour, RECORD);
     // Submit the config again: the controller is redeployed, then the applications move.
-    world.phase("ctl1", Phase::Deploying);
+    world.phase("ctl1", Deploying);
     world.expect("resubmitted", "web1", &contour, RECORD, Allowed);
-    world.phase("ctl1", Phase::Running);
-    world.expect("controller RUNNING", "web1", &contour, RECORD, Allowed);
-    world.record("web1", dedicated());
-    world.record("web2", dedicated());
-    for id in ["web1", "web2"] {
-        world.expect("moved", id, &dedicated(), RECORD, Allowed);
-    }
+    world.expect_through("ctl1", &[Running], &["web1"], &contour, RECORD);
+    world.record_each(PROD_APPS, &dedicated());
+    world.expect_each("moved", PROD_APPS, &dedicated(), RECORD, Allowed);
 }
 
 /// "The controller is FAILED and the update does not change the environment's
@@ -540,21 +509,18 @@ fn a_new_controller_that_ends_failed_moves_nobody_and_submitting_again_retries()
 #[test]
 fn the_controller_is_failed_and_the_update_does_not_change_dedicated_ingress() {
     let mut world = World::dedicated_running();
-    world.phase("ctl1", Phase::Failed);
+    world.phase("ctl1", Failed);
     // Another value changes (the cluster's ingress_class, ignored while dedicated is on).
     world.cluster.ingress_class = Setting::Value("nginx".into());
-    world.record("web1", dedicated());
-    world.record("web2", dedicated());
-    for id in ["web1", "web2"] {
-        world.expect(
-            "redeployed for other values",
-            id,
-            &dedicated(),
-            RECORD,
-            Allowed,
-        );
-    }
-    assert_eq!(world.deployments["ctl1"].phase, Phase::Failed);
+    world.record_each(PROD_APPS, &dedicated());
+    world.expect_each(
+        "redeployed for other values",
+        PROD_APPS,
+        &dedicated(),
+        RECORD,
+        Allowed,
+    );
+    assert_eq!(world.deployments["ctl1"].phase, Failed);
 }
 
 /// "The controller is being removed (DELETING): Styrmin does not create a second
@@ -567,36 +533,27 @@ fn the_update_arrives_while_the_controller_is_being_removed() {
     let contour = shared("contour");
     // Turned off: the applications moved to contour, the controller is being removed.
     world.cluster.dedicated_ingress = Setting::Absent;
-    world.record("web1", contour.clone());
-    world.record("web2", contour.clone());
-    world.phase("ctl1", Phase::Deleting);
+    world.record_each(PROD_APPS, &contour);
+    world.phase("ctl1", Deleting);
     // The update turns it on again while ctl1 is DELETING: no second controller, nobody moves,
     // and W2 now blocks deploys (the environment has dedicated_ingress on again).
     world.cluster.dedicated_ingress = dedicated_ingress(&[]);
-    for id in ["web1", "web2"] {
-        world.expect(
-            "on again while DELETING",
-            id,
-            &contour,
-            RECORD,
-            Blocked("ctl1"),
-        );
-    }
+    world.expect_each(
+        "on again while DELETING",
+        PROD_APPS,
+        &contour,
+        RECORD,
+        Blocked("ctl1"),
+    );
     assert_eq!(world.view().controllers_of("prod").count(), 1);
     // The removal finishes; the config is submitted again: a new controller, then the move.
     world.remove("ctl1");
     world.expect("removal finished", "web1", &contour, RECORD, Allowed);
-    world.controller("ctl2", "prod", Phase::Pending);
-    for phase in [Phase::Pending, Phase::Deploying] {
-        world.phase("ctl2", phase);
-        world.expect(&format!("ctl2 {phase}"), "web1", &contour, RECORD, Allowed);
-    }
-    world.phase("ctl2", Phase::Running);
-    world.record("web1", dedicated());
-    world.record("web2", dedicated());
-    for id in ["web1", "web2"] {
-        world.expect("moved onto ctl2", id, &dedicated(), RECORD, Allowed);
-    }
+    world.controller("ctl2", "prod", Pending);
+    world.expect_through("ctl2", &[Pending, Deploying], &["web1"], &contour, RECORD);
+    world.phase("ctl2", Running);
+    world.record_each(PROD_APPS, &dedicated());
+    world.expect_each("moved onto ctl2", PROD_APPS, &dedicated(), RECORD, Allowed);
 }
 
 // --- Environments ---
@@ -610,14 +567,8 @@ fn environments_that_set_their_own_dedicated_ingress_keep_their_own_value() {
     let contour = shared("contour");
     // `solo` sets its own dedicated_ingress; its controller runs; `null` in `quiet` does not
     // turn anything off.
-    world.environment(
-        "solo",
-        Level {
-            dedicated_ingress: dedicated_ingress(&["replicas"]),
-            ..Level::default()
-        },
-    );
-    world.controller("ctl-solo", "solo", Phase::Running);
+    world.environment("solo", dedicated_level(&["replicas"]));
+    world.controller("ctl-solo", "solo", Running);
     world.application("s1", "solo", Some(dedicated()));
     world.environment(
         "quiet",
@@ -630,13 +581,13 @@ fn environments_that_set_their_own_dedicated_ingress_keep_their_own_value() {
 
     // The cluster turns dedicated_ingress on: prod and quiet take it, solo keeps its own.
     world.cluster.dedicated_ingress = dedicated_ingress(&[]);
-    world.controller("ctl1", "prod", Phase::Deploying);
-    world.controller("ctl-quiet", "quiet", Phase::Deploying);
+    world.controller("ctl1", "prod", Deploying);
+    world.controller("ctl-quiet", "quiet", Deploying);
     world.expect("cluster on", "s1", &dedicated(), RECORD, Allowed);
     world.expect("cluster on", "web1", &contour, RECORD, Allowed);
     world.expect("cluster on", "q1", &contour, RECORD, Allowed);
     // quiet's `null` cannot turn the cluster's dedicated ingress off: W2 counts it as on.
-    world.phase("ctl-quiet", Phase::Deleting);
+    world.phase("ctl-quiet", Deleting);
     world.expect(
         "quiet's controller DELETING",
         "q1",
@@ -647,11 +598,11 @@ fn environments_that_set_their_own_dedicated_ingress_keep_their_own_value() {
 
     // The cluster turns it off again: solo keeps its controller and its applications.
     world.cluster.dedicated_ingress = Setting::Absent;
-    world.phase("ctl-solo", Phase::Running);
+    world.phase("ctl-solo", Running);
     world.expect("cluster off", "s1", &dedicated(), RECORD, Allowed);
     world.expect("cluster off", "q1", &contour, RECORD, Allowed);
     // Even while solo's own controller is being removed, W2 blocks solo only.
-    world.phase("ctl-solo", Phase::Deleting);
+    world.phase("ctl-solo", Deleting);
     world.expect(
         "solo DELETING",
         "s1",
@@ -668,26 +619,15 @@ fn environments_that_set_their_own_dedicated_ingress_keep_their_own_value() {
 /// onto it." (an environment update, against a cluster that does not set it)
 #[test]
 fn an_environment_update_turns_its_own_dedicated_ingress_on_against_the_clusters_value() {
-    let mut world = World::shared_contour();
+    let mut world = World::prod_dedicated_over_haproxy(Pending);
     let contour = shared("contour");
-    world.environment(
-        "prod",
-        Level {
-            ingress_class: Setting::Value("haproxy".into()),
-            dedicated_ingress: dedicated_ingress(&[]),
-        },
+    world.expect_through(
+        "ctl1",
+        &[Pending, Deploying, Running],
+        &["web1"],
+        &contour,
+        RECORD,
     );
-    world.controller("ctl1", "prod", Phase::Pending);
-    for phase in [Phase::Pending, Phase::Deploying, Phase::Running] {
-        world.phase("ctl1", phase);
-        world.expect(
-            &format!("controller {phase}"),
-            "web1",
-            &contour,
-            RECORD,
-            Allowed,
-        );
-    }
     world.record("web1", dedicated());
     world.expect("redeployed", "web1", &dedicated(), RECORD, Allowed);
     world.expect("redeployed", "web2", &contour, RECORD, Allowed);
@@ -699,28 +639,11 @@ fn an_environment_update_turns_its_own_dedicated_ingress_on_against_the_clusters
 #[test]
 fn an_environment_that_turns_dedicated_ingress_off_takes_the_clusters_value() {
     let mut world = World::dedicated_running();
-    world.environment(
-        "prod",
-        Level {
-            dedicated_ingress: dedicated_ingress(&["service"]),
-            ..Level::default()
-        },
-    );
+    world.environment("prod", dedicated_level(&["service"]));
     // The environment's own value is turned off: the cluster's applies; the controller is
     // redeployed with the cluster's values; the applications stay on it throughout.
     world.environment("prod", Level::default());
-    for phase in [Phase::Deploying, Phase::Running] {
-        world.phase("ctl1", phase);
-        for id in ["web1", "web2"] {
-            world.expect(
-                &format!("controller {phase}"),
-                id,
-                &dedicated(),
-                RECORD,
-                Allowed,
-            );
-        }
-    }
+    world.expect_stay_on_the_redeployed_controller();
 }
 
 /// "When the update turns dedicated_ingress off and the cluster does not set it, Styrmin
@@ -728,26 +651,13 @@ fn an_environment_that_turns_dedicated_ingress_off_takes_the_clusters_value() {
 /// controller after they have moved."
 #[test]
 fn an_environment_that_turns_dedicated_ingress_off_moves_to_the_shared_class_first() {
-    let mut world = World::shared_contour();
+    let mut world = World::prod_dedicated_over_haproxy(Running);
     let haproxy = shared("haproxy");
-    world.environment(
-        "prod",
-        Level {
-            ingress_class: Setting::Value("haproxy".into()),
-            dedicated_ingress: dedicated_ingress(&[]),
-        },
-    );
-    world.controller("ctl1", "prod", Phase::Running);
-    world.record("web1", dedicated());
-    world.record("web2", dedicated());
+    world.record_each(PROD_APPS, &dedicated());
     world.environment("prod", class_level("haproxy"));
     world.expect("turned off", "web2", &dedicated(), RECORD, Allowed);
-    world.record("web1", haproxy.clone());
-    world.record("web2", haproxy.clone());
-    world.phase("ctl1", Phase::Deleting);
-    for id in ["web1", "web2"] {
-        world.expect("controller DELETING", id, &haproxy, RECORD, Allowed);
-    }
+    world.record_each(PROD_APPS, &haproxy);
+    world.expect_through("ctl1", &[Deleting], PROD_APPS, &haproxy, RECORD);
 }
 
 // --- A deployment that sets its own dedicated_ingress ---
@@ -758,7 +668,7 @@ fn an_environment_that_turns_dedicated_ingress_off_moves_to_the_shared_class_fir
 /// environment update changes another value of such a deployment's resolved config, ...
 /// Styrmin redeploys the deployment immediately, whatever the state of the controller."
 #[test]
-fn a_deployment_that_sets_its_own_dedicated_ingress_keeps_it_through_every_transitidedicated() {
+fn a_deployment_that_sets_its_own_dedicated_ingress_keeps_it_through_every_transition() {
     let mut world = World::dedicated_running();
     let contour = shared("contour");
     world.application("pin", "prod", Some(dedicated()));
@@ -775,19 +685,18 @@ fn a_deployment_that_sets_its_own_dedicated_ingress_keeps_it_through_every_trans
 
     // Values change while RUNNING.
     world.cluster.dedicated_ingress = dedicated_ingress(&["replicas", "service"]);
-    world.phase("ctl1", Phase::Deploying);
+    world.phase("ctl1", Deploying);
     pin(&world, "values change", Allowed);
     // The controller ends FAILED; another value changes: pin is redeployed at once, and
     // keeps the dedicated ingress.
-    world.phase("ctl1", Phase::Failed);
+    world.phase("ctl1", Failed);
     world.record("pin", dedicated());
     pin(&world, "controller FAILED, redeployed", Allowed);
-    world.phase("ctl1", Phase::Running);
+    world.phase("ctl1", Running);
 
     // Turned off: the others move to contour, pin does not.
     world.cluster.dedicated_ingress = Setting::Absent;
-    world.record("web1", contour.clone());
-    world.record("web2", contour.clone());
+    world.record_each(PROD_APPS, &contour);
     world.record("pin", dedicated());
     pin(&world, "turned off", Allowed);
     world.expect("turned off", "web1", &contour, RECORD, Allowed);
@@ -797,12 +706,12 @@ fn a_deployment_that_sets_its_own_dedicated_ingress_keeps_it_through_every_trans
 
     // Turned on again: the others move back once the controller runs; pin stays.
     world.cluster.dedicated_ingress = dedicated_ingress(&[]);
-    world.phase("ctl1", Phase::Deploying);
+    world.phase("ctl1", Deploying);
     pin(&world, "on again", Allowed);
     world.expect("on again", "web1", &contour, RECORD, Allowed);
     // And while a controller is being removed with dedicated_ingress on, W2 blocks it like
     // every application of the environment.
-    world.phase("ctl1", Phase::Deleting);
+    world.phase("ctl1", Deleting);
     pin(&world, "controller DELETING", Blocked("ctl1"));
 }
 
@@ -811,7 +720,7 @@ fn a_deployment_that_sets_its_own_dedicated_ingress_keeps_it_through_every_trans
 /// "In an environment without applications, Styrmin creates no controller; it creates one
 /// when you deploy the first application, as before."
 #[test]
-fn in_an_environment_without_applications_styrmin_creates_the_controller_with_the_first_applicatidedicated()
+fn in_an_environment_without_applications_styrmin_creates_the_controller_with_the_first_application()
  {
     let mut world = World::default();
     world.cluster.dedicated_ingress = dedicated_ingress(&[]);
@@ -821,20 +730,17 @@ fn in_an_environment_without_applications_styrmin_creates_the_controller_with_th
     // Styrmin creates the application and the controller. Before it has a record, the
     // application's Ingresses resolve from the levels (W5): the dedicated ingress.
     world.application("app1", "fresh", None);
-    world.phase("app1", Phase::Deploying);
-    world.controller("ctl1", "fresh", Phase::Pending);
-    for phase in [Phase::Pending, Phase::Deploying, Phase::Running] {
-        world.phase("ctl1", phase);
-        world.expect(
-            &format!("controller {phase}"),
-            "app1",
-            &dedicated(),
-            LEVELS,
-            Allowed,
-        );
-    }
+    world.phase("app1", Deploying);
+    world.controller("ctl1", "fresh", Pending);
+    world.expect_through(
+        "ctl1",
+        &[Pending, Deploying, Running],
+        &["app1"],
+        &dedicated(),
+        LEVELS,
+    );
     world.record("app1", dedicated());
-    world.phase("app1", Phase::Running);
+    world.phase("app1", Running);
     world.expect("deployed", "app1", &dedicated(), RECORD, Allowed);
 }
 
@@ -850,7 +756,7 @@ fn when_the_controller_reaches_running_styrmin_redeploys_the_applications_not_ye
     // Styrmin deployed the first application on the cluster default class while the
     // controller it created was not RUNNING, and recorded that.
     world.application("app1", "fresh", Some(shared("traefik")));
-    world.controller("ctl1", "fresh", Phase::Deploying);
+    world.controller("ctl1", "fresh", Deploying);
     world.expect(
         "controller DEPLOYING",
         "app1",
@@ -860,7 +766,7 @@ fn when_the_controller_reaches_running_styrmin_redeploys_the_applications_not_ye
     );
     let settings = world.view().settings_for_deployment("app1");
     assert!(settings.waits_for_redeploy());
-    world.phase("ctl1", Phase::Running);
+    world.phase("ctl1", Running);
     world.record("app1", dedicated());
     world.expect("redeployed", "app1", &dedicated(), RECORD, Allowed);
 }
@@ -874,7 +780,7 @@ fn the_applications_stay_on_their_current_ingress_even_when_that_is_no_class() {
     world.record("web1", IngressTarget::NoClass);
     world.expect("no class", "web1", &IngressTarget::NoClass, RECORD, Allowed);
     world.cluster.dedicated_ingress = dedicated_ingress(&[]);
-    world.controller("ctl1", "prod", Phase::Deploying);
+    world.controller("ctl1", "prod", Deploying);
     world.expect(
         "controller DEPLOYING",
         "web1",
@@ -882,7 +788,7 @@ fn the_applications_stay_on_their_current_ingress_even_when_that_is_no_class() {
         RECORD,
         Allowed,
     );
-    world.phase("ctl1", Phase::Running);
+    world.phase("ctl1", Running);
     world.record("web1", dedicated());
     world.expect("moved", "web1", &dedicated(), RECORD, Allowed);
 }

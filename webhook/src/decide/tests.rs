@@ -2,12 +2,13 @@
 
 use std::path::Path;
 
-use ingress_rules::{CLASS_ANNOTATION, SettingsSource};
+use ingress_rules::SettingsSource;
 use rstest::rstest;
 use serde_json::{Value, json};
 
 use super::*;
 use crate::decide::patched::{apply, classes};
+use crate::decide::review::{create, helm_release, ingress, request, styrmin_deployment, update};
 use crate::policy_file::parse_policy;
 
 const POLICY: &str = "
@@ -32,36 +33,9 @@ fn view() -> View {
     parse_policy(Path::new("policy.yaml"), POLICY).unwrap()
 }
 
-fn request(
-    operation: &str,
-    namespace: &str,
-    object: Value,
-    old_object: Option<Value>,
-) -> AdmissionRequest {
-    let review = json!({
-        "uid": "u-1",
-        "kind": {"group": "", "version": "", "kind": ""},
-        "namespace": namespace,
-        "operation": operation,
-        "object": object,
-        "oldObject": old_object,
-    });
-    serde_json::from_value(review).unwrap()
-}
-
-fn ingress(api_version: &str, class_name: Option<&str>, annotation: Option<&str>) -> Value {
-    let mut object = json!({
-        "apiVersion": api_version, "kind": "Ingress",
-        "metadata": {"name": "web"},
-        "spec": {"rules": [{"host": "a.example.com"}]},
-    });
-    if let Some(class) = class_name {
-        object["spec"]["ingressClassName"] = json!(class);
-    }
-    if let Some(class) = annotation {
-        object["metadata"]["annotations"] = json!({CLASS_ANNOTATION: class, "other": "kept"});
-    }
-    object
+/// The view of a policy file with this text.
+fn policy(text: &str) -> View {
+    parse_policy(Path::new("p"), text).unwrap()
 }
 
 // W1: Ingress CREATE in each kind of namespace.
@@ -109,14 +83,10 @@ fn w1_ingress_gets_the_rules(
 
 #[test]
 fn r8_conforming_ingress_gets_no_patch() {
-    let d = decide(
+    let d = create(
         &view(),
-        &request(
-            "CREATE",
-            "styrmin-web2",
-            ingress("networking.k8s.io/v1", Some("haproxy"), Some("haproxy")),
-            None,
-        ),
+        "styrmin-web2",
+        ingress("networking.k8s.io/v1", Some("haproxy"), Some("haproxy")),
     );
     assert_eq!(d.outcome, Outcome::Conforming);
     let response = d.into_response("u-1");
@@ -125,14 +95,10 @@ fn r8_conforming_ingress_gets_no_patch() {
 
 #[test]
 fn w4_r5_no_class_is_a_warning() {
-    let d = decide(
+    let d = create(
         &view(),
-        &request(
-            "CREATE",
-            "styrmin-web4",
-            ingress("networking.k8s.io/v1", None, None),
-            None,
-        ),
+        "styrmin-web4",
+        ingress("networking.k8s.io/v1", None, None),
     );
     assert!(d.patch.is_empty());
     assert_eq!(d.warnings, vec![NoClassWarning::MESSAGE.to_owned()]);
@@ -141,38 +107,14 @@ fn w4_r5_no_class_is_a_warning() {
 
 #[test]
 fn r9_old_kubernetes_denies_with_the_rule_message() {
-    let v = parse_policy(
-        Path::new("p"),
-        "kubernetes_version: '1.26'\ncluster: {ingress_class: nginx}",
-    )
-    .unwrap();
-    let d = decide(
-        &v,
-        &request(
-            "CREATE",
-            "styrmin-a",
-            ingress("networking.k8s.io/v1", None, None),
-            None,
-        ),
-    );
+    let v = policy("kubernetes_version: '1.26'\ncluster: {ingress_class: nginx}");
+    let d = create(&v, "styrmin-a", ingress("networking.k8s.io/v1", None, None));
     assert_eq!(d.outcome, Outcome::Denied);
     let status = d.status.unwrap();
     assert!(status.message.contains("1.27"), "{}", status.message);
     // R3 sets one field only: fine on 1.26.
-    let v = parse_policy(
-        Path::new("p"),
-        "kubernetes_version: '1.26'\ncluster: {dedicated_ingress: {}}",
-    )
-    .unwrap();
-    let d = decide(
-        &v,
-        &request(
-            "CREATE",
-            "styrmin-a",
-            ingress("networking.k8s.io/v1", None, None),
-            None,
-        ),
-    );
+    let v = policy("kubernetes_version: '1.26'\ncluster: {dedicated_ingress: {}}");
+    let d = create(&v, "styrmin-a", ingress("networking.k8s.io/v1", None, None));
     assert_eq!(d.outcome, Outcome::Patched);
 }
 
@@ -182,14 +124,10 @@ fn r9_old_kubernetes_denies_with_the_rule_message() {
 #[case::bare_prefix("styrmin-")]
 #[case::similar_prefix("styrminweb1")]
 fn w1_unmanaged_namespaces_are_never_touched(#[case] namespace: &str) {
-    let d = decide(
+    let d = create(
         &view(),
-        &request(
-            "CREATE",
-            namespace,
-            ingress("networking.k8s.io/v1", Some("x"), None),
-            None,
-        ),
+        namespace,
+        ingress("networking.k8s.io/v1", Some("x"), None),
     );
     assert_eq!(d.outcome, Outcome::Allowed);
     assert!(d.patch.is_empty() && d.status.is_none());
@@ -218,7 +156,7 @@ fn other_operations_are_allowed_without_patch(#[case] operation: &str) {
 #[case::not_an_object(json!("text"))]
 #[case::number(json!(42))]
 fn r7_other_kinds_are_allowed_untouched(#[case] object: Value) {
-    let d = decide(&view(), &request("CREATE", "styrmin-web1", object, None));
+    let d = create(&view(), "styrmin-web1", object);
     assert_eq!(d.outcome, Outcome::Allowed);
     assert!(d.patch.is_empty());
 }
@@ -302,14 +240,10 @@ fn metric_labels_name_each_kind_and_outcome() {
 
 #[test]
 fn a_patch_decision_answers_with_its_patch() {
-    let decision = decide(
+    let decision = create(
         &view(),
-        &request(
-            "CREATE",
-            "styrmin-web2",
-            ingress("networking.k8s.io/v1", None, None),
-            None,
-        ),
+        "styrmin-web2",
+        ingress("networking.k8s.io/v1", None, None),
     );
     assert_eq!(decision.outcome, Outcome::Patched);
     let response = decision.into_response("u-1");
@@ -320,21 +254,11 @@ fn a_patch_decision_answers_with_its_patch() {
 
 // --- W2 ---
 
-fn styrmin_deployment(environment: &str, role: &str, image: &str) -> Value {
-    json!({
-        "apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminDeployment",
-        "metadata": {"name": "app", "finalizers": []},
-        "spec": {"environmentId": environment, "role": role, "image": image},
-        "status": {"phase": "RUNNING"},
-    })
-}
-
-fn helm_release(version: &str, chart_version: &str) -> Value {
-    json!({
-        "apiVersion": format!("helm.toolkit.fluxcd.io/{version}"), "kind": "HelmRelease",
-        "metadata": {"name": "app"},
-        "spec": {"chart": {"spec": {"chart": "web", "version": chart_version}}},
-    })
+/// A CREATE of `object` in `namespace` is allowed (W2 denies nothing there).
+#[track_caller]
+fn assert_create_allowed(view: &View, namespace: &str, object: Value) {
+    let d = create(view, namespace, object);
+    assert_eq!(d.outcome, Outcome::Allowed, "{namespace}: {d:?}");
 }
 
 fn assert_blocked(d: &Decision, environment: &str, controller: &str) {
@@ -369,14 +293,10 @@ fn assert_blocked(d: &Decision, environment: &str, controller: &str) {
 
 #[test]
 fn w2_blocks_create_of_a_styrmin_deployment() {
-    let d = decide(
+    let d = create(
         &view(),
-        &request(
-            "CREATE",
-            "styrmin-new",
-            styrmin_deployment("prod", "application", "a:1"),
-            None,
-        ),
+        "styrmin-new",
+        styrmin_deployment("prod", "application", "a:1"),
     );
     assert_blocked(&d, "prod", "ctl9");
 }
@@ -385,7 +305,7 @@ fn w2_blocks_create_of_a_styrmin_deployment() {
 fn w2_blocks_spec_update_of_a_styrmin_deployment() {
     let old = styrmin_deployment("prod", "application", "a:1");
     let new = styrmin_deployment("prod", "application", "a:2");
-    let d = decide(&view(), &request("UPDATE", "styrmin-web1", new, Some(old)));
+    let d = update(&view(), "styrmin-web1", new, old);
     assert_blocked(&d, "prod", "ctl9");
 }
 
@@ -393,24 +313,13 @@ fn w2_blocks_spec_update_of_a_styrmin_deployment() {
 #[case::v2("v2")]
 #[case::v2beta2("v2beta2")]
 fn w2_blocks_helm_release_create_and_upgrade(#[case] version: &str) {
-    let d = decide(
-        &view(),
-        &request(
-            "CREATE",
-            "styrmin-web1",
-            helm_release(version, "1.0.0"),
-            None,
-        ),
-    );
+    let d = create(&view(), "styrmin-web1", helm_release(version, "1.0.0"));
     assert_blocked(&d, "prod", "ctl9");
-    let d = decide(
+    let d = update(
         &view(),
-        &request(
-            "UPDATE",
-            "styrmin-web1",
-            helm_release(version, "1.1.0"),
-            Some(helm_release(version, "1.0.0")),
-        ),
+        "styrmin-web1",
+        helm_release(version, "1.1.0"),
+        helm_release(version, "1.0.0"),
     );
     assert_blocked(&d, "prod", "ctl9");
 }
@@ -435,12 +344,12 @@ fn w2_never_denies_status_finalizers_or_metadata_changes() {
     new["metadata"]["finalizers"] = json!(["styrmin.io/cleanup"]);
     new["metadata"]["labels"] = json!({"a": "b"});
     new["metadata"]["annotations"] = json!({"c": "d"});
-    let d = decide(&view(), &request("UPDATE", "styrmin-web1", new, Some(old)));
+    let d = update(&view(), "styrmin-web1", new, old);
     assert_eq!(d.outcome, Outcome::Allowed, "{d:?}");
     let old = helm_release("v2", "1");
     let mut new = old.clone();
     new["status"] = json!({"conditions": []});
-    let d = decide(&view(), &request("UPDATE", "styrmin-web1", new, Some(old)));
+    let d = update(&view(), "styrmin-web1", new, old);
     assert_eq!(d.outcome, Outcome::Allowed);
 }
 
@@ -448,103 +357,54 @@ fn w2_never_denies_status_finalizers_or_metadata_changes() {
 fn w2_never_denies_the_controllers_own_objects() {
     // Its StyrminDeployment, by role, wherever it is.
     let own = styrmin_deployment("prod", "ingress-controller", "traefik:3");
-    let d = decide(
+    assert_create_allowed(&view(), "styrmin-ctl9", own.clone());
+    let d = update(
         &view(),
-        &request("CREATE", "styrmin-ctl9", own.clone(), None),
-    );
-    assert_eq!(d.outcome, Outcome::Allowed);
-    let d = decide(
-        &view(),
-        &request(
-            "UPDATE",
-            "styrmin-ctl9",
-            own,
-            Some(styrmin_deployment(
-                "prod",
-                "ingress-controller",
-                "traefik:2",
-            )),
-        ),
+        "styrmin-ctl9",
+        own,
+        styrmin_deployment("prod", "ingress-controller", "traefik:2"),
     );
     assert_eq!(d.outcome, Outcome::Allowed);
     // Anything in its namespace.
-    let d = decide(
+    assert_create_allowed(&view(), "styrmin-ctl9", helm_release("v2", "1"));
+    assert_create_allowed(
         &view(),
-        &request("CREATE", "styrmin-ctl9", helm_release("v2", "1"), None),
+        "styrmin-ctl9",
+        styrmin_deployment("prod", "application", "a"),
     );
-    assert_eq!(d.outcome, Outcome::Allowed);
-    let d = decide(
-        &view(),
-        &request(
-            "CREATE",
-            "styrmin-ctl9",
-            styrmin_deployment("prod", "application", "a"),
-            None,
-        ),
-    );
-    assert_eq!(d.outcome, Outcome::Allowed);
 }
 
 #[test]
 fn w2_never_denies_once_dedicated_ingress_is_off() {
     // stage: its controller is DELETING, but the environment has no dedicated ingress.
-    let d = decide(
+    assert_create_allowed(&view(), "styrmin-web2", helm_release("v2", "1"));
+    assert_create_allowed(
         &view(),
-        &request("CREATE", "styrmin-web2", helm_release("v2", "1"), None),
+        "styrmin-new",
+        styrmin_deployment("stage", "application", "a"),
     );
-    assert_eq!(d.outcome, Outcome::Allowed);
-    let d = decide(
-        &view(),
-        &request(
-            "CREATE",
-            "styrmin-new",
-            styrmin_deployment("stage", "application", "a"),
-            None,
-        ),
-    );
-    assert_eq!(d.outcome, Outcome::Allowed);
     // The same policy with prod's dedicated ingress turned off.
     let off = POLICY.replace(
         "prod: {ingress_class: nginx, dedicated_ingress: {}}",
         "prod: {ingress_class: nginx}",
     );
-    let v = parse_policy(Path::new("p"), &off).unwrap();
-    let d = decide(
-        &v,
-        &request("CREATE", "styrmin-web1", helm_release("v2", "1"), None),
-    );
-    assert_eq!(d.outcome, Outcome::Allowed);
+    let v = policy(&off);
+    assert_create_allowed(&v, "styrmin-web1", helm_release("v2", "1"));
 }
 
 #[test]
 fn w2_cluster_dedicated_counts_for_the_environment() {
     let text = "cluster: {dedicated_ingress: {}}\ndeployments:\n  a: {environment: e}\n  c: {environment: e, role: ingress-controller, phase: DELETING}\n";
-    let v = parse_policy(Path::new("p"), text).unwrap();
-    let d = decide(
-        &v,
-        &request("CREATE", "styrmin-a", helm_release("v2", "1"), None),
-    );
+    let v = policy(text);
+    let d = create(&v, "styrmin-a", helm_release("v2", "1"));
     assert_blocked(&d, "e", "c");
 }
 
 #[test]
 fn w2_never_denies_in_unmanaged_namespaces() {
     for ns in ["default", "flux-system", "styrmin-"] {
-        let d = decide(
-            &view(),
-            &request("CREATE", ns, helm_release("v2", "1"), None),
-        );
-        assert_eq!(d.outcome, Outcome::Allowed, "{ns}");
-        let d = decide(
-            &view(),
-            &request(
-                "CREATE",
-                ns,
-                styrmin_deployment("prod", "application", "a"),
-                None,
-            ),
-        );
-        assert_eq!(d.outcome, Outcome::Allowed, "{ns}");
+        assert_create_allowed(&view(), ns, helm_release("v2", "1"));
+        assert_create_allowed(&view(), ns, styrmin_deployment("prod", "application", "a"));
     }
 }
 
@@ -552,23 +412,17 @@ fn w2_never_denies_in_unmanaged_namespaces() {
 #[case::controller_running("styrmin-web5")]
 #[case::environment_unknown("styrmin-stranger")]
 fn w2_allows_when_no_controller_is_being_removed(#[case] namespace: &str) {
-    let d = decide(
-        &view(),
-        &request("CREATE", namespace, helm_release("v2", "1"), None),
-    );
-    assert_eq!(d.outcome, Outcome::Allowed);
+    assert_create_allowed(&view(), namespace, helm_release("v2", "1"));
 }
 
 #[test]
 fn w2_other_groups_are_not_deployment_objects() {
     let mut object = helm_release("v2", "1");
     object["apiVersion"] = json!("example.com/v1");
-    let d = decide(&view(), &request("CREATE", "styrmin-web1", object, None));
-    assert_eq!(d.outcome, Outcome::Allowed);
+    assert_create_allowed(&view(), "styrmin-web1", object);
     let mut object = styrmin_deployment("prod", "application", "a");
     object["apiVersion"] = json!("styrmin.io/v2");
-    let d = decide(&view(), &request("CREATE", "styrmin-web1", object, None));
-    assert_eq!(d.outcome, Outcome::Allowed);
+    assert_create_allowed(&view(), "styrmin-web1", object);
 }
 
 #[test]
@@ -667,7 +521,7 @@ fn w2_denial_of_a_young_removal_has_no_stuck_detail() {
 #[test]
 fn w2_a_phase_without_a_deletion_timestamp_counts_from_when_it_was_first_seen() {
     let text = "cluster: {dedicated_ingress: {}}\ndeployments:\n  a: {environment: e}\n  c: {environment: e, role: ingress-controller, phase: DELETING}\n";
-    let mut v = parse_policy(Path::new("p"), text).unwrap();
+    let mut v = policy(text);
     // The policy file knows no removal; the kube source gives one to every DELETING object.
     let mut with_removal = v.clone();
     let mut first_seen = std::collections::HashMap::new();
@@ -729,27 +583,26 @@ fn w5_decisions_name_the_settings_they_applied() {
         );
         parse_policy(Path::new("policy.yaml"), &policy).unwrap()
     };
-    let create = |namespace: &str, object: Value| request("CREATE", namespace, object, None);
     let ingress = || ingress("networking.k8s.io/v1", None, None);
     // The record when there is one, else the levels.
-    let decision = decide(&view(""), &create("styrmin-web2", ingress()));
+    let decision = create(&view(""), "styrmin-web2", ingress());
     assert_eq!(settings_source(&decision), Some(SettingsSource::Levels));
-    let decision = decide(&view(""), &create("styrmin-rec1", ingress()));
+    let decision = create(&view(""), "styrmin-rec1", ingress());
     assert_eq!(settings_source(&decision), Some(SettingsSource::Record));
     // R9 on Kubernetes 1.24: denied, and the log still names the settings.
     let old = view("kubernetes_version: \"1.24\"\n");
-    let decision = decide(&old, &create("styrmin-web2", ingress()));
+    let decision = create(&old, "styrmin-web2", ingress());
     assert_eq!(decision.outcome, Outcome::Denied);
     assert_eq!(settings_source(&decision), Some(SettingsSource::Levels));
     // Not Styrmin's: no settings.
-    let decision = decide(&view(""), &create("default", ingress()));
+    let decision = create(&view(""), "default", ingress());
     assert_eq!(settings_source(&decision), None);
     // --flux-post-renderer, with a patch and (on Kubernetes 1.24, R9) with a warning only.
     let flux = DecideOptions {
         flux_post_renderer: true,
         ..DecideOptions::default()
     };
-    let release = create("styrmin-web2", helm_release("v2", "1.0.0"));
+    let release = request("CREATE", "styrmin-web2", helm_release("v2", "1.0.0"), None);
     let decision = decide_with(&view(""), &release, &flux);
     assert_eq!(decision.outcome, Outcome::Patched);
     assert_eq!(settings_source(&decision), Some(SettingsSource::Levels));
