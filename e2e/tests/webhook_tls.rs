@@ -311,27 +311,9 @@ impl Connection {
 
     /// POSTs a review; `Err` when the request was sent and no complete answer came back.
     async fn review(&mut self, body: &Value) -> Result<Value, String> {
-        self.sender
-            .ready()
-            .await
-            .map_err(|e| format!("connection not ready: {e}"))?;
-        let request = hyper::Request::post("/mutate?timeout=10s")
-            .header("host", SERVER_NAME)
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(serde_json::to_vec(body).unwrap())))
-            .unwrap();
-        let response = self
-            .sender
-            .send_request(request)
-            .await
-            .map_err(|e| format!("no answer: {e}"))?;
-        let status = response.status();
-        let bytes = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| format!("truncated answer: {e}"))?
-            .to_bytes();
+        let (status, bytes) = self
+            .post_raw(serde_json::to_vec(body).unwrap(), &[])
+            .await?;
         if status != 200 {
             return Err(format!(
                 "HTTP {status}: {}",
@@ -349,6 +331,17 @@ impl Connection {
     fn is_closed(&self) -> bool {
         self.sender.is_closed()
     }
+}
+
+/// Every request of a load answered right: else how many failed, and the first five reasons.
+fn assert_none_failed(ok: usize, failures: &[String]) {
+    assert!(
+        failures.is_empty(),
+        "{} failed of {}: {:?}",
+        failures.len(),
+        ok + failures.len(),
+        &failures[..failures.len().min(5)]
+    );
 }
 
 fn review_in(name: &str, namespace: &str) -> Value {
@@ -674,13 +667,7 @@ async fn certificate_rotation_under_load_fails_no_request() {
         load.wait_for_more(100).await;
     }
     let (ok, failures, seen) = load.finish().await;
-    assert!(
-        failures.is_empty(),
-        "{} failed of {}: {:?}",
-        failures.len(),
-        ok + failures.len(),
-        &failures[..failures.len().min(5)]
-    );
+    assert_none_failed(ok, &failures);
     assert!(seen.iter().all(|cert| served.contains(cert)));
     assert!(
         webhook
@@ -780,13 +767,7 @@ async fn policy_file_replaced_by_garbage_then_fixed() {
         "policy garbage under load: {ok} answered as before, {} failed",
         failures.len()
     );
-    assert!(
-        failures.is_empty(),
-        "{} failed of {}: {:?}",
-        failures.len(),
-        ok + failures.len(),
-        &failures[..failures.len().min(5)]
-    );
+    assert_none_failed(ok, &failures);
     assert!(ok >= 300, "only {ok} requests under load");
     assert_eq!(
         class(&conn.review(&body).await.unwrap()),
@@ -1917,13 +1898,7 @@ async fn a_policy_file_caught_half_written_is_never_published() {
         failures.len(),
         webhook.logged("policy file reloaded")
     );
-    assert!(
-        failures.is_empty(),
-        "{} failed of {}: {:?}",
-        failures.len(),
-        ok + failures.len(),
-        &failures[..failures.len().min(5)]
-    );
+    assert_none_failed(ok, &failures);
     // Only the complete versions were published, once each; no half one, no error.
     assert_eq!(webhook.logged("policy file reloaded"), ROUNDS);
     assert_eq!(
