@@ -518,20 +518,18 @@ mod tests {
         let many: Vec<Value> = (0..100).map(|_| entry.clone()).collect();
         let out = check(&dedicated(), &release(Some(Value::Array(many))));
         assert_eq!(out["spec"]["postRenderers"].as_array().unwrap().len(), 101);
-        // A patch text larger than any of Styrmin's is not parsed at all.
-        let large = format!(
-            "{}# {}",
-            ours(&dedicated())["kustomize"]["patches"][0]["patch"]
-                .as_str()
-                .unwrap(),
-            "x".repeat(MAX_PATCH_TEXT_BYTES)
-        );
-        assert!(!is_marked_patch(&json!({"patch": large})));
-        // Up to that size it is read: Styrmin's patch with a comment that fills it exactly.
+    }
+
+    #[test]
+    fn a_patch_text_is_read_only_within_the_size_limit_and_with_the_marker_as_written() {
         let text = ours(&dedicated())["kustomize"]["patches"][0]["patch"]
             .as_str()
             .unwrap()
             .to_owned();
+        // A patch text larger than any of Styrmin's is not parsed at all.
+        let large = format!("{text}# {}", "x".repeat(MAX_PATCH_TEXT_BYTES));
+        assert!(!is_marked_patch(&json!({"patch": large})));
+        // Up to that size it is read: Styrmin's patch with a comment that fills it exactly.
         let padded = format!(
             "{text}# {}",
             "x".repeat(MAX_PATCH_TEXT_BYTES - text.len() - 2)
