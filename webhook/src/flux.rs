@@ -529,11 +529,8 @@ mod tests {
         // A patch text larger than any of Styrmin's is not parsed at all.
         let large = format!("{text}# {}", "x".repeat(MAX_PATCH_TEXT_BYTES));
         assert!(!is_marked_patch(&json!({"patch": large})));
-        // Up to that size it is read: Styrmin's patch with a comment that fills it exactly.
-        let padded = format!(
-            "{text}# {}",
-            "x".repeat(MAX_PATCH_TEXT_BYTES - text.len() - 2)
-        );
+        // Up to that size, 4 KiB, it is read: Styrmin's patch with a comment that fills it.
+        let padded = format!("{text}# {}", "x".repeat(4096 - text.len() - 2));
         assert_eq!(padded.len(), MAX_PATCH_TEXT_BYTES);
         assert!(is_marked_patch(&json!({"patch": padded})));
         // Only the marker's words as written count: a name spelled with an escape is the user's.
