@@ -44,8 +44,9 @@ pub struct Edit {
     pub text: String,
 }
 
-/// Applies non-overlapping edits to `text`.
-pub fn apply(text: &str, mut edits: Vec<Edit>) -> String {
+/// Applies non-overlapping edits, in any order, to `text`.
+pub fn apply(text: &str, edits: &[Edit]) -> String {
+    let mut edits: Vec<&Edit> = edits.iter().collect();
     edits.sort_by_key(|e| (e.range.start, e.range.end));
     let mut out =
         String::with_capacity(text.len() + edits.iter().map(|e| e.text.len()).sum::<usize>());
@@ -708,7 +709,7 @@ mod tests {
     fn rewrite(text: &str, desired: &ClassFields) -> String {
         let root = parse_document(text).unwrap().unwrap();
         let edits = plan(text, &root, desired).unwrap();
-        let out = apply(text, edits);
+        let out = apply(text, &edits);
         // Whatever the layout, the result must read back as the desired fields, and
         // rewriting again must change nothing (R8).
         let again = parse_document(&out)
@@ -855,7 +856,7 @@ mod tests {
             panic!()
         };
         let edits = plan(text, &items[0], &fields(Some("nginx"), Some("nginx"))).unwrap();
-        let out = apply(text, edits);
+        let out = apply(text, &edits);
         assert_eq!(
             out,
             "items:\n- apiVersion: networking.k8s.io/v1\n  kind: Ingress\n  metadata:\n    annotations:\n      kubernetes.io/ingress.class: \"nginx\"\n    name: a\n  spec:\n    ingressClassName: \"nginx\"\n    rules: []\n"
@@ -871,7 +872,7 @@ mod tests {
         };
         let out = apply(
             text,
-            plan(text, &items[0], &fields(None, Some("traefik"))).unwrap(),
+            &plan(text, &items[0], &fields(None, Some("traefik"))).unwrap(),
         );
         assert_eq!(
             out,

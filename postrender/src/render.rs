@@ -172,7 +172,7 @@ pub struct ChangedDocument {
 impl ChangedDocument {
     /// The document's new text, from its text `before`.
     pub fn text(&self, before: &str) -> String {
-        ingress_edit::apply(before, self.edits.clone())
+        ingress_edit::apply(before, &self.edits)
     }
 }
 
@@ -420,7 +420,7 @@ fn render_document(
     }
     edits.sort_by_key(|e: &Edit| (e.range.start, e.range.end));
     // The edited text lives only as long as its check: what is kept is the edits.
-    let new_text = ingress_edit::apply(text, edits.clone());
+    let new_text = ingress_edit::apply(text, &edits);
     verify(&root, &new_text, &desired).map_err(|what| RenderError::Verify {
         document: name.clone(),
         ingress: outcomes
