@@ -1871,7 +1871,9 @@ async fn a_policy_file_caught_half_written_is_never_published() {
         let text = format!("{original}# round {round}\n");
         let path = policy.clone();
         // Written in place, 16 bytes at a time, as an editor or `cp` would: several polls
-        // read it half-written.
+        // read it half-written. Every other round the writer pauses longer than the poll
+        // interval, so that two polls read the same half-written file.
+        let pause = Duration::from_millis(if round % 2 == 0 { 250 } else { 2 });
         tokio::task::spawn_blocking(move || {
             let mut file = std::fs::OpenOptions::new()
                 .write(true)
@@ -1881,7 +1883,7 @@ async fn a_policy_file_caught_half_written_is_never_published() {
             for piece in text.as_bytes().chunks(16) {
                 file.write_all(piece).unwrap();
                 file.flush().unwrap();
-                std::thread::sleep(Duration::from_millis(2));
+                std::thread::sleep(pause);
             }
         })
         .await

@@ -15,15 +15,16 @@
 //! as one level read like a cluster level: `{dedicated_ingress: {}}`, `{ingress_class: nginx}`
 //! or `{ingress_class: ""}` (no class). A deployment without it resolves from its levels.
 //!
-//! A new version is published only once two consecutive reads, one poll interval apart, return
-//! the same bytes: a file caught half-written (an editor or `cp` writing in place) is never
-//! published, even when the part written so far is valid YAML. Writers should still write a
-//! temporary file and rename it into place (what a ConfigMap volume does): a writer that stops
-//! mid-file for longer than a poll interval cannot be told from a finished one.
+//! A changed version is published only once its bytes have stayed the same for [`SETTLE`] (or
+//! one poll interval, if longer), timed on the webhook's own clock: a file caught half-written
+//! (an editor or `cp` writing in place, however slowly) is never published, even when the part
+//! written so far is valid YAML. Writers should still write a temporary file and rename it into
+//! place (what a ConfigMap volume does): a writer that stops mid-file for longer than that
+//! cannot be told from a finished one.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ingress_rules::{DedicatedIngress, IngressTarget, KubernetesVersion, Level, Setting};
 
@@ -161,9 +162,15 @@ pub struct PolicyFileSource {
     last_valid: bool,
     /// The view read by `open`, published when the source starts.
     pending: Option<View>,
-    /// A changed content read once, published when the next poll reads it again.
-    candidate: Option<Vec<u8>>,
+    /// A changed content and when it was first read; published once it has not changed for
+    /// the settle time.
+    candidate: Option<(Vec<u8>, Instant)>,
 }
+
+/// How long a changed policy file must stay unchanged before it is published. A fixed time,
+/// not a number of polls: with a short poll interval, two polls can fall between two writes of
+/// a slow writer and read the same half-written file.
+pub const SETTLE: Duration = Duration::from_secs(2);
 
 /// How many times `open` reads a file that keeps changing before it gives up.
 const OPEN_ATTEMPTS: usize = 20;
@@ -204,8 +211,17 @@ impl PolicyFileSource {
         })
     }
 
+    /// How long a changed file must stay unchanged: [`SETTLE`], or one poll if that is longer.
+    fn settle(&self) -> Duration {
+        SETTLE.max(self.interval)
+    }
+
     /// One poll: re-reads the file and publishes, confirms or reports.
     pub fn poll_once(&mut self, sink: &ViewSink) {
+        self.poll_at(sink, Instant::now());
+    }
+
+    fn poll_at(&mut self, sink: &ViewSink, now: Instant) {
         let bytes = match std::fs::read(&self.path) {
             Ok(bytes) => bytes,
             Err(error) => {
@@ -222,11 +238,19 @@ impl PolicyFileSource {
             }
             return;
         }
-        if self.candidate.as_ref() != Some(&bytes) {
-            // Changed since the last poll: maybe still being written. Wait for a second read.
-            tracing::debug!(path = %self.path.display(), "policy file changed; read again on the next poll");
-            self.candidate = Some(bytes);
-            return;
+        match &self.candidate {
+            Some((seen, since)) if *seen == bytes => {
+                if now.saturating_duration_since(*since) < self.settle() {
+                    // Unchanged since last read, but not for long enough yet.
+                    return;
+                }
+            }
+            _ => {
+                // Changed since the last poll: maybe still being written.
+                tracing::debug!(path = %self.path.display(), "policy file changed; published once it has stayed unchanged for the settle time");
+                self.candidate = Some((bytes, now));
+                return;
+            }
         }
         self.candidate = None;
         self.last_seen = bytes;
@@ -395,10 +419,11 @@ deployments:
         );
         sink.publish(first.clone());
 
+        let t0 = Instant::now();
         std::fs::write(&path, "cluster: [garbage").unwrap();
-        source.poll_once(&sink);
-        source.poll_once(&sink);
-        source.poll_once(&sink);
+        source.poll_at(&sink, t0);
+        source.poll_at(&sink, t0 + SETTLE);
+        source.poll_at(&sink, t0 + SETTLE * 2);
         assert_eq!(*store.load(), first, "the last good view stays");
         assert_eq!(
             errors.load(Ordering::Relaxed),
@@ -407,8 +432,8 @@ deployments:
         );
 
         std::fs::write(&path, "cluster: {ingress_class: nginx}").unwrap();
-        source.poll_once(&sink);
-        source.poll_once(&sink);
+        source.poll_at(&sink, t0 + SETTLE * 3);
+        source.poll_at(&sink, t0 + SETTLE * 4);
         assert_eq!(
             resolve(&store.load().levels_for_deployment("web1"))
                 .target
@@ -417,7 +442,7 @@ deployments:
         );
 
         std::fs::remove_file(&path).unwrap();
-        source.poll_once(&sink);
+        source.poll_at(&sink, t0 + SETTLE * 5);
         assert_eq!(
             errors.load(Ordering::Relaxed),
             2,
@@ -432,32 +457,58 @@ deployments:
     }
 
     #[test]
-    fn a_version_is_published_only_when_two_polls_read_the_same() {
+    fn a_version_is_published_only_once_it_has_stayed_unchanged_for_the_settle_time() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("policy.yaml");
         std::fs::write(&path, ISSUE_EXAMPLE).unwrap();
+        // A poll interval far shorter than the writer's pauses.
         let mut source = PolicyFileSource::open(path.clone(), Duration::from_millis(10)).unwrap();
         let first = source.pending.take().unwrap();
         let store = Arc::new(ViewStore::default());
         let sink = ViewSink::new(store.clone(), Arc::new(|_| {}));
         sink.publish(first.clone());
-        // Caught half-written: a valid YAML prefix without `deployments:`.
+        let t0 = Instant::now();
+        let pause = Duration::from_millis(250);
+        // A slow writer in place: a valid YAML prefix without `deployments:`, read by every
+        // poll between two of its writes.
         let complete =
             "cluster: {ingress_class: nginx}\ndeployments:\n  web1: {ingress_class: haproxy}\n";
         std::fs::write(&path, &complete[..31]).unwrap();
-        source.poll_once(&sink);
-        assert_eq!(*store.load(), first, "a version read once is not published");
-        // The writer goes on: the next poll reads something else, still not published.
+        source.poll_at(&sink, t0);
+        source.poll_at(&sink, t0 + pause / 2);
+        source.poll_at(&sink, t0 + pause - Duration::from_millis(1));
+        assert_eq!(
+            *store.load(),
+            first,
+            "a prefix read the same by several polls within the settle time is not published"
+        );
+        // The writer goes on; the finished file starts its own settle time.
         std::fs::write(&path, complete).unwrap();
-        source.poll_once(&sink);
-        assert_eq!(*store.load(), first, "a version read once is not published");
-        source.poll_once(&sink);
+        source.poll_at(&sink, t0 + pause);
+        source.poll_at(&sink, t0 + pause + SETTLE - Duration::from_millis(1));
+        assert_eq!(
+            *store.load(),
+            first,
+            "not yet unchanged for the settle time"
+        );
+        source.poll_at(&sink, t0 + pause + SETTLE);
         assert_eq!(
             resolve(&store.load().levels_for_deployment("web1"))
                 .target
                 .enforced_class(),
             Some("haproxy"),
-            "read twice the same: published"
+            "unchanged for the settle time: published"
         );
+    }
+
+    #[test]
+    fn the_settle_time_is_at_least_one_poll() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.yaml");
+        std::fs::write(&path, ISSUE_EXAMPLE).unwrap();
+        let fast = PolicyFileSource::open(path.clone(), Duration::from_millis(10)).unwrap();
+        assert_eq!(fast.settle(), SETTLE);
+        let slow = PolicyFileSource::open(path, SETTLE * 3).unwrap();
+        assert_eq!(slow.settle(), SETTLE * 3);
     }
 }
