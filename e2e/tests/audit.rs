@@ -160,17 +160,19 @@ async fn every_reason_counted_and_a_watch_error_keeps_the_last_audit() {
             .contains("deployment \"web5\" is still in the view (phase RESTORING)"),
         "{search}"
     );
-    // The cluster level as stored: no ingressClass, which means traefik (the null trap).
-    assert_eq!(report["levels"][0]["ingress_class"], "absent");
+    // The cluster level as stored: `ingressClass: null` applied client-side became the CRD's
+    // default traefik; the last-applied configuration still says null (the null trap).
+    assert_eq!(report["levels"][0]["ingress_class"], "\"traefik\"");
     assert_eq!(
         report["levels"][0]["resolves_to"],
-        "class:traefik (the cluster default)"
+        "class:traefik (cluster.ingress_class)"
     );
-    assert!(
-        report["levels"][0]["note"]
-            .as_str()
-            .unwrap()
-            .contains("ingressClass: \"\"")
+    assert_eq!(
+        report["levels"][0]["note"],
+        "ingressClass is stored as \"traefik\", but the StyrminCluster was last applied with \
+         `ingressClass: null` (its kubectl.kubernetes.io/last-applied-configuration says so): \
+         client-side `kubectl apply` drops a null and the CRD's default filled the field, so the \
+         class is \"traefik\", not no class; write `ingressClass: \"\"` for no class"
     );
 
     let (_, metrics) = get(&state, "/metrics").await;

@@ -363,30 +363,24 @@ fn stuck_controllers(view: &View, now: i64, after: Duration) -> Vec<Finding> {
                 return None;
             }
             let name = format!("{NAMESPACE_PREFIX}{id}");
-            let held = if removal.finalizers.is_empty() {
-                "no finalizer left".to_owned()
-            } else {
-                format!("finalizer {}", removal.finalizers.join(", "))
-            };
+            let hold = removal.hold();
             Some(Finding {
                 reason: Reason::StuckDeleting,
                 kind: "StyrminDeployment",
                 namespace: name.clone(),
                 name: name.clone(),
                 has: format!(
-                    "DELETING for {} (since {}), {held}",
+                    "DELETING for {} (since {}), {}",
                     human_duration(elapsed),
-                    rfc3339(since)
+                    rfc3339(since),
+                    hold.short()
                 ),
                 wants: "removed".to_owned(),
                 why: format!(
                     "environment {:?}: deploys are denied (W2) until the removal completes",
                     d.environment.as_deref().unwrap_or("")
                 ),
-                fix: format!(
-                    "read the agent's version; remove the finalizer as \"A StyrminDeployment that keeps its finalizer\" says \
-                     (name and namespace {name}); then submit the config again"
-                ),
+                fix: hold.advice(id),
                 settings: None,
                 decided_by: None,
             })
@@ -474,12 +468,21 @@ fn level_summaries(view: &View) -> Vec<LevelSummary> {
         environment: None,
         deployment: None,
     });
-    let note = matches!(cluster.ingress_class, Setting::Absent).then(|| {
-        "ingressClass is not in the stored StyrminCluster, which means the default class traefik; \
-         `ingressClass: null` applied with client-side `kubectl apply` is stored like this: \
-         write `ingressClass: \"\"` for no class"
-            .to_owned()
-    });
+    let note = match &cluster.ingress_class {
+        Setting::Value(class) if view.cluster_class_applied_null() => Some(format!(
+            "ingressClass is stored as {class:?}, but the StyrminCluster was last applied with \
+             `ingressClass: null` (its kubectl.kubernetes.io/last-applied-configuration says so): \
+             client-side `kubectl apply` drops a null and the CRD's default filled the field, so \
+             the class is {class:?}, not no class; write `ingressClass: \"\"` for no class"
+        )),
+        Setting::Absent => Some(
+            "ingressClass is not in the stored StyrminCluster, which means the default class traefik; \
+             `ingressClass: null` applied with client-side `kubectl apply` was stored like this before \
+             the CRD gave the field its default: write `ingressClass: \"\"` for no class"
+                .to_owned(),
+        ),
+        _ => None,
+    };
     let mut levels = vec![level_summary(
         "cluster".to_owned(),
         cluster,

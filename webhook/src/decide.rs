@@ -434,24 +434,18 @@ pub fn stuck_removal(
     if elapsed < after.as_secs() {
         return None;
     }
-    let object = format!("StyrminDeployment styrmin-{id} in namespace styrmin-{id}");
-    let held = match removal.finalizers.as_slice() {
-        [] => format!("{object} has no finalizer left"),
-        [one] => format!("{object} still has the finalizer {one}"),
-        many => format!("{object} still has the finalizers {}", many.join(", ")),
-    };
+    let hold = removal.hold();
     let started = if removal.deletion_requested.is_some() {
         "deletion requested at"
     } else {
         "DELETING seen first at"
     };
     Some(format!(
-        "The removal has not finished after {elapsed} ({started} {at}); {held}. \
-         An agent of Styrmin v0.1.48 or earlier can stop removing a controller: read the agent's version \
-         and remove the finalizer as \"A StyrminDeployment that keeps its finalizer\" says, with styrmin-{id} \
-         as both the name and the namespace; once the finalizer is gone, submit the config again",
+        "The removal has not finished after {elapsed} ({started} {at}); {held}. {advice}",
         elapsed = crate::view::human_duration(elapsed),
         at = crate::view::rfc3339(since),
+        held = hold.held(id),
+        advice = hold.advice(id),
     ))
 }
 

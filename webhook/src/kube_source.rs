@@ -185,6 +185,25 @@ pub struct BuiltView {
     pub ignored: Vec<String>,
 }
 
+/// The annotation in which client-side `kubectl apply` keeps the object as it was applied.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Whether the object was last applied by client-side `kubectl apply` with
+/// `spec.ingressClass: null`. The client drops the `null` from its patch, so the API server
+/// stores the field left out, which the CRD's default then fills; only this annotation still
+/// shows what was written.
+fn last_applied_class_is_null(object: &StyrminCluster) -> bool {
+    object
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(LAST_APPLIED))
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
+        .is_some_and(|applied| {
+            applied.pointer("/spec/ingressClass") == Some(&serde_json::Value::Null)
+        })
+}
+
 /// One level from the two CRD fields; a `dedicatedIngress` that is not an object is an error.
 pub fn level(settings: &IngressSettings) -> Result<Level, serde_json::Error> {
     let dedicated_ingress = match &settings.dedicated_ingress {
@@ -290,6 +309,7 @@ pub fn build_view(
 ) -> Result<BuiltView, InvalidObject> {
     let mut ignored = Vec::new();
     let mut cluster = Level::default();
+    let mut cluster_class_applied_null = false;
     for object in clusters {
         let name = object.name_any();
         if name != CLUSTER_NAME {
@@ -304,6 +324,8 @@ pub fn build_view(
             field: "spec.dedicatedIngress",
             source,
         })?;
+        cluster_class_applied_null = matches!(cluster.ingress_class, Setting::Value(_))
+            && last_applied_class_is_null(object);
     }
     let environments = environments
         .iter()
@@ -331,7 +353,8 @@ pub fn build_view(
     }
     ignored.sort();
     Ok(BuiltView {
-        view: View::new(cluster, environments, by_id, kubernetes_version),
+        view: View::new(cluster, environments, by_id, kubernetes_version)
+            .with_cluster_class_applied_null(cluster_class_applied_null),
         ignored,
     })
 }
@@ -437,11 +460,15 @@ where
 /// Drops what the webhook never reads and can be large: managed fields, and the copy of the
 /// whole object that client-side `kubectl apply` keeps in an annotation.
 fn without_bookkeeping<K: Resource>(object: &mut K) {
-    let meta = object.meta_mut();
-    meta.managed_fields = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    without_managed_fields(object);
+    if let Some(annotations) = object.meta_mut().annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
     }
+}
+
+/// Drops the managed fields only.
+fn without_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
 }
 
 /// [`watch`] with a watcher configuration, and objects that `keep` refuses never stored,
@@ -599,8 +626,15 @@ impl ViewSource for KubeSource {
             audit_interval,
             audit_settings,
         } = self;
-        let (clusters, cluster_events) =
-            watch::<StyrminCluster>(&client, WatchedResource::StyrminClusters)?;
+        // The StyrminCluster keeps its last-applied configuration: the `null` trap shows only
+        // there, and there is one such object.
+        let (clusters, cluster_events) = watch_trimmed::<StyrminCluster>(
+            &client,
+            WatchedResource::StyrminClusters,
+            watcher::Config::default(),
+            |_| true,
+            without_managed_fields::<StyrminCluster>,
+        )?;
         let (environments, environment_events) =
             watch::<StyrminEnvironment>(&client, WatchedResource::StyrminEnvironments)?;
         let (deployments, deployment_events) =

@@ -87,6 +87,81 @@ impl Removal {
     pub fn since(&self) -> Option<i64> {
         self.deletion_requested.or(self.first_seen)
     }
+
+    /// What its object shows to be holding the removal.
+    pub fn hold(&self) -> RemovalHold<'_> {
+        match (self.deletion_requested, self.finalizers.as_slice()) {
+            (None, _) => RemovalHold::NotRequested,
+            (Some(_), []) => RemovalHold::NothingLeft,
+            (Some(_), finalizers) => RemovalHold::Finalizers(finalizers),
+        }
+    }
+}
+
+/// What holds a removal that does not finish, as far as the controller's StyrminDeployment
+/// shows. Each has its own advice: removing a finalizer helps only where a deletion was
+/// requested and a finalizer is what is left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemovalHold<'a> {
+    /// A deletion was requested and these finalizers are left: the operator has not finished
+    /// (an agent of v0.1.48 or earlier can stop here).
+    Finalizers(&'a [String]),
+    /// A deletion was requested and no finalizer is left. Kubernetes deletes such an object at
+    /// once, so a removal that stays here means the webhook's view of it lags.
+    NothingLeft,
+    /// The phase says `DELETING` but no deletion of the object was requested: the operator has
+    /// not got as far as deleting it.
+    NotRequested,
+}
+
+impl RemovalHold<'_> {
+    /// What the object shows, as a clause: `StyrminDeployment … still has the finalizer …`.
+    pub fn held(&self, id: &str) -> String {
+        let object = format!("StyrminDeployment styrmin-{id} in namespace styrmin-{id}");
+        match self {
+            RemovalHold::Finalizers([one]) => format!("{object} still has the finalizer {one}"),
+            RemovalHold::Finalizers(many) => {
+                format!("{object} still has the finalizers {}", many.join(", "))
+            }
+            RemovalHold::NothingLeft => {
+                format!("{object} has no finalizer left but is still seen by the webhook")
+            }
+            RemovalHold::NotRequested => format!(
+                "{object} is DELETING by its status only: no deletion of it was requested (it has no deletion timestamp)"
+            ),
+        }
+    }
+
+    /// The short form the audit shows in its `HAS` column.
+    pub fn short(&self) -> String {
+        match self {
+            RemovalHold::Finalizers(finalizers) => format!("finalizer {}", finalizers.join(", ")),
+            RemovalHold::NothingLeft => "no finalizer left".to_owned(),
+            RemovalHold::NotRequested => "no deletion requested".to_owned(),
+        }
+    }
+
+    /// What to do, for the one cause it is.
+    pub fn advice(&self, id: &str) -> String {
+        match self {
+            RemovalHold::Finalizers(_) => format!(
+                "An agent of Styrmin v0.1.48 or earlier can stop removing a controller: read the agent's version \
+                 and remove the finalizer as \"A StyrminDeployment that keeps its finalizer\" says, with styrmin-{id} \
+                 as both the name and the namespace; once the finalizer is gone, submit the config again"
+            ),
+            RemovalHold::NothingLeft => format!(
+                "Kubernetes deletes an object whose deletion was requested once no finalizer is left, so the webhook's \
+                 view of it is out of date: check with kubectl get styrmindeployment styrmin-{id} -n styrmin-{id}; \
+                 if it is gone, the webhook's source of the view is failing (its log, and \
+                 styrmin_webhook_view_source_valid), and deploys go through once the webhook sees the removal finish"
+            ),
+            RemovalHold::NotRequested => format!(
+                "Removing a finalizer does not help here: the Styrmin operator set the phase DELETING and has not \
+                 deleted the object. Check that the operator runs and read its log for styrmin-{id}; once it deletes \
+                 the object and the removal finishes, submit the config again"
+            ),
+        }
+    }
 }
 
 /// `3d4h`, `1h2m`, `12m5s`, `40s`: a duration as a person reads it.
@@ -124,6 +199,9 @@ pub struct View {
     kubernetes_version: Option<KubernetesVersion>,
     /// Environment id → ids of its ingress-controller deployments, sorted.
     controllers: HashMap<String, Vec<String>>,
+    /// The cluster's `ingressClass` was last applied as `null` by client-side `kubectl apply`,
+    /// which dropped it, and is stored with a value (the CRD's default): the `null` trap.
+    cluster_class_applied_null: bool,
 }
 
 impl View {
@@ -149,11 +227,24 @@ impl View {
             deployments,
             kubernetes_version,
             controllers,
+            cluster_class_applied_null: false,
         }
+    }
+
+    /// The view, with whether the cluster's `ingressClass` fell into the `null` trap.
+    pub fn with_cluster_class_applied_null(mut self, applied_null: bool) -> Self {
+        self.cluster_class_applied_null = applied_null;
+        self
     }
 
     pub fn cluster(&self) -> &Level {
         &self.cluster
+    }
+
+    /// Whether the cluster's `ingressClass` was written `null` with client-side `kubectl
+    /// apply` and is stored with a value instead (the audit says so).
+    pub fn cluster_class_applied_null(&self) -> bool {
+        self.cluster_class_applied_null
     }
 
     pub fn environment(&self, id: &str) -> Option<&Level> {

@@ -324,7 +324,32 @@ fn stuck_deleting_after_the_threshold_with_the_finalizer() {
     let report = run(&view, &[], &[], &[], NOW);
     assert_eq!(
         report.findings[0].has,
-        "DELETING for 6m (since 2026-12-03T07:54:00Z), no finalizer left"
+        "DELETING for 6m (since 2026-12-03T07:54:00Z), no deletion requested"
+    );
+    assert!(
+        report.findings[0]
+            .fix
+            .starts_with("Removing a finalizer does not help here"),
+        "{}",
+        report.findings[0].fix
+    );
+    // Deletion requested and no finalizer left: the view lags.
+    let view = view_with_controller(Removal {
+        deletion_requested: Some(NOW - after),
+        first_seen: None,
+        finalizers: vec![],
+    });
+    let report = run(&view, &[], &[], &[], NOW);
+    assert_eq!(
+        report.findings[0].has,
+        "DELETING for 5m (since 2026-12-03T07:55:00Z), no finalizer left"
+    );
+    assert!(
+        report.findings[0]
+            .fix
+            .contains("the webhook's view of it is out of date"),
+        "{}",
+        report.findings[0].fix
     );
     // Nobody knows since when: not reported.
     let view = view_with_controller(Removal::default());

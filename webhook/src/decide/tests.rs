@@ -555,10 +555,93 @@ fn w2_a_phase_without_a_deletion_timestamp_counts_from_when_it_was_first_seen() 
         None,
     );
     let message = d.status.map(|s| s.message).unwrap_or_default();
+    let w2 = "environment \"e\": its dedicated ingress controller \"c\" is being removed (phase DELETING), \
+so applications in this environment cannot be deployed, updated or upgraded until the removal completes; try again \
+after the removal completes, and Styrmin installs a new ingress controller";
+    // No deletion was requested: the finalizer advice would not help, and is not given.
+    assert_eq!(
+        message,
+        format!(
+            "{w2}. The removal has not finished after 1h1m (DELETING seen first at 2026-12-03T08:00:00Z); \
+             StyrminDeployment styrmin-c in namespace styrmin-c is DELETING by its status only: no deletion of it was \
+             requested (it has no deletion timestamp). Removing a finalizer does not help here: the Styrmin operator \
+             set the phase DELETING and has not deleted the object. Check that the operator runs and read its log for \
+             styrmin-c; once it deletes the object and the removal finishes, submit the config again"
+        )
+    );
+}
+
+/// The W2 message for controller `c`, whose removal is `removal`, an hour and a minute after
+/// [`HELD_SINCE`].
+fn w2_message_of_removal(removal: crate::view::Removal) -> String {
+    let text = "cluster: {dedicated_ingress: {}}\ndeployments:\n  a: {environment: e}\n  c: {environment: e, role: ingress-controller, phase: DELETING}\n";
+    let v = policy(text);
+    let v = crate::view::View::new(
+        v.cluster().clone(),
+        std::collections::HashMap::new(),
+        [
+            ("a".to_owned(), v.deployment("a").unwrap().clone()),
+            (
+                "c".to_owned(),
+                crate::view::Deployment {
+                    removal: Some(removal),
+                    ..v.deployment("c").unwrap().clone()
+                },
+            ),
+        ]
+        .into(),
+        None,
+    );
+    let deploy = request("CREATE", "styrmin-a", helm_release("v2", "1"), None);
+    let d = decide_at(
+        &v,
+        &deploy,
+        &DecideOptions::default(),
+        HELD_SINCE + 3660,
+        None,
+    );
+    assert_eq!(d.outcome, Outcome::Denied);
+    d.status.map(|s| s.message).unwrap_or_default()
+}
+
+#[test]
+fn w2_a_requested_deletion_with_no_finalizer_left_says_the_view_lags() {
+    let message = w2_message_of_removal(crate::view::Removal {
+        deletion_requested: Some(HELD_SINCE),
+        first_seen: Some(HELD_SINCE + 30),
+        finalizers: vec![],
+    });
+    assert_eq!(
+        message,
+        "environment \"e\": its dedicated ingress controller \"c\" is being removed (phase DELETING), so \
+         applications in this environment cannot be deployed, updated or upgraded until the removal completes; try \
+         again after the removal completes, and Styrmin installs a new ingress controller. The removal has not \
+         finished after 1h1m (deletion requested at 2026-12-03T08:00:00Z); StyrminDeployment styrmin-c in namespace \
+         styrmin-c has no finalizer left but is still seen by the webhook. Kubernetes deletes an object whose \
+         deletion was requested once no finalizer is left, so the webhook's view of it is out of date: check with \
+         kubectl get styrmindeployment styrmin-c -n styrmin-c; if it is gone, the webhook's source of the view is \
+         failing (its log, and styrmin_webhook_view_source_valid), and deploys go through once the webhook sees the \
+         removal finish"
+    );
+}
+
+#[test]
+fn w2_a_requested_deletion_held_by_two_finalizers_names_both() {
+    let message = w2_message_of_removal(crate::view::Removal {
+        deletion_requested: Some(HELD_SINCE),
+        first_seen: None,
+        finalizers: vec![
+            "styrmin.io/kopf-finalizer".into(),
+            "example.com/other".into(),
+        ],
+    });
     assert!(
-        message.contains(
-            "The removal has not finished after 1h1m (DELETING seen first at 2026-12-03T08:00:00Z); \
-             StyrminDeployment styrmin-c in namespace styrmin-c has no finalizer left."
+        message.ends_with(
+            "; StyrminDeployment styrmin-c in namespace styrmin-c still has the finalizers \
+             styrmin.io/kopf-finalizer, example.com/other. An agent of Styrmin v0.1.48 or earlier can stop removing \
+             a controller: read the agent's version and remove the finalizer as \"A StyrminDeployment that keeps its \
+             finalizer\" says, with styrmin-c as both the name and the namespace; once the finalizer is gone, submit \
+             the config again"
         ),
         "{message}"
     );

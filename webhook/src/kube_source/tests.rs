@@ -112,6 +112,53 @@ fn only_the_cluster_named_default_counts() {
     );
 }
 
+/// A StyrminCluster `default` as stored with `spec`, last applied by client-side `kubectl
+/// apply` with `applied` as its spec (`None`: not applied that way).
+fn applied_cluster(spec: Value, applied: Option<Value>) -> Arc<StyrminCluster> {
+    let mut object = json!({
+        "apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminCluster",
+        "metadata": {"name": "default", "resourceVersion": "1"}, "spec": spec
+    });
+    if let Some(applied) = applied {
+        let last = json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminCluster",
+            "metadata": {"annotations": {}, "name": "default"}, "spec": applied});
+        object["metadata"]["annotations"] =
+            json!({"kubectl.kubernetes.io/last-applied-configuration": format!("{last}\n")});
+    }
+    Arc::new(serde_json::from_value(object).unwrap())
+}
+
+#[rstest]
+#[case::null_applied_default_stored(json!({"ingressClass": "traefik"}), Some(json!({"ingressClass": null})), true)]
+#[case::null_applied_other_value_stored(json!({"ingressClass": "nginx"}), Some(json!({"ingressClass": null})), true)]
+#[case::null_applied_null_stored(json!({"ingressClass": null}), Some(json!({"ingressClass": null})), false)]
+#[case::empty_applied(json!({"ingressClass": ""}), Some(json!({"ingressClass": ""})), false)]
+#[case::left_out_when_applied(json!({"ingressClass": "traefik"}), Some(json!({})), false)]
+#[case::not_applied_client_side(json!({"ingressClass": "traefik"}), None, false)]
+fn the_null_trap_is_read_from_the_last_applied_configuration(
+    #[case] stored: Value,
+    #[case] applied: Option<Value>,
+    #[case] trap: bool,
+) {
+    let built = build(&[applied_cluster(stored, applied)], &[], &[]);
+    assert_eq!(built.view.cluster_class_applied_null(), trap);
+}
+
+#[test]
+fn a_last_applied_configuration_that_is_not_json_is_no_trap() {
+    let mut object = (*applied_cluster(json!({"ingressClass": "traefik"}), None)).clone();
+    object.metadata.annotations = Some(
+        [(
+            "kubectl.kubernetes.io/last-applied-configuration".to_owned(),
+            "{not json".to_owned(),
+        )]
+        .into(),
+    );
+    let built = build(&[Arc::new(object)], &[], &[]);
+    assert!(!built.view.cluster_class_applied_null());
+    assert_eq!(outcome(&built.view, "anyone"), "traefik");
+}
+
 #[test]
 fn w1_unknown_environment_and_missing_deployment_count_as_not_set() {
     let built = build(
