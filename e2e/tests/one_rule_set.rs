@@ -141,12 +141,19 @@ async fn the_audit_agrees_with_admission() {
                     serde_json::json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}});
                 let mut audited: AuditedIngress = serde_json::from_value(stored).unwrap();
                 audited.trim();
+                // Every class it names exists: only the class fields are compared here.
+                let ingress_classes: HashSet<String> = audited
+                    .class_fields()
+                    .ingress_class_name
+                    .into_iter()
+                    .collect();
                 let report = audit(
                     &AuditInput {
                         view: &view,
                         ingresses: &[Arc::new(audited)],
                         aliases: &[],
                         namespaces: &HashSet::new(),
+                        ingress_classes: &ingress_classes,
                         now: 0,
                     },
                     &AuditSettings::default(),

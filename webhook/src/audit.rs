@@ -46,6 +46,9 @@ pub enum Reason {
     /// An Ingress with no `status.loadBalancer.ingress` after the grace period: no
     /// controller serves it (the product page's R5 symptom).
     NotServed,
+    /// An Ingress whose `spec.ingressClassName` names no IngressClass: no controller serves
+    /// it (uninstalling a controller deletes its IngressClass).
+    UnknownClass,
     /// An ingress controller deployment `DELETING` for longer than the threshold.
     StuckDeleting,
     /// A service alias that points into a namespace that does not exist.
@@ -54,21 +57,28 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in the order reports list them.
-    pub const ALL: [Reason; 5] = [
+    pub const ALL: [Reason; 6] = [
         Reason::WrongClass,
         Reason::CannotEnforce,
         Reason::NotServed,
+        Reason::UnknownClass,
         Reason::StuckDeleting,
         Reason::StaleAlias,
     ];
     /// The reasons of an Ingress (`styrmin_webhook_audit_nonconforming_ingresses{reason}`).
-    pub const INGRESS: [Reason; 3] = [Reason::WrongClass, Reason::CannotEnforce, Reason::NotServed];
+    pub const INGRESS: [Reason; 4] = [
+        Reason::WrongClass,
+        Reason::CannotEnforce,
+        Reason::NotServed,
+        Reason::UnknownClass,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::WrongClass => "wrong_class",
             Reason::CannotEnforce => "cannot_enforce",
             Reason::NotServed => "not_served",
+            Reason::UnknownClass => "unknown_class",
             Reason::StuckDeleting => "stuck_deleting",
             Reason::StaleAlias => "stale_alias",
         }
@@ -165,6 +175,8 @@ pub struct AuditInput<'a> {
     pub ingresses: &'a [Arc<AuditedIngress>],
     pub aliases: &'a [Arc<AliasService>],
     pub namespaces: &'a HashSet<String>,
+    /// The names of the cluster's IngressClasses.
+    pub ingress_classes: &'a HashSet<String>,
     /// Unix seconds.
     pub now: i64,
 }
@@ -181,6 +193,7 @@ pub fn audit(input: &AuditInput<'_>, settings: &AuditSettings) -> AuditReport {
         };
         judged += 1;
         let mut out_of_line = ingress_findings(input.view, owner, ingress, input.now, settings);
+        out_of_line.extend(unknown_class(ingress, input.ingress_classes));
         if out_of_line.is_empty() {
             conforming += 1;
         }
@@ -350,6 +363,35 @@ fn ingress_findings(
         ));
     }
     findings
+}
+
+/// An Ingress whose `spec.ingressClassName` names no IngressClass. Only that field is
+/// matched against IngressClasses; a controller that reads the annotation needs none.
+fn unknown_class(ingress: &AuditedIngress, classes: &HashSet<String>) -> Option<Finding> {
+    let current = ingress.class_fields();
+    let class = current.ingress_class_name.as_ref()?;
+    if classes.contains(class) {
+        return None;
+    }
+    Some(Finding {
+        reason: Reason::UnknownClass,
+        kind: "Ingress",
+        namespace: ingress.namespace().to_owned(),
+        name: ingress.name().to_owned(),
+        has: describe_fields(&current),
+        wants: format!("an IngressClass named {class:?}"),
+        why: format!(
+            "spec.ingressClassName {class:?} names no IngressClass, so no controller serves it \
+             (uninstalling a controller deletes its IngressClass)"
+        ),
+        fix: format!(
+            "create the IngressClass {class:?} for the controller that should serve it, or set \
+             ingress_class on the cluster, the environment or the deployment to a class that \
+             exists (kubectl get ingressclass); Styrmin sets it on the Ingress at the next deploy"
+        ),
+        settings: None,
+        decided_by: None,
+    })
 }
 
 fn stuck_controllers(view: &View, now: i64, after: Duration) -> Vec<Finding> {

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use futures::{FutureExt as _, StreamExt as _};
 use ingress_rules::{DedicatedIngress, IngressTarget, KubernetesVersion, Level, Setting};
+use k8s_openapi::api::networking::v1::IngressClass;
 use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -33,7 +34,9 @@ use kube::{Api, Client, Resource, ResourceExt as _};
 use serde::Deserialize as _;
 use serde::de::DeserializeOwned;
 
-use crate::audit::objects::{AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR};
+use crate::audit::objects::{
+    AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR, trim_ingress_class,
+};
 use crate::audit::{AuditInput, AuditSettings, Reason, audit};
 use crate::crd::{
     CLUSTER_NAME, DeploymentPhase, DeploymentRole, IngressSettings, StyrminCluster,
@@ -64,7 +67,8 @@ pub const WATCH_VERBS: &[&str] = &["list", "watch"];
 
 /// A resource the webhook watches, in every namespace: the three Styrmin resources the view
 /// is built from, and what the audit (`crate::audit`) reads: the Ingresses (those of Styrmin
-/// namespaces are kept), the service aliases (label selector) and the namespaces' names.
+/// namespaces are kept), the service aliases (label selector), the namespaces' names and the
+/// IngressClasses.
 /// Every one is in the readiness gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WatchedResource {
@@ -74,17 +78,19 @@ pub enum WatchedResource {
     Ingresses,
     Services,
     Namespaces,
+    IngressClasses,
 }
 
 impl WatchedResource {
     /// Every watched resource, in the order of [`API_CALLS`].
-    pub const ALL: [WatchedResource; 6] = [
+    pub const ALL: [WatchedResource; 7] = [
         WatchedResource::StyrminClusters,
         WatchedResource::StyrminEnvironments,
         WatchedResource::StyrminDeployments,
         WatchedResource::Ingresses,
         WatchedResource::Services,
         WatchedResource::Namespaces,
+        WatchedResource::IngressClasses,
     ];
 
     /// Its API group, version and plural name ([`watch`] checks that the watched type's are
@@ -99,6 +105,7 @@ impl WatchedResource {
             WatchedResource::Ingresses => ("networking.k8s.io", "v1", "ingresses"),
             WatchedResource::Services => ("", "v1", "services"),
             WatchedResource::Namespaces => ("", "v1", "namespaces"),
+            WatchedResource::IngressClasses => ("networking.k8s.io", "v1", "ingressclasses"),
         }
     }
 
@@ -660,6 +667,13 @@ impl ViewSource for KubeSource {
             |_| true,
             NamespaceName::trim,
         )?;
+        let (ingress_classes, ingress_class_events) = watch_trimmed::<IngressClass>(
+            &client,
+            WatchedResource::IngressClasses,
+            watcher::Config::default(),
+            |_| true,
+            trim_ingress_class,
+        )?;
         let mut events = futures::stream::select_all([
             cluster_events,
             environment_events,
@@ -667,12 +681,14 @@ impl ViewSource for KubeSource {
             ingress_events,
             alias_events,
             namespace_events,
+            ingress_class_events,
         ]);
         let mut auditor = Auditor {
             settings: audit_settings,
             ingresses,
             aliases,
             namespaces,
+            ingress_classes,
             stuck: HashSet::new(),
         };
         let mut audit_ticker = tokio::time::interval(audit_interval);
@@ -781,12 +797,21 @@ impl ViewSource for KubeSource {
     }
 }
 
+/// The names of `objects`.
+pub fn names<K: Resource>(objects: &[Arc<K>]) -> HashSet<String> {
+    objects
+        .iter()
+        .filter_map(|object| object.meta().name.clone())
+        .collect()
+}
+
 /// The audit's watches, and the controllers last found stuck (to warn once per new one).
 struct Auditor {
     settings: AuditSettings,
     ingresses: Store<AuditedIngress>,
     aliases: Store<AliasService>,
     namespaces: Store<NamespaceName>,
+    ingress_classes: Store<IngressClass>,
     stuck: HashSet<String>,
 }
 
@@ -800,18 +825,15 @@ impl Auditor {
             return;
         }
         let view = sink.current();
-        let namespaces: HashSet<String> = self
-            .namespaces
-            .state()
-            .iter()
-            .filter_map(|n| n.metadata.name.clone())
-            .collect();
+        let namespaces = names(&self.namespaces.state());
+        let ingress_classes = names(&self.ingress_classes.state());
         let report = audit(
             &AuditInput {
                 view: &view,
                 ingresses: &self.ingresses.state(),
                 aliases: &self.aliases.state(),
                 namespaces: &namespaces,
+                ingress_classes: &ingress_classes,
                 now: crate::decide::unix_now(),
             },
             &self.settings,

@@ -16,8 +16,8 @@ use fake_apiserver::{FakeApiServer, Request as ApiRequest, WatchItem};
 use http_body_util::BodyExt as _;
 use ingress_rules::IngressTarget;
 use recorded_cluster::{
-    CLUSTERS, DEPLOYMENTS, ENVIRONMENTS, INGRESSES, NAMESPACES, SERVICES, STEP, client, metric,
-    recorded,
+    CLUSTERS, DEPLOYMENTS, ENVIRONMENTS, INGRESS_CLASSES, INGRESSES, NAMESPACES, SERVICES, STEP,
+    client, metric, recorded,
 };
 use serde_json::{Value, json};
 use styrmin_webhook::api::{AppState, router};
@@ -104,6 +104,7 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
     api.answer(INGRESSES, 200, recorded("ingresses.list.json"));
     api.answer(SERVICES, 200, recorded("services.list.json"));
     api.answer(NAMESPACES, 200, recorded("namespaces.list.json"));
+    api.answer(INGRESS_CLASSES, 200, recorded("ingressclasses.list.json"));
     // The deployments' list is held back for now.
 
     let state = unready_state();

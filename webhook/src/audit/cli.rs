@@ -2,7 +2,6 @@
 //! webhook watches (the same calls, [`crate::kube_source::API_CALLS`]), builds the same view,
 //! judges the same way, prints a table or JSON, and exits 1 when anything is out of line.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use k8s_openapi::api::networking::v1::IngressClass;
 use kube::api::ListParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config, Resource};
@@ -20,7 +20,7 @@ use super::render::{render_json, render_table};
 use super::{AuditInput, AuditSettings, audit};
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
 use crate::decide::unix_now;
-use crate::kube_source::{BuiltView, build_view, version_of};
+use crate::kube_source::{BuiltView, build_view, names, version_of};
 use crate::view::namespace_owner;
 
 /// Audits the Ingresses of Styrmin namespaces, the ingress controllers stuck DELETING and the
@@ -140,11 +140,8 @@ impl AuditArgs {
             Some(SERVICE_ALIAS_SELECTOR),
         )
         .await?;
-        let namespaces: HashSet<String> = list_all(Api::<NamespaceName>::all(client), None)
-            .await?
-            .iter()
-            .filter_map(|n| n.metadata.name.clone())
-            .collect();
+        let namespaces = names(&list_all(Api::<NamespaceName>::all(client.clone()), None).await?);
+        let ingress_classes = names(&list_all(Api::<IngressClass>::all(client), None).await?);
         let settings = AuditSettings {
             not_served_grace: Duration::from_secs(self.not_served_grace_secs),
             stuck_deleting_after: Duration::from_secs(self.stuck_deleting_after_secs),
@@ -155,6 +152,7 @@ impl AuditArgs {
                 ingresses: &ingresses,
                 aliases: &aliases,
                 namespaces: &namespaces,
+                ingress_classes: &ingress_classes,
                 now: unix_now(),
             },
             &settings,

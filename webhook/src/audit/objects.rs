@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 
 use ingress_rules::{CLASS_ANNOTATION, ClassFields};
+use k8s_openapi::api::networking::v1::IngressClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::Resource;
@@ -271,6 +272,28 @@ impl Resource for AliasService {
     }
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         &mut self.metadata
+    }
+}
+
+/// The annotation that makes an IngressClass the cluster's default (Ingresses without a
+/// class get it).
+pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
+
+/// Keeps of an IngressClass what the audit reads: its name, the default-class annotation and
+/// the controller that serves it.
+pub fn trim_ingress_class(class: &mut IngressClass) {
+    let name = class.metadata.name.take();
+    let annotations = class.metadata.annotations.take().map(|mut all| {
+        all.retain(|key, _| key == DEFAULT_CLASS_ANNOTATION);
+        all
+    });
+    class.metadata = ObjectMeta {
+        name,
+        annotations: annotations.filter(|kept| !kept.is_empty()),
+        ..ObjectMeta::default()
+    };
+    if let Some(spec) = class.spec.as_mut() {
+        spec.parameters = None;
     }
 }
 

@@ -71,6 +71,7 @@ fn alias(namespace: &str, name: &str, external_name: &str) -> Arc<AliasService> 
     )
 }
 
+/// The audit of a cluster that has an IngressClass for every class the Ingresses name.
 fn run(
     view: &View,
     ingresses: &[Arc<AuditedIngress>],
@@ -78,13 +79,31 @@ fn run(
     namespaces: &[&str],
     now: i64,
 ) -> AuditReport {
-    let namespaces: HashSet<String> = namespaces.iter().map(|n| (*n).to_owned()).collect();
+    let classes: Vec<String> = ingresses
+        .iter()
+        .filter_map(|i| i.class_fields().ingress_class_name)
+        .collect();
+    let classes: Vec<&str> = classes.iter().map(String::as_str).collect();
+    run_with_classes(view, ingresses, aliases, namespaces, &classes, now)
+}
+
+fn run_with_classes(
+    view: &View,
+    ingresses: &[Arc<AuditedIngress>],
+    aliases: &[Arc<AliasService>],
+    namespaces: &[&str],
+    ingress_classes: &[&str],
+    now: i64,
+) -> AuditReport {
+    let set =
+        |names: &[&str]| -> HashSet<String> { names.iter().map(|n| (*n).to_owned()).collect() };
     audit(
         &AuditInput {
             view,
             ingresses,
             aliases,
-            namespaces: &namespaces,
+            namespaces: &set(namespaces),
+            ingress_classes: &set(ingress_classes),
             now,
         },
         &AuditSettings::default(),
@@ -499,5 +518,67 @@ fn metrics_carry_every_ingress_reason_and_no_names() {
     assert!(
         !text.contains("secret-name") && !text.contains("styrmin-web1"),
         "{text}"
+    );
+}
+
+#[test]
+fn an_ingress_class_name_that_names_no_ingress_class_is_unknown() {
+    let view = parse_policy(Path::new("p"), POLICY).unwrap();
+    // web2's environment has no class (R5): its Ingresses keep the chart's fields.
+    let ingresses = [
+        served("styrmin-web2", "gone", Some("nginx"), Some("nginx")),
+        served("styrmin-web2", "kept", Some("haproxy"), None),
+        // Only the annotation: a controller that reads it needs no IngressClass.
+        served("styrmin-web2", "annotated", None, Some("old-nginx")),
+        // Outside Styrmin namespaces: not judged.
+        served("default", "other", Some("nginx"), None),
+    ];
+    let report = run_with_classes(&view, &ingresses, &[], &[], &["haproxy"], NOW);
+    assert_eq!(
+        reasons(&report),
+        [(Reason::UnknownClass, "styrmin-web2/gone".to_owned())]
+    );
+    assert_eq!(report.count(Reason::UnknownClass), 1);
+    assert_eq!((report.ingresses, report.conforming_ingresses), (3, 2));
+    let gone = &report.findings[0];
+    assert_eq!(gone.has, "class \"nginx\"");
+    assert_eq!(gone.wants, "an IngressClass named \"nginx\"");
+    assert_eq!(
+        gone.why,
+        "spec.ingressClassName \"nginx\" names no IngressClass, so no controller serves it \
+         (uninstalling a controller deletes its IngressClass)"
+    );
+    assert!(
+        gone.fix.starts_with("create the IngressClass \"nginx\""),
+        "{}",
+        gone.fix
+    );
+    // With the class back, nothing is out of line.
+    let report = run_with_classes(&view, &ingresses, &[], &[], &["haproxy", "nginx"], NOW);
+    assert!(report.is_clean(), "{:?}", report.findings);
+}
+
+#[test]
+fn an_ingress_class_keeps_its_name_the_default_annotation_and_its_controller() {
+    let mut class: k8s_openapi::api::networking::v1::IngressClass = serde_json::from_value(json!({
+        "metadata": {"name": "haproxy", "resourceVersion": "3", "labels": {"app": "haproxy"},
+            "annotations": {
+                "ingressclass.kubernetes.io/is-default-class": "true",
+                "meta.helm.sh/release-name": "haproxy"
+            },
+            "managedFields": [{"manager": "helm"}]},
+        "spec": {"controller": "haproxy.org/ingress-controller",
+            "parameters": {"kind": "ConfigMap", "name": "p"}}
+    }))
+    .unwrap();
+    objects::trim_ingress_class(&mut class);
+    assert_eq!(
+        serde_json::to_value(&class).unwrap(),
+        json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+            "metadata": {"name": "haproxy",
+                "annotations": {"ingressclass.kubernetes.io/is-default-class": "true"}},
+            "spec": {"controller": "haproxy.org/ingress-controller"}
+        })
     );
 }

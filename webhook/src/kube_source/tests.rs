@@ -386,6 +386,7 @@ fn the_table_names_the_crd_types() {
             of::<crate::audit::objects::AuditedIngress>(),
             of::<crate::audit::objects::AliasService>(),
             of::<crate::audit::objects::NamespaceName>(),
+            of::<IngressClass>(),
         ]
     );
 }

@@ -20,6 +20,7 @@ pub const DEPLOYMENTS: &str = "/apis/styrmin.io/v1alpha1/styrmindeployments";
 pub const INGRESSES: &str = "/apis/networking.k8s.io/v1/ingresses";
 pub const SERVICES: &str = "/api/v1/services";
 pub const NAMESPACES: &str = "/api/v1/namespaces";
+pub const INGRESS_CLASSES: &str = "/apis/networking.k8s.io/v1/ingressclasses";
 /// Long enough for the watcher's backoff after an error (0.8 s, then 1.6 s, with jitter).
 pub const STEP: Duration = Duration::from_secs(20);
 
@@ -42,6 +43,7 @@ pub fn answer_every_list(api: &FakeApiServer, folder: &str) {
         (INGRESSES, "ingresses.list.json"),
         (SERVICES, "services.list.json"),
         (NAMESPACES, "namespaces.list.json"),
+        (INGRESS_CLASSES, "ingressclasses.list.json"),
     ] {
         api.answer(path, 200, recorded(&format!("{folder}/{file}")));
     }
