@@ -18,13 +18,14 @@
 # digest. Every timestamp is SOURCE_DATE_EPOCH (default: the commit time of HEAD), files are
 # archived in name order with numeric owners and fixed modes, gzip writes no name or time.
 #
-# Environment: SOURCE_DATE_EPOCH, TARGET_DIR (default <repo>/target; the binaries are read from
-# its release/), IMAGE_DIR (default TARGET_DIR/image), IMAGE_NAME (default styrmin-webhook),
-# SKOPEO (default skopeo).
+# Environment: SOURCE_DATE_EPOCH, TARGET_DIR (default <repo>/target), RELEASE_DIR (where the
+# binaries are, default TARGET_DIR/release), IMAGE_DIR (default TARGET_DIR/image), IMAGE_NAME
+# (default styrmin-webhook), SKOPEO (default skopeo).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TARGET_DIR="${TARGET_DIR:-$ROOT/target}"
+RELEASE_DIR="${RELEASE_DIR:-$TARGET_DIR/release}"
 IMAGE_NAME="${IMAGE_NAME:-styrmin-webhook}"
 SKOPEO="${SKOPEO:-skopeo}"
 BINARIES=(styrmin-webhook styrmin-postrender)
@@ -59,7 +60,7 @@ case "$(uname -m)" in
 esac
 
 for bin in "${BINARIES[@]}"; do
-    [[ -x "$TARGET_DIR/release/$bin" ]] || die "$TARGET_DIR/release/$bin is missing: run make build"
+    [[ -x "$RELEASE_DIR/$bin" ]] || die "$RELEASE_DIR/$bin is missing: run make build"
 done
 
 OUT="${IMAGE_DIR:-$TARGET_DIR/image}"
@@ -72,14 +73,14 @@ umask 022
 # ---- the root filesystem ----------------------------------------------------------------
 mkdir -p "$rootfs/usr/local/bin" "$rootfs/etc" "$rootfs/home/nonroot" "$rootfs/tmp"
 for bin in "${BINARIES[@]}"; do
-    install -m 0755 "$TARGET_DIR/release/$bin" "$rootfs/usr/local/bin/$bin"
+    install -m 0755 "$RELEASE_DIR/$bin" "$rootfs/usr/local/bin/$bin"
 done
 
 # Every shared library and the loader, at the path the binary asks for (`ldd` resolves
 # symlinks of the search path; the file itself is copied, not the link).
 libs="$(
     for bin in "${BINARIES[@]}"; do
-        ldd "$TARGET_DIR/release/$bin" | awk '
+        ldd "$RELEASE_DIR/$bin" | awk '
             $2 == "=>" && $3 ~ /^\// { print $3 }
             $1 ~ /^\// { print $1 }'
     done | sort -u
