@@ -13,6 +13,12 @@
 //! network); and on a host with hybrid cgroups (v1 controllers and a v2 hierarchy), where crun
 //! refuses to start, podman runs in a mount namespace of its own without the v2 hierarchy.
 //! Containers run without cgroups (`--cgroups=disabled`): resource limits are not tested here.
+//!
+//! Where podman cannot run a container at all (or with `E2E_IMAGE_RUNNER=rootfs`), the test
+//! says so on stderr, passing or not, and runs the image's entrypoint from its unpacked root
+//! filesystem instead: chrooted in mount and PID namespaces as PID 1, the same user, no new
+//! privileges, a read-only root and volumes; no seccomp filter, and the capability bounding
+//! set is not cleared (a non-root UID holds no capabilities either way), so neither is checked.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -462,6 +468,12 @@ fn hybrid_cgroups() -> bool {
         .any(|l| l.contains(" /sys/fs/cgroup/unified ") && l.contains(" - cgroup2 "))
 }
 
+/// A line on the test process's stderr, shown even when the test passes (the harness captures
+/// only `print!` and `eprint!`): which way the image ran.
+fn notice(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 /// podman with storage of its own in a scratch directory.
 struct Podman {
     scratch: Scratch,
@@ -475,9 +487,9 @@ impl Podman {
             hybrid: hybrid_cgroups(),
         };
         if podman.hybrid {
-            println!(
+            notice(
                 "image: hybrid cgroups here: podman runs in a mount namespace without \
-                 /sys/fs/cgroup/unified (crun refuses hybrid hierarchies)"
+                 /sys/fs/cgroup/unified (crun refuses hybrid hierarchies)",
             );
         }
         podman
@@ -506,6 +518,27 @@ impl Podman {
                 "none",
             ]);
         cmd
+    }
+
+    /// Why podman cannot run a container here (its error), or `None` when it can: the image's
+    /// `--version` with the flags the test runs it with.
+    fn cannot_run(&self, image_name: &str) -> Option<String> {
+        let (soft, hard) = limit("Max open files");
+        let output = run(
+            self.command()
+                .args([
+                    "run",
+                    "--rm",
+                    "--pull=never",
+                    "--network=host",
+                    "--cgroups=disabled",
+                ])
+                .arg(format!("--ulimit=nofile={soft}:{hard}"))
+                .args(["--ulimit=nproc=4096:4096", image_name, "--version"]),
+            None,
+        );
+        (!output.status.success())
+            .then(|| String::from_utf8_lossy(&output.stderr).trim().to_owned())
     }
 
     /// Loads an archive; the image ID it reports.
@@ -541,7 +574,185 @@ impl Drop for Podman {
     }
 }
 
-/// The running container: `podman run` in the foreground, its stderr (the webhook's log).
+/// The securityContext of the rendered pod: the container's settings over the pod's.
+struct Security {
+    uid: u64,
+    gid: u64,
+    read_only_root: bool,
+    no_new_privileges: bool,
+    drop_all_capabilities: bool,
+}
+
+/// A volume written out as the kubelet writes it, and where the container mounts it.
+struct Mount {
+    source: PathBuf,
+    target: String,
+}
+
+/// How the image is run: by podman, or (where podman cannot run containers) its entrypoint
+/// from the unpacked root filesystem, chrooted, under the same user.
+enum Runner {
+    Podman(Podman),
+    Rootfs(PathBuf),
+}
+
+impl Runner {
+    fn start(
+        &self,
+        image_name: &str,
+        security: &Security,
+        mounts: &[Mount],
+        args: &[String],
+    ) -> Container {
+        let name = format!("styrmin-image-test-{}", std::process::id());
+        let mut command = match self {
+            Runner::Podman(podman) => {
+                let mut run_args: Vec<String> = vec![
+                    "run".into(),
+                    "--pull=never".into(),
+                    "--network=host".into(),
+                    "--cgroups=disabled".into(),
+                    format!("--user={}:{}", security.uid, security.gid),
+                    format!("--name={name}"),
+                ];
+                if security.read_only_root {
+                    // The kubelet mounts no tmpfs the pod does not ask for.
+                    run_args.extend(["--read-only".into(), "--read-only-tmpfs=false".into()]);
+                }
+                if security.no_new_privileges {
+                    run_args.push("--security-opt=no-new-privileges".into());
+                }
+                if security.drop_all_capabilities {
+                    run_args.push("--cap-drop=ALL".into());
+                }
+                // RuntimeDefault seccomp: podman's default profile (CRI-O's too), named by no flag.
+                // podman's default limits (a million open files, the host's process limit) can
+                // exceed what the runtime may set under a lower hard limit: this process's open
+                // files, and enough processes for the webhook's handful of threads.
+                let (soft, hard) = limit("Max open files");
+                run_args.push(format!("--ulimit=nofile={soft}:{hard}"));
+                run_args.push("--ulimit=nproc=4096:4096".into());
+                for mount in mounts {
+                    run_args.push(format!(
+                        "--volume={}:{}:ro",
+                        mount.source.display(),
+                        mount.target
+                    ));
+                }
+                run_args.push(image_name.to_owned());
+                let mut command = podman.command();
+                command.args(run_args).args(args);
+                command
+            }
+            Runner::Rootfs(root) => {
+                // A mount and PID namespace: the root bind-mounted read-only, the volumes
+                // read-only, /proc; then the entrypoint as PID 1, without new privileges, under
+                // the user (a non-root UID holds no capabilities).
+                assert!(security.read_only_root && security.no_new_privileges);
+                let mut script = String::from(
+                    "set -eu\nroot=$1\nshift\nmount --bind \"$root\" \"$root\"\n\
+                     mount -t proc proc \"$root/proc\"\n",
+                );
+                std::fs::create_dir_all(root.join("proc")).unwrap();
+                for mount in mounts {
+                    std::fs::create_dir_all(root.join(mount.target.trim_start_matches('/')))
+                        .unwrap();
+                    script.push_str(&format!(
+                        "mount --bind '{}' \"$root{}\"\nmount -o remount,bind,ro \"$root{}\"\n",
+                        mount.source.display(),
+                        mount.target,
+                        mount.target
+                    ));
+                }
+                script.push_str(&format!(
+                    "mount -o remount,bind,ro \"$root\"\n\
+                     exec setpriv --no-new-privs chroot --userspec={}:{} \"$root\" \"$@\"\n",
+                    security.uid, security.gid
+                ));
+                let mut command = Command::new("unshare");
+                command
+                    .args([
+                        "--mount",
+                        "--pid",
+                        "--fork",
+                        "--propagation",
+                        "private",
+                        "sh",
+                        "-c",
+                    ])
+                    .arg(script)
+                    .arg("sh")
+                    .arg(root)
+                    .arg("/usr/local/bin/styrmin-webhook")
+                    .args(args);
+                command
+            }
+        };
+        let mut child = command
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Container { child, name, logs }
+    }
+
+    /// The host's PID of the container's first process.
+    fn host_pid(&self, container: &Container) -> String {
+        match self {
+            Runner::Podman(podman) => {
+                let output = run_ok(
+                    podman.command().args([
+                        "inspect",
+                        "--format",
+                        "{{.State.Pid}}",
+                        &container.name,
+                    ]),
+                    None,
+                );
+                utf8(output.stdout, "podman inspect").trim().to_owned()
+            }
+            Runner::Rootfs(_) => {
+                // unshare --fork's only child is PID 1 of the new namespace.
+                let unshare = container.child.id();
+                std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children"))
+                    .unwrap()
+                    .trim()
+                    .to_owned()
+            }
+        }
+    }
+
+    /// SIGTERM to the container's PID 1, as the kubelet's runtime sends it.
+    fn terminate(&self, container: &Container) {
+        match self {
+            Runner::Podman(podman) => {
+                run_ok(
+                    podman
+                        .command()
+                        .args(["kill", "--signal", "TERM", &container.name]),
+                    None,
+                );
+            }
+            Runner::Rootfs(_) => {
+                run_ok(
+                    Command::new("kill").args(["-TERM", &self.host_pid(container)]),
+                    None,
+                );
+            }
+        }
+    }
+}
+
+/// The running container (`podman run` in the foreground, or `unshare`), its stderr (the
+/// webhook's log).
 struct Container {
     child: Child,
     name: String,
@@ -641,6 +852,11 @@ async fn review(addr: SocketAddr, client: &ClientConfig, body: &Value) -> Value 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_image_runs_as_the_charts_deployment_runs_it() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    assert!(
+        status.lines().any(|l| l.starts_with("Uid:\t0\t")),
+        "running the image needs root (podman, or mount and PID namespaces); CI runs as root"
+    );
     let scratch = Scratch::new("image-run");
     let image = Image::build(&scratch, "image");
     let podman = Podman::new();
@@ -716,62 +932,33 @@ async fn the_image_runs_as_the_charts_deployment_runs_it() {
                 .unwrap();
         }
         assert_eq!(mount["readOnly"], true, "{mount}");
-        mounts.push(format!(
-            "{}:{}:ro",
-            dir.display(),
-            mount["mountPath"].as_str().unwrap()
-        ));
+        mounts.push(Mount {
+            source: dir,
+            target: mount["mountPath"].as_str().unwrap().to_owned(),
+        });
     }
 
     // The security context: the container's, over the pod's.
     let pod_security = &pod["securityContext"];
-    let security = &container["securityContext"];
+    let container_security = &container["securityContext"];
     let setting = |key: &str| {
-        security
+        container_security
             .get(key)
             .or_else(|| pod_security.get(key))
             .cloned()
             .unwrap_or(Value::Null)
     };
     assert_eq!(setting("runAsNonRoot"), true);
-    let uid = setting("runAsUser").as_u64().unwrap();
-    let gid = setting("runAsGroup").as_u64().unwrap();
-    let mut run_args: Vec<String> = vec![
-        "run".into(),
-        "--pull=never".into(),
-        "--network=host".into(),
-        "--cgroups=disabled".into(),
-        format!("--user={uid}:{gid}"),
-    ];
-    if setting("readOnlyRootFilesystem") == true {
-        // The kubelet mounts no tmpfs the pod does not ask for.
-        run_args.extend(["--read-only".into(), "--read-only-tmpfs=false".into()]);
-    }
-    if setting("allowPrivilegeEscalation") == false {
-        run_args.push("--security-opt=no-new-privileges".into());
-    }
-    for cap in security["capabilities"]["drop"].as_array().unwrap() {
-        run_args.push(format!("--cap-drop={}", cap.as_str().unwrap()));
-    }
-    assert!(security["capabilities"].get("add").is_none());
-    // RuntimeDefault: the runtime's default profile, which is podman's (and CRI-O's) when no
-    // profile is named.
+    assert!(container_security["capabilities"].get("add").is_none());
     assert_eq!(setting("seccompProfile")["type"], "RuntimeDefault");
-    // podman's own defaults (a million open files, the host's process limit) can exceed what
-    // the runtime may set under a lower hard limit: this process's open files, and enough
-    // processes for the webhook's handful of threads.
-    let (soft, hard) = limit("Max open files");
-    run_args.push(format!("--ulimit=nofile={soft}:{hard}"));
-    run_args.push("--ulimit=nproc=4096:4096".into());
-    for mount in &mounts {
-        run_args.push(format!("--volume={mount}"));
-    }
-    let name = format!("styrmin-image-test-{}", std::process::id());
-    run_args.push(format!("--name={name}"));
-    run_args.push(format!(
-        "docker.io/library/styrmin-webhook:{}",
-        cargo_version()
-    ));
+    let security = Security {
+        uid: setting("runAsUser").as_u64().unwrap(),
+        gid: setting("runAsGroup").as_u64().unwrap(),
+        read_only_root: setting("readOnlyRootFilesystem") == true,
+        no_new_privileges: setting("allowPrivilegeEscalation") == false,
+        drop_all_capabilities: container_security["capabilities"]["drop"] == json!(["ALL"]),
+    };
+
     // The args, with the listen addresses moved to free ports on 127.0.0.1.
     let mut ports: BTreeMap<String, SocketAddr> = BTreeMap::new();
     let mut args: Vec<String> = container["args"]
@@ -793,25 +980,39 @@ async fn the_image_runs_as_the_charts_deployment_runs_it() {
     }
     println!("image: the chart's args, listening on {ports:?} instead: {args:?}");
     assert!(args.iter().any(|a| a == "--source=policy-file"));
-    run_args.extend(args);
+
+    // podman if it can run containers here, else the entrypoint from the unpacked root.
+    let image_name = format!("docker.io/library/styrmin-webhook:{}", cargo_version());
+    let runner = match podman.cannot_run(&image_name) {
+        None if std::env::var_os("E2E_IMAGE_RUNNER").is_none_or(|r| r != "rootfs") => {
+            notice("image: run by podman");
+            Runner::Podman(podman)
+        }
+        reason => {
+            let reason = reason.unwrap_or_else(|| "E2E_IMAGE_RUNNER=rootfs".to_owned());
+            let root = scratch.join("rootfs");
+            std::fs::create_dir_all(&root).unwrap();
+            run_ok(
+                Command::new("tar")
+                    .arg("-xzf")
+                    .arg(image.layer())
+                    .arg("-C")
+                    .arg(&root),
+                None,
+            );
+            notice(&format!(
+                "image: NOT RUN BY A CONTAINER RUNTIME ({reason}): the image's entrypoint runs \
+                 from its unpacked root filesystem instead, chrooted in mount and PID \
+                 namespaces, as UID {}, without new privileges, on a read-only root with \
+                 read-only volumes; no seccomp filter and the capability bounding set is kept",
+                security.uid
+            ));
+            Runner::Rootfs(root)
+        }
+    };
 
     let started = Instant::now();
-    let mut child = podman
-        .command()
-        .args(&run_args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let logs = Arc::new(Mutex::new(Vec::new()));
-    let sink = logs.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            sink.lock().unwrap().push(line);
-        }
-    });
-    let mut container = Container { child, name, logs };
+    let mut running = runner.start(&image_name, &security, &mounts, &args);
 
     // The probes of the Deployment, on the ports they name.
     let probe = |which: &str| {
@@ -821,24 +1022,18 @@ async fn the_image_runs_as_the_charts_deployment_runs_it() {
     };
     let (ready_addr, ready_path) = probe("readinessProbe");
     let (live_addr, live_path) = probe("livenessProbe");
-    eventually("the readiness probe", &mut container, || {
+    eventually("the readiness probe", &mut running, || {
         get(ready_addr, &ready_path).starts_with("HTTP/1.1 200")
     });
     println!(
-        "image: readiness probe answered 200 {} ms after `podman run` was started",
+        "image: readiness probe answered 200 {} ms after the runner was started",
         started.elapsed().as_millis()
     );
     assert!(get(live_addr, &live_path).starts_with("HTTP/1.1 200"));
 
-    // What the runtime applied, seen from the host: PID 1 of its PID namespace, the user,
-    // no capabilities, no new privileges, seccomp filtering, a read-only root.
-    let output = run_ok(
-        podman
-            .command()
-            .args(["inspect", "--format", "{{.State.Pid}}", &container.name]),
-        None,
-    );
-    let pid = utf8(output.stdout, "podman inspect").trim().to_owned();
+    // What was applied, seen from the host: PID 1 of its PID namespace, the user, no
+    // capabilities, no new privileges, a seccomp filter (podman), a read-only root.
+    let pid = runner.host_pid(&running);
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let field = |key: &str| {
         status
@@ -849,13 +1044,17 @@ async fn the_image_runs_as_the_charts_deployment_runs_it() {
             .collect::<Vec<_>>()
     };
     assert_eq!(field("NSpid").last(), Some(&"1"), "PID 1 in the container");
-    assert_eq!(field("Uid"), vec![uid.to_string(); 4]);
-    assert_eq!(field("Gid"), vec![gid.to_string(); 4]);
-    for caps in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+    assert_eq!(field("Uid"), vec![security.uid.to_string(); 4]);
+    assert_eq!(field("Gid"), vec![security.gid.to_string(); 4]);
+    assert_eq!(field("NoNewPrivs"), vec!["1"]);
+    let mut capability_sets = vec!["CapInh", "CapPrm", "CapEff", "CapAmb"];
+    if let Runner::Podman(_) = runner {
+        capability_sets.push("CapBnd");
+        assert_eq!(field("Seccomp"), vec!["2"], "a seccomp filter");
+    }
+    for caps in capability_sets {
         assert_eq!(field(caps), vec!["0000000000000000"], "{caps}");
     }
-    assert_eq!(field("NoNewPrivs"), vec!["1"]);
-    assert_eq!(field("Seccomp"), vec!["2"], "a seccomp filter");
     let mountinfo = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
     let root = mountinfo
         .lines()
@@ -888,15 +1087,10 @@ async fn the_image_runs_as_the_charts_deployment_runs_it() {
         "{answer}"
     );
 
-    // SIGTERM to PID 1, as the kubelet's runtime sends it: not ready, still serving during the
-    // shutdown delay, then drained and exit 0.
-    run_ok(
-        podman
-            .command()
-            .args(["kill", "--signal", "TERM", &container.name]),
-        None,
-    );
-    eventually("/readyz to answer 503", &mut container, || {
+    // SIGTERM to PID 1: not ready, still serving during the shutdown delay, then drained and
+    // exit 0.
+    runner.terminate(&running);
+    eventually("/readyz to answer 503", &mut running, || {
         get(ready_addr, &ready_path).starts_with("HTTP/1.1 503")
     });
     let answer = review(https, &client, &body).await;
@@ -906,7 +1100,7 @@ async fn the_image_runs_as_the_charts_deployment_runs_it() {
     );
     let deadline = Instant::now() + TIMEOUT;
     let exit = loop {
-        if let Some(exit) = container.child.try_wait().unwrap() {
+        if let Some(exit) = running.child.try_wait().unwrap() {
             break exit;
         }
         assert!(Instant::now() < deadline, "no exit after SIGTERM");
@@ -914,14 +1108,6 @@ async fn the_image_runs_as_the_charts_deployment_runs_it() {
     };
     // The log thread has the last lines once the pipe closes.
     std::thread::sleep(Duration::from_millis(200));
-    assert!(
-        exit.success(),
-        "{exit}: {:?}",
-        container.logs.lock().unwrap()
-    );
-    assert_eq!(container.logged("drained"), 1, "{:?}", container.logs);
-    let _ = run(
-        podman.command().args(["rm", "--force", &container.name]),
-        None,
-    );
+    assert!(exit.success(), "{exit}: {:?}", running.logs.lock().unwrap());
+    assert_eq!(running.logged("drained"), 1, "{:?}", running.logs);
 }
