@@ -77,16 +77,19 @@ for bin in "${BINARIES[@]}"; do
 done
 
 # Every shared library and the loader, at the path the binary asks for (`ldd` resolves
-# symlinks of the search path; the file itself is copied, not the link).
+# symlinks of the search path; the file itself is copied, not the link). A static binary
+# needs none (ldd then fails and names none).
 libs="$(
     for bin in "${BINARIES[@]}"; do
-        ldd "$RELEASE_DIR/$bin" | awk '
+        { ldd "$RELEASE_DIR/$bin" 2>/dev/null || true; } | awk '
             $2 == "=>" && $3 ~ /^\// { print $3 }
+            $2 == "=>" && $3 == "not" { print "missing:" $1 }
             $1 ~ /^\// { print $1 }'
     done | sort -u
 )"
-[[ -n "$libs" ]] || die "ldd named no libraries (a static binary needs none: remove this check)"
 while read -r lib; do
+    [[ -n "$lib" ]] || continue
+    [[ "$lib" != missing:* ]] || die "${lib#missing:}, which the binaries need, is not installed"
     [[ -f "$lib" ]] || die "$lib (from ldd) is not a file"
     mkdir -p "$rootfs$(dirname "$lib")"
     install -m 0755 "$lib" "$rootfs$lib"
