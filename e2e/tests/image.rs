@@ -509,6 +509,9 @@ impl Podman {
             .arg(self.scratch.join("storage"))
             .arg("--runroot")
             .arg(self.scratch.join("run"))
+            // Libpod's own state too: another run of these tests has another.
+            .arg("--tmpdir")
+            .arg(self.scratch.join("tmp"))
             .args([
                 "--storage-driver",
                 "vfs",
