@@ -815,3 +815,48 @@ async fn under_mutual_tls_clients_without_a_certificate_never_reach_http() {
     }
     assert!(!metrics.contains(r#"outcome="bad_request""#), "{metrics}");
 }
+
+/// The client CA bundle is re-read when its file changes, like the serving certificate: after
+/// a swap, new handshakes need a certificate from the new CA, and a bundle that is not PEM
+/// keeps the last good one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_ca_bundle_is_reloaded() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let fx = Fixture::new();
+    let scratch = tempfile::tempdir().unwrap();
+    let (ca_path, chain, key) = client_pki(scratch.path(), "first");
+    let (second_ca, second_chain, second_key) = client_pki(scratch.path(), "second");
+    let webhook = fx
+        .start(&[("--client-ca-file", ca_path.to_str().unwrap())])
+        .await;
+    let first = client_config(&fx.certs.bundle(), Some((chain, key)));
+    let second = client_config(&fx.certs.bundle(), Some((second_chain, second_key)));
+    let body = review_in(INGRESS, "styrmin-web1");
+    let served = |config: Arc<rustls::ClientConfig>| {
+        let body = body.clone();
+        let addr = webhook.addr;
+        async move {
+            match Connection::open(addr, config, SERVER_NAME).await {
+                Ok(mut conn) => conn.review(&body).await.is_ok(),
+                Err(_) => false,
+            }
+        }
+    };
+    assert!(served(first.clone()).await);
+    assert!(!served(second.clone()).await);
+    // A bundle that is not PEM: the current one is kept.
+    std::fs::write(&ca_path, "not a certificate\n").unwrap();
+    eventually("the refusal log line", || {
+        webhook.logged("new client CA bundle is not usable; keeping the current one") == 1
+    })
+    .await;
+    assert!(served(first.clone()).await);
+    // The second CA: its certificate is served, the first one's no longer.
+    std::fs::copy(&second_ca, &ca_path).unwrap();
+    eventually("the reload log line", || {
+        webhook.logged("client CA bundle reloaded") == 1
+    })
+    .await;
+    assert!(served(second).await);
+    assert!(!served(first).await);
+}

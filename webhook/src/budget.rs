@@ -264,7 +264,7 @@ impl PoolState {
             .filter(|(peer, bodies)| **peer != asking && bodies.bytes > share)
             .map(|(peer, bodies)| (*peer, bodies.bytes))
             .collect();
-        over.sort_by(|a, b| b.1.cmp(&a.1));
+        over.sort_by_key(|holder| std::cmp::Reverse(holder.1));
         let mut coming_back = 0;
         for (peer, _) in over {
             let Some(bodies) = self.peers.get_mut(&peer) else {
@@ -275,7 +275,7 @@ impl PoolState {
                 .values()
                 .filter(|a| !a.cut.is_cancelled() && a.bytes > 0)
                 .collect();
-            arriving.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+            arriving.sort_by_key(|body| std::cmp::Reverse(body.bytes));
             let mut held = bodies.bytes;
             for body in arriving {
                 if coming_back >= short || held <= share {

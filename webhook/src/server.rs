@@ -838,3 +838,89 @@ pub async fn shutdown_signal() {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use super::*;
+
+    fn peer(n: u8) -> Peer {
+        Peer(IpAddr::V4(Ipv4Addr::new(127, 0, 0, n)))
+    }
+
+    fn connections(max: usize) -> Arc<Connections> {
+        Arc::new(Connections {
+            listener: "https",
+            max,
+            open: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+            metrics: Arc::new(Metrics::new()),
+            epoch: Instant::now(),
+        })
+    }
+
+    /// Evicted connections close at their next poll; here they are dropped at once.
+    fn settle(held: &mut Vec<Admitted>) -> Vec<Peer> {
+        let evicted: Vec<Peer> = held
+            .iter()
+            .filter(|a| a.activity.evicted.load(Ordering::SeqCst))
+            .map(|a| a.activity.peer)
+            .collect();
+        held.retain(|a| !a.activity.evicted.load(Ordering::SeqCst));
+        evicted
+    }
+
+    fn count(held: &[Admitted], p: Peer) -> usize {
+        held.iter().filter(|a| a.activity.peer == p).count()
+    }
+
+    #[tokio::test]
+    async fn at_the_cap_a_peer_at_its_share_closes_its_own_and_one_within_takes_from_the_largest()
+    {
+        let all = CancellationToken::new();
+        let cap = connections(8);
+        let mut held = Vec::new();
+        // The API server's two connections, served and idle for the longest.
+        for _ in 0..2 {
+            let a = cap.admit(peer(2), &all).unwrap();
+            a.activity.served.store(true, Ordering::SeqCst);
+            held.push(a);
+        }
+        // The attacker fills the rest.
+        for _ in 0..6 {
+            held.push(cap.admit(peer(4), &all).unwrap());
+        }
+        // More from the attacker (over its share of 4): each closes one of its own.
+        for _ in 0..20 {
+            held.push(cap.admit(peer(4), &all).unwrap());
+            assert_eq!(settle(&mut held), vec![peer(4)]);
+        }
+        assert_eq!(count(&held, peer(2)), 2);
+        // The kubelet (within its share of 8 / 3) takes the attacker's place, not the API
+        // server's.
+        held.push(cap.admit(peer(3), &all).unwrap());
+        assert_eq!(settle(&mut held), vec![peer(4)]);
+        assert_eq!(count(&held, peer(2)), 2);
+    }
+
+    #[tokio::test]
+    async fn busy_connections_are_kept_from_their_own_peer_but_not_from_a_peer_within_its_share() {
+        let all = CancellationToken::new();
+        let cap = connections(4);
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            let a = cap.admit(peer(4), &all).unwrap();
+            a.activity.in_flight.store(true, Ordering::SeqCst);
+            held.push(a);
+        }
+        // The attacker's own new connection: all of its own are busy, refused.
+        assert!(cap.admit(peer(4), &all).is_none());
+        assert!(settle(&mut held).is_empty());
+        // Another peer, within its share: a busy connection of the attacker makes room.
+        held.push(cap.admit(peer(2), &all).unwrap());
+        assert_eq!(settle(&mut held), vec![peer(4)]);
+        assert_eq!(count(&held, peer(2)), 1);
+        assert_eq!(count(&held, peer(4)), 3);
+    }
+}
