@@ -876,8 +876,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn at_the_cap_a_peer_at_its_share_closes_its_own_and_one_within_takes_from_the_largest()
-    {
+    async fn at_the_cap_a_peer_at_its_share_closes_its_own_and_one_within_takes_from_the_largest() {
         let all = CancellationToken::new();
         let cap = connections(8);
         let mut held = Vec::new();
