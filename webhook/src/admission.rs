@@ -696,6 +696,204 @@ mod tests {
         }
     }
 
+    fn review_with(request: Value) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_uid_longer_than_a_uuid_needs_is_refused_and_not_echoed() {
+        let uuid = "0d2f1a3c-7b4e-4f5a-9c1d-2e3f4a5b6c7d";
+        let accepted = |uid: &str| {
+            parse_review(&review_with(
+                serde_json::json!({"uid": uid, "operation": "CREATE"}),
+            ))
+        };
+        assert_eq!(accepted(uuid).unwrap().request.uid, uuid);
+        let longest = "u".repeat(MAX_UID_BYTES);
+        assert!(accepted(&longest).is_ok());
+        let long = format!("{}Z", "u".repeat(MAX_UID_BYTES));
+        let Err(ReviewError::NotAReview(message)) = accepted(&long) else {
+            panic!("a {}-byte uid was accepted", long.len())
+        };
+        assert!(!message.contains("uu"), "{message}");
+        assert!(message.contains("129 bytes"), "{message}");
+        // A 6 MiB uid: refused the same way, its length the only trace.
+        let huge = "x".repeat(6 * 1024 * 1024);
+        let Err(error) = accepted(&huge) else {
+            panic!("a 6 MiB uid was accepted")
+        };
+        assert!(error.to_string().len() < 200, "{error}");
+    }
+
+    /// What the decisions read, taken from the whole JSON tree as they did before the typed
+    /// view: namespace, name, type, the class fields and the shape of the containers the patch
+    /// goes into.
+    fn read_from_the_tree(
+        request: &Value,
+    ) -> (
+        Option<String>,
+        Option<String>,
+        ingress_rules::ClassFields,
+        crate::patch::ClassFieldsShape,
+    ) {
+        let object = &request["object"];
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+        let namespace = text(request.get("namespace"))
+            .filter(|ns| !ns.is_empty())
+            .or_else(|| text(object.pointer("/metadata/namespace")));
+        let name = text(request.get("name"))
+            .filter(|n| !n.is_empty())
+            .or_else(|| text(object.pointer("/metadata/name")));
+        (
+            namespace,
+            name,
+            crate::patch::class_fields(object),
+            crate::patch::ClassFieldsShape::of_value(object),
+        )
+    }
+
+    fn read_from_the_view(
+        review: &Review,
+    ) -> (
+        Option<String>,
+        Option<String>,
+        ingress_rules::ClassFields,
+        crate::patch::ClassFieldsShape,
+    ) {
+        let request = &review.request;
+        let object = request.object().cloned().unwrap_or_default();
+        (
+            request.namespace().map(str::to_owned),
+            request.name().map(str::to_owned),
+            crate::patch::object_class_fields(&object),
+            if request.object().is_some() {
+                crate::patch::ClassFieldsShape::of_object(&object)
+            } else {
+                crate::patch::ClassFieldsShape::default()
+            },
+        )
+    }
+
+    #[test]
+    fn the_typed_view_reads_what_the_tree_holds_in_every_recorded_review() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/admission");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let body = std::fs::read(&path).unwrap();
+            let tree: Value = serde_json::from_slice(&body).unwrap();
+            let Ok(review) = parse_review(&body) else {
+                continue;
+            };
+            assert_eq!(
+                read_from_the_view(&review),
+                read_from_the_tree(&tree["request"]),
+                "{}",
+                path.display()
+            );
+            // `spec` is kept as sent: it holds the same value.
+            let spec = review.request.object().and_then(|o| o.spec_json.as_deref());
+            assert_eq!(
+                spec.map(|raw| serde_json::from_str::<Value>(raw.get()).unwrap()),
+                tree.pointer("/request/object/spec").cloned(),
+                "{}",
+                path.display()
+            );
+            read += 1;
+        }
+        assert!(read >= 10, "{read} recorded reviews read");
+    }
+
+    #[test]
+    fn the_typed_view_reads_odd_objects_as_the_tree_does() {
+        for object in [
+            serde_json::json!({"metadata": {"namespace": 7, "name": ["x"], "annotations": null}, "spec": null}),
+            serde_json::json!({"metadata": {"annotations": {"kubernetes.io/ingress.class": null}}, "spec": {"ingressClassName": null}}),
+            serde_json::json!({"metadata": {"annotations": {"kubernetes.io/ingress.class": {"b": [1, 2.5], "a": true}}}, "spec": {"ingressClassName": 42}}),
+            serde_json::json!({"metadata": {"annotations": [], "namespace": "styrmin-x"}, "spec": []}),
+            serde_json::json!({"metadata": "m", "spec": "s", "apiVersion": {}, "kind": 1}),
+            serde_json::json!({"metadata": {"annotations": {"kubernetes.io/ingress.class": "a\"b\\u00e9", "other": {"deep": [[[]]]}}}}),
+            serde_json::json!([1, 2]),
+            serde_json::json!("text"),
+        ] {
+            let request = serde_json::json!({"uid": "u", "operation": "CREATE", "object": object});
+            let review = parse_review(&review_with(request.clone())).unwrap();
+            let (view, tree) = (read_from_the_view(&review), read_from_the_tree(&request));
+            // A non-string class is "set"; its text is the JSON as sent (the tree's is
+            // re-encoded): compare whether it is set, and strings exactly.
+            assert_eq!(view.0, tree.0, "{object}");
+            assert_eq!(view.1, tree.1, "{object}");
+            assert_eq!(view.3, tree.3, "{object}");
+            assert_eq!(
+                view.2.ingress_class_name.is_some(),
+                tree.2.ingress_class_name.is_some(),
+                "{object}"
+            );
+            assert_eq!(
+                view.2.class_annotation.is_some(),
+                tree.2.class_annotation.is_some(),
+                "{object}"
+            );
+            if object["metadata"]["annotations"]["kubernetes.io/ingress.class"].is_string() {
+                assert_eq!(view.2, tree.2, "{object}");
+            }
+        }
+    }
+
+    #[test]
+    fn json_texts_are_compared_as_values_up_to_the_limit() {
+        let raw = |text: &str| RawValue::from_string(text.to_owned()).unwrap();
+        assert!(same_json(
+            &raw(r#"{"a":1,"b":[1,2]}"#),
+            &raw(r#"{ "b": [1, 2], "a": 1 }"#)
+        ));
+        assert!(!same_json(&raw(r#"{"a":1}"#), &raw(r#"{"a":2}"#)));
+        assert!(!same_json(&raw("1"), &raw("1.0")));
+        // Larger texts that differ are different, even when only their spacing does.
+        let big = format!("[{}]", vec!["0"; MAX_COMPARED_JSON_BYTES / 2].join(","));
+        let spaced = big.replace(',', ", ");
+        assert!(same_json(&raw(&big), &raw(&big)));
+        assert!(!same_json(&raw(&big), &raw(&spaced)));
+        let small = serde_json::json!({"a": [1, 2]});
+        assert!(json_equals(&raw(r#"{"a": [1,2]}"#), &small));
+        assert!(!json_equals(&raw(&big), &small));
+    }
+
+    #[test]
+    fn the_object_is_read_without_a_tree_of_its_other_members() {
+        // A list of a million zeros where nothing is read: skipped; the same list as a field
+        // that must be a string is read as "not a string".
+        let zeros = format!("[{}]", vec!["0"; 1_000_000].join(","));
+        let body = format!(
+            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","operation":"CREATE","namespace":"styrmin-a","object":{{"apiVersion":"networking.k8s.io/v1","kind":"Ingress","data":{zeros},"metadata":{{"name":{zeros},"annotations":{{"x":{zeros}}}}},"spec":{{"rules":{zeros}}}}}}}}}"#
+        );
+        let review = parse_review(body.as_bytes()).unwrap();
+        let object = review.request.object().unwrap();
+        assert_eq!(object.metadata().unwrap().name, None);
+        assert_eq!(
+            object
+                .metadata()
+                .unwrap()
+                .annotations
+                .as_object()
+                .unwrap()
+                .class,
+            None
+        );
+        // `spec` is the one member kept as sent.
+        assert!(object.spec_json.as_ref().unwrap().get().len() > 2_000_000);
+        assert_eq!(
+            review.request.object_type(),
+            ("networking.k8s.io/v1".to_owned(), "Ingress".to_owned())
+        );
+    }
+
     #[test]
     fn object_type_falls_back_to_the_request_kind() {
         let review = parse_review(
