@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::Value;
 
 pub mod crd_schema;
+pub mod webhook;
 
 /// Copies the folder `from` into `to`, recursively (a scratch copy of `manifests/`, say).
 pub fn copy_dir(from: &Path, to: &Path) {

@@ -17,7 +17,7 @@ use crate::policy_file::PolicyFileSource;
 use crate::server;
 use crate::server::{ConnectionLimits, Listener, ShutdownTimes};
 use crate::telemetry::LogFormat;
-use crate::tls::CertWatcher;
+use crate::tls::{CertWatcher, ClientCaWatcher};
 use crate::view::{ViewSource, ViewStore};
 
 /// Styrmin's admission webhook: enforces the ingress rules on Ingresses in Styrmin namespaces
@@ -41,6 +41,12 @@ pub struct Args {
     /// PEM private key of the serving certificate (re-read when it changes).
     #[arg(long, env = "STYRMIN_WEBHOOK_TLS_KEY", value_name = "FILE")]
     pub tls_key: PathBuf,
+
+    /// PEM CA bundle that client certificates must chain to (mutual TLS; re-read when it
+    /// changes). With it, a client without a valid certificate (anything but the API server,
+    /// when it is given one: docs/webhook-budgets.md) never gets past the TLS handshake.
+    #[arg(long, env = "STYRMIN_WEBHOOK_CLIENT_CA_FILE", value_name = "FILE")]
+    pub client_ca_file: Option<PathBuf>,
 
     /// Where the view comes from: a policy file, or the cluster's Styrmin resources
     /// (StyrminCluster, StyrminEnvironment, StyrminDeployment) through watches.
@@ -155,7 +161,17 @@ pub struct Args {
     )]
     pub idle_timeout_secs: u64,
 
-    /// Request bodies held at once, in MiB; a body that would pass it is refused with 503.
+    /// How long an answer may take to be written out (taken by the client's socket), from
+    /// its first byte; a client that does not read its answers is closed.
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_WRITE_TIMEOUT_MS",
+        default_value_t = 10_000,
+        value_name = "MS"
+    )]
+    pub write_timeout_ms: u64,
+
+    /// Request bodies held at once, in MiB, shared per client address; a body that would pass it is refused with 503.
     #[arg(
         long,
         env = "STYRMIN_WEBHOOK_BODY_BUDGET_MIB",
@@ -219,6 +235,7 @@ impl Args {
             listen,
             tls_cert,
             tls_key,
+            client_ca_file,
             source,
             policy_file,
             metrics_listen,
@@ -232,6 +249,7 @@ impl Args {
             head_timeout_ms,
             body_timeout_ms,
             idle_timeout_secs,
+            write_timeout_ms,
             body_budget_mib,
             flux_budget_ms,
             flux_post_renderer,
@@ -244,11 +262,13 @@ impl Args {
         let interval = Duration::from_millis(reload_interval_ms.max(10));
         let head_timeout = Duration::from_millis(head_timeout_ms.max(1));
         let idle_timeout = Duration::from_secs(idle_timeout_secs.max(1));
+        let write_timeout = Duration::from_millis(write_timeout_ms.max(1));
         let config = ServeConfig {
             listen,
             metrics_listen,
             tls_cert,
             tls_key,
+            client_ca_file,
             reload_interval: interval,
             drain_timeout: Duration::from_secs(drain_timeout_secs),
             shutdown_delay: Duration::from_secs(shutdown_delay_secs),
@@ -256,11 +276,13 @@ impl Args {
                 max_connections,
                 head_timeout,
                 idle_timeout,
+                write_timeout,
             },
             metrics_limits: ConnectionLimits {
                 max_connections: metrics_max_connections,
                 head_timeout,
                 idle_timeout,
+                write_timeout,
             },
             body_budget_bytes: body_budget_mib.saturating_mul(1024 * 1024),
             body_timeout: Duration::from_millis(body_timeout_ms.max(1)),
@@ -309,6 +331,8 @@ pub struct ServeConfig {
     pub metrics_listen: Option<SocketAddr>,
     pub tls_cert: PathBuf,
     pub tls_key: PathBuf,
+    /// `--client-ca-file`: client certificates required and verified against it.
+    pub client_ca_file: Option<PathBuf>,
     pub reload_interval: Duration,
     pub drain_timeout: Duration,
     pub shutdown_delay: Duration,
@@ -332,6 +356,7 @@ pub async fn serve(config: ServeConfig, source: impl ViewSource) -> anyhow::Resu
         metrics_listen,
         tls_cert,
         tls_key,
+        client_ca_file,
         reload_interval,
         drain_timeout,
         shutdown_delay,
@@ -376,7 +401,12 @@ pub async fn serve(config: ServeConfig, source: impl ViewSource) -> anyhow::Resu
     );
 
     let certs = CertWatcher::open(tls_cert, tls_key, metrics)?;
-    let tls = certs.server_config()?;
+    let client_cas = client_ca_file.map(ClientCaWatcher::open).transpose()?;
+    let mutual_tls = client_cas.is_some();
+    let tls = certs.server_config(client_cas.as_ref())?;
+    if let Some(client_cas) = client_cas {
+        tokio::spawn(client_cas.run(reload_interval));
+    }
     tokio::spawn(certs.run(reload_interval));
 
     let sink = state.view_sink();
@@ -394,7 +424,7 @@ pub async fn serve(config: ServeConfig, source: impl ViewSource) -> anyhow::Resu
     let listener = TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    tracing::info!(address = %listener.local_addr()?, listener = "https", max_connections = limits.max_connections, "listening");
+    tracing::info!(address = %listener.local_addr()?, listener = "https", max_connections = limits.max_connections, client_certificates = if mutual_tls { "required" } else { "not asked" }, "listening");
     let https = Listener {
         name: "https",
         tcp: listener,

@@ -2,16 +2,28 @@
 //! HTTP/1.1, TLS 1.2+ on the admission port, and a budget per listener so that no client can
 //! take the webhook down:
 //!
-//! - **a cap on open connections**. At the cap, a new connection closes an idle one to make
-//!   room (first one that never finished a request, else the one idle longest); when every
-//!   connection is busy with a request, the new one is refused. Both are counted in
-//!   `styrmin_webhook_connections_rejected_total` (`cap_idle_closed`, `cap`).
+//! - **a cap on open connections, shared per peer** (a [`Peer`] is a source address). A
+//!   connection counts against the cap from its accept until its socket is closed, whatever
+//!   its request is doing. At the cap, with `n` peers connected (the new one's included), each
+//!   peer's share is `cap / n`:
+//!   - a peer at or over its share makes room among its own connections: the first one that
+//!     never finished a request, else the one idle longest; when all of its own are busy with a
+//!     request, the new one is refused (`cap_idle_closed`, `cap`);
+//!   - a peer within its share takes the place of a connection of the peer holding the most
+//!     (idle first, else busy: that peer is over its share), closed at once
+//!     (`cap_idle_closed`, `cap_busy_closed`).
+//!
+//!   So a peer that floods connections closes its own, never those of a peer within its
+//!   share (the API server, the kubelet's probes).
 //! - **a head timeout**: the TLS handshake, and each request head from its first byte, must
 //!   arrive within it; a connection that trickles one is closed (`head_timeout`,
 //!   `handshake_timeout`). It does not run while a connection waits idle between requests.
 //! - **an idle timeout** for keep-alive connections (`idle`). Its default, 120 s, is longer
 //!   than the API server's own idle timeout (90 s, Go's default), so the API server closes
 //!   its idle connections first and a close never crosses one of its requests.
+//! - **a write timeout**: an answer must be written out (taken by the peer's socket) within
+//!   it, from its first byte; a peer that does not read its answers is closed
+//!   (`write_timeout`), so an unread answer pins neither memory nor a place under the cap.
 //! - head limits (field count and size; 431) on both listeners.
 //!
 //! The body budget and body timeout are the request's ([`crate::budget`]).
@@ -46,6 +58,7 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
 use crate::api::AppState;
+use crate::budget::Peer;
 use crate::client_text::clip;
 use crate::metrics::{ListenerLabels, Metrics};
 
@@ -63,6 +76,8 @@ pub const DEFAULT_METRICS_MAX_CONNECTIONS: usize = 64;
 pub const DEFAULT_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default of `--idle-timeout-secs`: longer than the API server's 90 s.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default of `--write-timeout-ms`.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The connection budget of one listener.
 #[derive(Debug, Clone, Copy)]
@@ -71,6 +86,8 @@ pub struct ConnectionLimits {
     /// For the TLS handshake, and for each request head from its first byte.
     pub head_timeout: Duration,
     pub idle_timeout: Duration,
+    /// For each answer, from its first byte until the peer's socket has taken all of it.
+    pub write_timeout: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -79,6 +96,7 @@ impl Default for ConnectionLimits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             head_timeout: DEFAULT_HEAD_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
         }
     }
 }
@@ -107,6 +125,7 @@ impl std::fmt::Debug for Listener {
 /// What one connection is doing, shared by its reader, its service and its driver.
 #[derive(Debug)]
 struct Activity {
+    peer: Peer,
     in_flight: AtomicBool,
     /// It has finished a request (the cap closes connections that never did first).
     served: AtomicBool,
@@ -115,6 +134,9 @@ struct Activity {
     /// When the first byte of a request head arrived, in milliseconds since the epoch + 1;
     /// 0 while no head is being read.
     head_started: AtomicU64,
+    /// When the first byte of an answer not yet written out was written, in milliseconds
+    /// since the epoch + 1; 0 while everything written has been flushed.
+    write_started: AtomicU64,
     changed: Notify,
     /// Cancelled to close the connection gracefully (cap, shutdown).
     close: CancellationToken,
@@ -137,6 +159,32 @@ impl Activity {
             0 => None,
             ms => Some(self.at(ms - 1)),
         }
+    }
+
+    fn write_started_at(&self) -> Option<Instant> {
+        match self.write_started.load(Ordering::SeqCst) {
+            0 => None,
+            ms => Some(self.at(ms - 1)),
+        }
+    }
+
+    /// An answer's bytes are being written: the write timeout runs from the first.
+    fn writing(&self) {
+        if self.write_started.load(Ordering::SeqCst) == 0 {
+            self.write_started
+                .store(self.now_ms() + 1, Ordering::SeqCst);
+            self.changed.notify_one();
+        }
+    }
+
+    /// Everything written has been taken by the socket.
+    fn flushed(&self) {
+        self.write_started.store(0, Ordering::SeqCst);
+    }
+
+    fn write_deadline(&self, limits: &ConnectionLimits) -> Option<Instant> {
+        self.write_started_at()
+            .map(|started| started + limits.write_timeout)
     }
 
     /// Bytes arrived: when no request is being served, a head (or a handshake) has begun.
@@ -236,11 +284,16 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        self.activity.writing();
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        let result = Pin::new(&mut self.inner).poll_flush(cx);
+        if matches!(result, Poll::Ready(Ok(()))) {
+            self.activity.flushed();
+        }
+        result
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -252,6 +305,7 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        self.activity.writing();
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
 
@@ -307,29 +361,64 @@ impl Connections {
             .len()
     }
 
-    /// A place for a new connection, closing an idle one at the cap; `None` when every
-    /// connection is busy.
-    fn admit(self: &Arc<Self>, close_all: &CancellationToken) -> Option<Admitted> {
+    /// A place for a new connection from `peer`, closing another at the cap under the share
+    /// rule (see the module); `None` when the peer is at its share and all of its own
+    /// connections are busy.
+    fn admit(self: &Arc<Self>, peer: Peer, close_all: &CancellationToken) -> Option<Admitted> {
         let mut open = self
             .open
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let closing = open.values().filter(|a| a.close.is_cancelled()).count();
-        if open.len() - closing >= self.max {
-            let victim = open
-                .values()
-                .filter(|a| !a.in_flight.load(Ordering::SeqCst) && !a.close.is_cancelled())
+        // Evicted connections are closed at their next poll: they no longer hold a place.
+        let evicted = open
+            .values()
+            .filter(|a| a.evicted.load(Ordering::SeqCst))
+            .count();
+        if open.len() - evicted >= self.max {
+            let mut held: HashMap<Peer, usize> = HashMap::new();
+            for activity in open.values() {
+                if !activity.evicted.load(Ordering::SeqCst) {
+                    *held.entry(activity.peer).or_default() += 1;
+                }
+            }
+            let peers = held.len() + usize::from(!held.contains_key(&peer));
+            let share = (self.max / peers).max(1);
+            let own = held.get(&peer).copied().unwrap_or(0);
+            // At or over its share: room among its own; else from the peer holding the most.
+            let (from, busy_allowed) = if own >= share {
+                (peer, false)
+            } else {
+                let largest = held
+                    .iter()
+                    .max_by_key(|(_, count)| **count)
+                    .map_or(peer, |(p, _)| *p);
+                (largest, true)
+            };
+            let candidates = open.values().filter(|a| {
+                a.peer == from && !a.evicted.load(Ordering::SeqCst) && !a.close.is_cancelled()
+            });
+            let idle = candidates
+                .clone()
+                .filter(|a| !a.in_flight.load(Ordering::SeqCst))
                 .min_by_key(|a| {
                     (
                         a.served.load(Ordering::SeqCst),
                         a.last_active.load(Ordering::SeqCst),
                     )
                 });
+            let (victim, reason) = match idle {
+                Some(victim) => (Some(victim), "cap_idle_closed"),
+                None if busy_allowed => (
+                    candidates.min_by_key(|a| a.last_active.load(Ordering::SeqCst)),
+                    "cap_busy_closed",
+                ),
+                None => (None, "cap"),
+            };
             match victim {
                 Some(victim) => {
                     victim.evicted.store(true, Ordering::SeqCst);
                     victim.close.cancel();
-                    self.metrics.reject(self.listener, "cap_idle_closed");
+                    self.metrics.reject(self.listener, reason);
                 }
                 None => {
                     self.metrics.reject(self.listener, "cap");
@@ -340,10 +429,12 @@ impl Connections {
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         let epoch = self.epoch;
         let activity = Arc::new(Activity {
+            peer,
             in_flight: AtomicBool::new(false),
             served: AtomicBool::new(false),
             last_active: AtomicU64::new(0),
             head_started: AtomicU64::new(0),
+            write_started: AtomicU64::new(0),
             changed: Notify::new(),
             close: close_all.child_token(),
             evicted: AtomicBool::new(false),
@@ -472,8 +563,8 @@ async fn accept_loop(
                 }
             },
         };
-        let Some(admitted) = connections.admit(&close_all) else {
-            tracing::debug!(listener = name, %peer, "connection refused: every connection is busy");
+        let Some(admitted) = connections.admit(Peer::of(peer), &close_all) else {
+            tracing::debug!(listener = name, %peer, "connection refused: at its share, every connection of this peer is busy");
             continue;
         };
         let _ = stream.set_nodelay(true);
@@ -518,8 +609,10 @@ async fn serve_connection(
         activity: activity.clone(),
     };
     let activity_for_service = activity.clone();
-    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+    let peer_key = activity.peer;
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
         let in_flight = InFlight::enter(&activity_for_service);
+        request.extensions_mut().insert(peer_key);
         let app = app.clone();
         async move {
             let response = app.oneshot(request).await;
@@ -555,6 +648,8 @@ async fn serve_connection(
                 }
             };
             activity.idle_from_now();
+            // The handshake's own writes are done (the handshake has completed).
+            activity.flushed();
             let connection = http1().serve_connection(TokioIo::new(tls), service);
             drive(connection, &activity, &limits, &abort).await
         }
@@ -573,6 +668,10 @@ async fn serve_connection(
             tracing::debug!(%peer, listener, "request head timed out");
         }
         Ended::Idle => metrics.reject(listener, "idle"),
+        Ended::WriteTimeout => {
+            metrics.reject(listener, "write_timeout");
+            tracing::debug!(%peer, listener, "answer not taken within the write timeout");
+        }
         Ended::Dropped => {}
     }
     drop(admitted);
@@ -583,7 +682,9 @@ enum Ended {
     Failed(String),
     HeadTimeout,
     Idle,
-    /// Closed without a word: at the cap while a head was half read, or at the drain timeout.
+    /// An answer was not written out within the write timeout.
+    WriteTimeout,
+    /// Closed without a word: evicted at the cap, or at the drain timeout.
     Dropped,
 }
 
@@ -621,10 +722,14 @@ where
                 connection.as_mut().graceful_shutdown();
             }
         }
-        let deadline = match (activity.next_deadline(limits, closing), first_request_until) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let deadline = [
+            activity.next_deadline(limits, closing),
+            first_request_until,
+            activity.write_deadline(limits),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         let wake = async {
             match deadline {
                 Some(deadline) => tokio::time::sleep_until(deadline).await,
@@ -643,13 +748,10 @@ where
             () = activity.changed.notified() => {}
             () = activity.close.cancelled(), if !closing => {
                 closing = true;
-                let in_flight = activity.in_flight.load(Ordering::SeqCst);
                 if activity.evicted.load(Ordering::SeqCst) {
-                    if !in_flight && activity.head_started_at().is_some() {
-                        // Half a head: hyper would wait for the rest; nothing was asked yet.
-                        return Ended::Dropped;
-                    }
-                    connection.as_mut().graceful_shutdown();
+                    // Closed at once: a graceful close would wait for a peer that may never
+                    // read, and the place is needed now.
+                    return Ended::Dropped;
                 } else {
                     shutdown_pending = true;
                     if !activity.served.load(Ordering::SeqCst) {
@@ -658,6 +760,12 @@ where
                 }
             }
             () = wake => match activity.expired(limits) {
+                _ if activity
+                    .write_deadline(limits)
+                    .is_some_and(|deadline| Instant::now() >= deadline) =>
+                {
+                    return Ended::WriteTimeout;
+                }
                 Some(Expired::Head) => return Ended::HeadTimeout,
                 Some(Expired::Idle) if !closing => {
                     closing = true;

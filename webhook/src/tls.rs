@@ -1,6 +1,10 @@
 //! The serving certificate, re-read when its files change (cert-manager, Secret rotation),
 //! swapped under a live `ServerConfig`: handshakes after the swap get the new certificate,
 //! connections already open keep theirs, no request is dropped.
+//!
+//! With `--client-ca-file` (mutual TLS), every client must present a certificate that chains
+//! to that CA bundle (rustls' `WebPkiClientVerifier`); the bundle is re-read the same way.
+//! A client without one never gets past the handshake, so it never reaches HTTP.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -9,11 +13,14 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use rustls::ServerConfig;
+use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::CryptoProvider;
-use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
+use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 
 use crate::metrics::Metrics;
 use crate::telemetry::ErrorChain;
@@ -49,6 +56,14 @@ pub enum TlsError {
     },
     #[error("TLS configuration")]
     Config(#[source] rustls::Error),
+    #[error("{path} holds no PEM certificate to verify client certificates against")]
+    NoClientCa { path: PathBuf },
+    #[error("{path} is not a usable client CA bundle")]
+    BadClientCa {
+        path: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// A certificate and key as loaded, with the certificate's expiry.
@@ -161,13 +176,20 @@ impl CertWatcher {
         })
     }
 
-    /// A TLS 1.2+ server configuration, HTTP/1.1 only, that serves the watched certificate.
-    pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
-        let mut config = ServerConfig::builder_with_provider(provider())
+    /// A TLS 1.2+ server configuration, HTTP/1.1 only, that serves the watched certificate;
+    /// with `client_cas`, client certificates are required and verified against them.
+    pub fn server_config(
+        &self,
+        client_cas: Option<&ClientCaWatcher>,
+    ) -> Result<Arc<ServerConfig>, TlsError> {
+        let builder = ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(TlsError::Config)?
-            .with_no_client_auth()
-            .with_cert_resolver(self.resolver.clone());
+            .map_err(TlsError::Config)?;
+        let builder = match client_cas {
+            Some(watcher) => builder.with_client_cert_verifier(watcher.verifier.clone()),
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder.with_cert_resolver(self.resolver.clone());
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Arc::new(config))
     }
@@ -227,6 +249,177 @@ impl CertWatcher {
                 Ok(this) => this,
                 Err(error) => {
                     tracing::error!(%error, "certificate watcher stopped");
+                    return;
+                }
+            };
+        }
+    }
+}
+
+/// Parses a PEM CA bundle into a verifier that requires a client certificate chaining to it.
+pub fn parse_client_cas(path: &Path, pem: &[u8]) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|source| TlsError::BadClientCa {
+            path: path.to_owned(),
+            source: Box::new(source),
+        })?;
+        roots.add(cert).map_err(|source| TlsError::BadClientCa {
+            path: path.to_owned(),
+            source: Box::new(source),
+        })?;
+    }
+    if roots.is_empty() {
+        return Err(TlsError::NoClientCa {
+            path: path.to_owned(),
+        });
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+        .build()
+        .map_err(|source| TlsError::BadClientCa {
+            path: path.to_owned(),
+            source: Box::new(source),
+        })
+}
+
+/// The current client verifier, swapped when the CA bundle changes.
+struct CurrentVerifier(Arc<dyn ClientCertVerifier>);
+
+/// Verifies client certificates against the CA bundle read last.
+pub struct ReloadingClientVerifier {
+    current: ArcSwap<CurrentVerifier>,
+}
+
+impl fmt::Debug for ReloadingClientVerifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReloadingClientVerifier")
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientCertVerifier for ReloadingClientVerifier {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        true
+    }
+
+    /// No hints: they would have to outlive a reload. Go's TLS client (the API server's) and
+    /// client-go send their one configured certificate either way.
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.current
+            .load()
+            .0
+            .verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.current
+            .load()
+            .0
+            .verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.current
+            .load()
+            .0
+            .verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.current.load().0.supported_verify_schemes()
+    }
+}
+
+/// Watches the client CA bundle of `--client-ca-file`.
+#[derive(Debug)]
+pub struct ClientCaWatcher {
+    path: PathBuf,
+    verifier: Arc<ReloadingClientVerifier>,
+    last_seen: Vec<u8>,
+}
+
+impl ClientCaWatcher {
+    /// Loads the bundle once; the server does not start without a valid one.
+    pub fn open(path: PathBuf) -> Result<Self, TlsError> {
+        let pem = read(&path)?;
+        let verifier = parse_client_cas(&path, &pem)?;
+        Ok(ClientCaWatcher {
+            path,
+            verifier: Arc::new(ReloadingClientVerifier {
+                current: ArcSwap::from_pointee(CurrentVerifier(verifier)),
+            }),
+            last_seen: pem,
+        })
+    }
+
+    /// One poll: swaps in the file's bundle when it changed and is valid. Returns whether a
+    /// new bundle was loaded.
+    pub fn poll_once(&mut self) -> bool {
+        let pem = match read(&self.path) {
+            Ok(pem) => pem,
+            Err(error) => {
+                tracing::warn!(error = %ErrorChain(&error), "cannot read the client CA bundle; keeping the current one");
+                return false;
+            }
+        };
+        if pem == self.last_seen {
+            return false;
+        }
+        let loaded = parse_client_cas(&self.path, &pem);
+        self.last_seen = pem;
+        match loaded {
+            Ok(verifier) => {
+                self.verifier
+                    .current
+                    .store(Arc::new(CurrentVerifier(verifier)));
+                tracing::info!(file = %self.path.display(), "client CA bundle reloaded");
+                true
+            }
+            Err(error) => {
+                tracing::error!(error = %ErrorChain(&error), "new client CA bundle is not usable; keeping the current one");
+                false
+            }
+        }
+    }
+
+    /// Polls until the process ends.
+    pub async fn run(mut self, interval: Duration) {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            self = match tokio::task::spawn_blocking(move || {
+                self.poll_once();
+                self
+            })
+            .await
+            {
+                Ok(this) => this,
+                Err(error) => {
+                    tracing::error!(%error, "client CA watcher stopped");
                     return;
                 }
             };

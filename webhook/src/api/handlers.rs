@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -12,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use super::refusal;
 use super::state::AppState;
 use crate::admission::{AdmissionRequest, encode_review, parse_review};
+use crate::budget::Peer;
 use crate::client_text::clip;
 use crate::decide::{Decision, FLUX_OVER_BUDGET_REASON, Outcome, ReviewKind, decide_within};
 use crate::metrics::RequestLabels;
@@ -51,9 +51,15 @@ async fn decide_request(
 }
 
 /// `POST /mutate`: one AdmissionReview in, its answer out.
-pub async fn mutate(State(state): State<AppState>, body: Body) -> Response {
+pub async fn mutate(State(state): State<AppState>, request: axum::extract::Request) -> Response {
     let metrics = state.metrics();
-    let body = match state.budget().read_body(body).await {
+    // The connection layer tells which peer sent it (the budgets are shared per peer).
+    let peer = request
+        .extensions()
+        .get::<Peer>()
+        .copied()
+        .unwrap_or(Peer::LOCAL);
+    let body = match state.budget().read_body(request.into_body(), peer).await {
         Ok(body) => body,
         Err(refusal) => return refusal::refuse_body(metrics, &refusal),
     };

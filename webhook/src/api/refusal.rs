@@ -17,7 +17,7 @@ pub fn refuse_body(metrics: &Metrics, refusal: &BodyRefusal) -> Response {
     tracing::warn!(%refusal, "request body refused");
     let status = match refusal {
         BodyRefusal::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-        BodyRefusal::OverBudget => StatusCode::SERVICE_UNAVAILABLE,
+        BodyRefusal::OverBudget | BodyRefusal::TakenBack => StatusCode::SERVICE_UNAVAILABLE,
         BodyRefusal::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
         BodyRefusal::Broken => StatusCode::BAD_REQUEST,
     };
