@@ -781,7 +781,7 @@ mod tests {
             assert_eq!(decision.warnings, vec![OVER_BUDGET_WARNING.to_owned()]);
         }
         // Texts that are not parsed (no marker, or too large) cost nothing.
-        let unmarked: Vec<Value> = (0..10_000).map(|i| user(i)).collect();
+        let unmarked: Vec<Value> = (0..10_000).map(user).collect();
         let decision =
             decide_helm_release(&dedicated(), None, &release(Some(Value::Array(unmarked))));
         assert!(!decision.over_budget);
