@@ -15,18 +15,22 @@ use support::RESOLUTION_TABLE;
 
 mod support;
 
+fn helm_release() -> Value {
+    json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": {"name": "web", "namespace": "styrmin-app"},
+        "spec": {"interval": "10m", "chart": {"spec": {"chart": "podinfo",
+            "sourceRef": {"kind": "HelmRepository", "name": "podinfo"}}}},
+    })
+}
+
 fn helm_release_create() -> AdmissionRequest {
     serde_json::from_value(json!({
         "uid": "u-1",
         "kind": {"group": "helm.toolkit.fluxcd.io", "version": "v2", "kind": "HelmRelease"},
         "namespace": "styrmin-app",
         "operation": "CREATE",
-        "object": {
-            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
-            "metadata": {"name": "web", "namespace": "styrmin-app"},
-            "spec": {"interval": "10m", "chart": {"spec": {"chart": "podinfo",
-                "sourceRef": {"kind": "HelmRepository", "name": "podinfo"}}}},
-        },
+        "object": helm_release(),
     }))
     .expect("review")
 }
@@ -51,7 +55,7 @@ fn the_webhook_injects_exactly_what_the_cli_prints() {
         let view = parse_policy(Path::new("policy.json"), &config.policy_yaml()).expect("policy");
         let request = helm_release_create();
         let decision = decide_with(&view, &request, &on);
-        let object = request.object.clone().expect("object");
+        let object = helm_release();
         let mut after = object.clone();
         json_patch::patch(&mut after, &decision.patch).expect("apply");
 

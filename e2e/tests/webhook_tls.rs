@@ -1257,19 +1257,25 @@ async fn log_lines_and_error_bodies_stay_within_the_truncation_size() {
         edit(&|v| v["apiVersion"] = json!(long)),
         edit(&|v| v["request"]["dryRun"] = json!(long)),
         edit(&|v| v["request"]["operation"] = json!({"a": long})),
+        // A uid longer than a UUID needs: refused, never echoed.
+        edit(&|v| v["request"]["uid"] = json!(long)),
     ];
     let mut conn = Connection::open(webhook.addr, config.clone(), SERVER_NAME)
         .await
         .unwrap();
-    for body in bad {
+    let refused_uid = bad.len() - 1;
+    for (i, body) in bad.into_iter().enumerate() {
         let (status, answer) = conn.post_raw(body, &[]).await.unwrap();
         assert_eq!(status, 400);
         assert!(answer.len() <= MAX_FIELD + 1, "{} bytes", answer.len());
+        if i == refused_uid {
+            let answer = String::from_utf8_lossy(&answer);
+            assert!(!answer.contains("kkkkkkkk"), "{answer}");
+        }
     }
-    // Valid reviews with megabyte strings where they are logged: the uid, the name, the
-    // namespace's deployment id, the requested kind.
+    // Valid reviews with megabyte strings where they are logged: the name, the namespace's
+    // deployment id, the requested kind.
     let valid = [
-        edit(&|v| v["request"]["uid"] = json!(long)),
         edit(&|v| v["request"]["name"] = json!(long)),
         edit(&|v| {
             v["request"]["namespace"] = json!(format!("styrmin-{long}"));
@@ -1294,8 +1300,8 @@ async fn log_lines_and_error_bodies_stay_within_the_truncation_size() {
         logs.iter()
             .filter(|l| l["fields"]["message"] == "bad request")
             .count()
-            == 4
-            && logs.iter().filter(|l| l["span"]["uid"].is_string()).count() >= 4
+            == 5
+            && logs.iter().filter(|l| l["span"]["uid"].is_string()).count() >= 3
     })
     .await;
     let logs = webhook.logs.lock().unwrap().clone();
@@ -1318,11 +1324,22 @@ async fn log_lines_and_error_bodies_stay_within_the_truncation_size() {
         );
         assert!(text.len() <= 4096, "{} bytes: {}", text.len(), &text[..600]);
     }
+    let uid_refusals: Vec<String> = logs
+        .iter()
+        .map(|l| serde_json::to_string(l).unwrap())
+        .filter(|l| l.contains("request.uid is 1048576 bytes"))
+        .collect();
+    assert_eq!(uid_refusals.len(), 1, "the uid refusal is logged once");
     assert!(
-        logs.iter().any(|l| l["span"]["uid"]
-            .as_str()
-            .is_some_and(|uid| uid.ends_with("…[truncated, 1048576 bytes]"))),
-        "the long uid is logged truncated and marked"
+        !uid_refusals[0].contains("kkkkkkkk"),
+        "the refused uid is not logged: {}",
+        uid_refusals[0]
+    );
+    assert!(
+        logs.iter().any(|l| serde_json::to_string(&l["span"])
+            .unwrap()
+            .contains("…[truncated, 1048576 bytes]")),
+        "the long strings of the valid reviews are logged truncated and marked"
     );
     println!(
         "log lines: {} lines, the longest {longest_line} bytes",

@@ -8,10 +8,11 @@ use ingress_rules::{
     is_ingress, resolve,
 };
 use json_patch::PatchOperation;
-use serde_json::Value;
 
-use crate::admission::{AdmissionRequest, AdmissionResponse, Operation, Status};
-use crate::patch::{build_patch, class_fields};
+use crate::admission::{
+    AdmissionRequest, AdmissionResponse, KubeObject, Operation, Status, same_json,
+};
+use crate::patch::{ClassFieldsShape, build_class_patch, object_class_fields};
 use crate::view::{Deployment, Phase, Role, View, namespace_owner};
 
 /// The API group and kind of Styrmin's deployment objects (W2).
@@ -216,7 +217,7 @@ pub fn decide_at(
         return Decision::allowed("namespace not managed by Styrmin");
     };
     // The API server always sends an object here; anything else cannot be patched.
-    let Some(object) = request.object.as_ref().filter(|o| o.is_object()) else {
+    let Some(object) = request.object() else {
         return Decision::allowed("no object");
     };
     match kind {
@@ -272,11 +273,11 @@ pub fn judge_ingress(view: &View, owner: &str, current: &ClassFields) -> Ingress
 
 /// W1, W4, R9, W5: the rules for an Ingress of the deployment `owner`, with the settings it
 /// was last deployed with when it has such a record, else its levels.
-fn decide_ingress(view: &View, owner: &str, object: &Value) -> Decision {
+fn decide_ingress(view: &View, owner: &str, object: &KubeObject) -> Decision {
     let IngressJudgement {
         settings,
         enforcement,
-    } = judge_ingress(view, owner, &class_fields(object));
+    } = judge_ingress(view, owner, &object_class_fields(object));
     let target = &settings.resolved.target;
     let enforcement = match enforcement {
         Ok(enforcement) => enforcement,
@@ -288,7 +289,7 @@ fn decide_ingress(view: &View, owner: &str, object: &Value) -> Decision {
             };
         }
     };
-    let patch = build_patch(object, &enforcement.changes);
+    let patch = build_class_patch(ClassFieldsShape::of_object(object), &enforcement.changes);
     let warnings = enforcement
         .warning
         .map(|_| NoClassWarning::MESSAGE.to_owned())
@@ -315,7 +316,7 @@ fn decide_ingress(view: &View, owner: &str, object: &Value) -> Decision {
 fn decide_flux(
     view: &View,
     owner: &str,
-    object: &Value,
+    object: &KubeObject,
     allowed: Decision,
     deadline: Option<Instant>,
 ) -> Decision {
@@ -359,15 +360,23 @@ fn decide_deploy(
     request: &AdmissionRequest,
     kind: ReviewKind,
     owner: &str,
-    object: &Value,
+    object: &KubeObject,
     options: &DecideOptions,
     now: i64,
 ) -> Decision {
     if request.operation == Operation::Update {
         // Status, finalizers and other metadata only: never denied. A missing old object
         // cannot show that, so it counts as a change.
-        let old_spec = request.old_object.as_ref().map(|o| o.get("spec"));
-        if old_spec == Some(object.get("spec")) {
+        let old_spec = request
+            .old_object
+            .as_ref()
+            .map(|o| o.as_object().and_then(|o| o.spec_json.as_deref()));
+        let unchanged = match (old_spec, object.spec_json.as_deref()) {
+            (Some(Some(old)), Some(new)) => same_json(old, new),
+            (Some(None), None) => true,
+            _ => false,
+        };
+        if unchanged {
             return Decision::allowed("spec unchanged");
         }
     }
@@ -376,16 +385,13 @@ fn decide_deploy(
     if owner_deployment.is_some_and(|d| d.role == Role::IngressController) {
         return Decision::allowed("object of an ingress controller");
     }
-    let spec = object.get("spec");
+    let spec = object.spec.as_object();
     let environment = match kind {
         ReviewKind::StyrminDeployment => {
-            if spec.and_then(|s| s.get("role")).and_then(Value::as_str)
-                == Some("ingress-controller")
-            {
+            if spec.and_then(|s| s.role.as_deref()) == Some("ingress-controller") {
                 return Decision::allowed("object of an ingress controller");
             }
-            spec.and_then(|s| s.get("environmentId"))
-                .and_then(Value::as_str)
+            spec.and_then(|s| s.environment_id.as_deref())
                 .or_else(|| owner_deployment.and_then(|d| d.environment.as_deref()))
         }
         _ => owner_deployment.and_then(|d| d.environment.as_deref()),

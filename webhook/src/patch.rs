@@ -5,6 +5,8 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
 use serde_json::{Value, json};
 
+use crate::admission::{FieldText, KubeObject};
+
 /// `add` of `value` at the path of `tokens` (each escaped as RFC 6901 says).
 pub(crate) fn add<'t>(tokens: impl IntoIterator<Item = &'t str>, value: Value) -> PatchOperation {
     PatchOperation::Add(AddOperation {
@@ -54,18 +56,76 @@ pub fn class_fields(object: &Value) -> ClassFields {
     }
 }
 
-fn is_object(value: Option<&Value>) -> bool {
-    matches!(value, Some(Value::Object(_)))
+/// The class fields of the object of a review (`null` counts as absent).
+pub fn object_class_fields(object: &KubeObject) -> ClassFields {
+    let metadata = object.metadata();
+    ClassFields {
+        ingress_class_name: object
+            .spec
+            .as_object()
+            .and_then(|spec| spec.ingress_class_name.as_ref())
+            .and_then(FieldText::as_class),
+        class_annotation: metadata
+            .and_then(|m| m.annotations.as_object())
+            .and_then(|a| a.class.as_ref())
+            .and_then(FieldText::as_class),
+    }
+}
+
+/// What the patch of an Ingress's class fields depends on: which of its containers are JSON
+/// objects, and which of the two fields are there (`null` included).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassFieldsShape {
+    pub spec_is_object: bool,
+    pub class_name_present: bool,
+    pub metadata_is_object: bool,
+    pub annotations_is_object: bool,
+    pub annotation_present: bool,
+}
+
+impl ClassFieldsShape {
+    pub fn of_value(object: &Value) -> Self {
+        let spec = object.get("spec").filter(|s| s.is_object());
+        let metadata = object.get("metadata").filter(|m| m.is_object());
+        let annotations = metadata
+            .and_then(|m| m.get("annotations"))
+            .filter(|a| a.is_object());
+        ClassFieldsShape {
+            spec_is_object: spec.is_some(),
+            class_name_present: spec.and_then(|s| s.get("ingressClassName")).is_some(),
+            metadata_is_object: metadata.is_some(),
+            annotations_is_object: annotations.is_some(),
+            annotation_present: annotations.and_then(|a| a.get(CLASS_ANNOTATION)).is_some(),
+        }
+    }
+
+    pub fn of_object(object: &KubeObject) -> Self {
+        let spec = object.spec.as_object();
+        let metadata = object.metadata();
+        let annotations = metadata.and_then(|m| m.annotations.as_object());
+        ClassFieldsShape {
+            spec_is_object: spec.is_some(),
+            class_name_present: spec.is_some_and(|s| s.ingress_class_name.is_some()),
+            metadata_is_object: metadata.is_some(),
+            annotations_is_object: annotations.is_some(),
+            annotation_present: annotations.is_some_and(|a| a.class.is_some()),
+        }
+    }
 }
 
 /// The JSON patch operations that make `changes` to `object`. Empty when there are none.
 pub fn build_patch(object: &Value, changes: &[FieldChange]) -> Vec<PatchOperation> {
+    build_class_patch(ClassFieldsShape::of_value(object), changes)
+}
+
+/// The JSON patch operations that make `changes` to an object of this shape.
+pub fn build_class_patch(shape: ClassFieldsShape, changes: &[FieldChange]) -> Vec<PatchOperation> {
     let mut ops = Vec::with_capacity(changes.len());
     let annotation_path = ["metadata", "annotations", CLASS_ANNOTATION];
     for change in changes {
         match change {
             FieldChange::SetClassName(class) => {
-                if is_object(object.get("spec")) {
+                if shape.spec_is_object {
                     ops.push(add(["spec", "ingressClassName"], json!(class)));
                 } else {
                     ops.push(add(["spec"], json!({"ingressClassName": class})));
@@ -73,22 +133,17 @@ pub fn build_patch(object: &Value, changes: &[FieldChange]) -> Vec<PatchOperatio
             }
             FieldChange::RemoveClassName => {
                 // Only when the key is there: `remove` of a missing path fails the whole patch.
-                if object
-                    .get("spec")
-                    .and_then(|s| s.get("ingressClassName"))
-                    .is_some()
-                {
+                if shape.class_name_present {
                     ops.push(remove(["spec", "ingressClassName"]));
                 }
             }
             FieldChange::SetClassAnnotation(class) => {
-                let metadata = object.get("metadata");
-                if !is_object(metadata) {
+                if !shape.metadata_is_object {
                     ops.push(add(
                         ["metadata"],
                         json!({"annotations": {CLASS_ANNOTATION: class}}),
                     ));
-                } else if !is_object(metadata.and_then(|m| m.get("annotations"))) {
+                } else if !shape.annotations_is_object {
                     // Absent or null: add the whole map.
                     ops.push(add(
                         ["metadata", "annotations"],
@@ -99,12 +154,7 @@ pub fn build_patch(object: &Value, changes: &[FieldChange]) -> Vec<PatchOperatio
                 }
             }
             FieldChange::RemoveClassAnnotation => {
-                let present = object
-                    .get("metadata")
-                    .and_then(|m| m.get("annotations"))
-                    .and_then(|a| a.get(CLASS_ANNOTATION))
-                    .is_some();
-                if present {
+                if shape.annotation_present {
                     ops.push(remove(annotation_path));
                 }
             }
