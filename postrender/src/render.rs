@@ -272,49 +272,52 @@ const UNICODE_LINE_BREAKS: [(char, &str, char); 3] = [
     ('\u{2029}', "a PARAGRAPH SEPARATOR (U+2029)", 'P'),
 ];
 
-/// Refuses a document with a Unicode line break that Go might read as one of ours: the
-/// parser here and Go's readers would not see the same document. Read both ways: with the
-/// characters as they are, and with each one a line break, as Go reads them.
-fn check_unicode_line_breaks(text: &str, name: &DocumentName) -> Result<(), RenderError> {
-    let Some((offset, (_, what, escape))) = text.char_indices().find_map(|(i, c)| {
+/// A document's text as Go's readers see its lines, when it has a Unicode line break:
+/// each one replaced by a line break of the same length (NEL's two bytes by CRLF, LS's
+/// and PS's three by a space and CRLF), so that every offset is that of the original text
+/// and edits planned on it apply to the original. A space before a line break changes no
+/// structure, no plain or quoted scalar, and no comment.
+struct GoLines {
+    text: String,
+    /// The first Unicode line break: its offset, name and escape.
+    first: (usize, &'static str, char),
+}
+
+fn go_lines(text: &str) -> Option<GoLines> {
+    // All three start with 0xC2 (NEL) or 0xE2 (LS, PS); most documents have neither.
+    memchr::memchr2(0xC2, 0xE2, text.as_bytes())?;
+    let (offset, (_, what, escape)) = text.char_indices().find_map(|(i, c)| {
         UNICODE_LINE_BREAKS
             .iter()
             .find(|(b, ..)| *b == c)
             .map(|found| (i, *found))
-    }) else {
-        return Ok(());
-    };
-    let as_go_reads: String = text
-        .chars()
-        .map(|c| {
-            if UNICODE_LINE_BREAKS.iter().any(|(b, ..)| *b == c) {
-                '\n'
-            } else {
-                c
-            }
-        })
-        .collect();
-    let ours = |t: &str| match yaml_tree::parse_document(t) {
-        Ok(Some(root)) => {
-            let mut anchors = Anchors::new(&root);
-            let ty = go_readers::go_type(&root, "the top level", &mut anchors);
-            ty.may_be_ingress() || ty.may_be_list()
+    })?;
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\u{85}' => out.push_str("\r\n"),
+            '\u{2028}' | '\u{2029}' => out.push_str(" \r\n"),
+            c => out.push(c),
         }
-        Ok(None) => false,
-        Err(_) => true,
-    };
-    if ours(text) || ours(&as_go_reads) {
-        let document = name.clone();
+    }
+    Some(GoLines {
+        text: out,
+        first: (offset, what, escape),
+    })
+}
+
+impl GoLines {
+    fn error(&self, original: &str, name: &DocumentName) -> RenderError {
+        let (offset, what, escape) = self.first;
         let line =
-            document.first_line + memchr::memchr_iter(b'\n', &text.as_bytes()[..offset]).count();
-        return Err(RenderError::UnicodeLineBreak {
-            document,
+            name.first_line + memchr::memchr_iter(b'\n', &original.as_bytes()[..offset]).count();
+        RenderError::UnicodeLineBreak {
+            document: name.clone(),
             line,
             name: what,
             escape,
-        });
+        }
     }
-    Ok(())
 }
 
 /// Classifies one document as Go reads it and applies the rules to every Ingress in it;
@@ -325,7 +328,10 @@ fn render_document(
     rules: &RenderRules,
     outcomes: &mut Vec<IngressOutcome>,
 ) -> Result<Option<Vec<Edit>>, RenderError> {
-    check_unicode_line_breaks(text, name)?;
+    // Go's readers take NEL, LS and PS for line breaks: read the document as they do.
+    let original = text;
+    let go_lines = go_lines(text);
+    let text = go_lines.as_ref().map_or(text, |g| g.text.as_str());
     let root = match yaml_tree::parse_document(text) {
         Ok(Some(root)) => root,
         Ok(None) => return Ok(None),
@@ -338,6 +344,9 @@ fn render_document(
             });
             if !ours {
                 return Ok(None);
+            }
+            if let Some(go_lines) = &go_lines {
+                return Err(go_lines.error(original, name));
             }
             let document = name.clone();
             return Err(RenderError::Syntax {
@@ -419,6 +428,14 @@ fn render_document(
         return Ok(None);
     }
     edits.sort_by_key(|e: &Edit| (e.range.start, e.range.end));
+    // An edit that would cut a Unicode line break of the original in two.
+    if let Some(go_lines) = &go_lines
+        && edits.iter().any(|e| {
+            !original.is_char_boundary(e.range.start) || !original.is_char_boundary(e.range.end)
+        })
+    {
+        return Err(go_lines.error(original, name));
+    }
     // The edited text lives only as long as its check: what is kept is the edits.
     let new_text = ingress_edit::apply(text, &edits);
     verify(&root, &new_text, &desired).map_err(|what| RenderError::Verify {
@@ -547,6 +564,15 @@ fn canonical<'n, 'a>(
             entries
                 .iter()
                 .map(|(k, v)| {
+                    // An alias key reads as the scalar it refers to (a class field's
+                    // key may be one).
+                    let k = match anchors.resolve(k) {
+                        resolved @ Node {
+                            value: NodeValue::Scalar { .. },
+                            ..
+                        } => resolved,
+                        _ => k,
+                    };
                     (
                         canonical(k, false, anchors),
                         canonical(v, strip && k.as_str() == Some("items"), anchors),

@@ -96,7 +96,10 @@ pub enum ScalarTag {
     Str,
     /// `!!binary`: base64 that Go's readers decode into the string they use.
     Binary,
-    /// Any other tag (`!!int`, `!local`): Go's readers may refuse or convert the value.
+    /// A local tag (`!custom`): Go's readers (v2 and v3) ignore it and read the scalar as
+    /// a string, whatever its text (`!custom 123` is the string "123").
+    Local(String),
+    /// Any other tag (`!!int`, `tag:…`): Go's readers may refuse or convert the value.
     Other(String),
 }
 
@@ -109,6 +112,7 @@ impl ScalarTag {
         match full.as_str() {
             "tag:yaml.org,2002:str" => ScalarTag::Str,
             "tag:yaml.org,2002:binary" => ScalarTag::Binary,
+            _ if tag.original_handle() == "!" => ScalarTag::Local(full),
             _ => ScalarTag::Other(format!("{}{}", tag.original_handle(), tag.suffix())),
         }
     }
@@ -155,6 +159,17 @@ impl<'a> Node<'a> {
         self.entries()?
             .iter()
             .find(|(k, _)| k.as_str() == Some(key))
+    }
+
+    /// A plain (unquoted) scalar.
+    pub fn is_plain(&self) -> bool {
+        matches!(
+            self.value,
+            NodeValue::Scalar {
+                style: ScalarStyle::Plain,
+                ..
+            }
+        )
     }
 
     pub fn is_flow(&self) -> bool {
@@ -389,15 +404,17 @@ impl<'a> Builder<'a> {
 }
 
 /// The first line (1-based) of `text` whose indentation holds a tab where Go's YAML
-/// readers refuse one: Helm and kubectl fail with "found character that cannot start any
-/// token" on a tab before a block node, a comment or nothing, and on a tab in the first
-/// line of a block scalar, where YAML 1.2 (and this parser) allow some. Lines inside a flow
-/// collection, and the later lines of a block scalar past its indentation, may hold tabs.
+/// readers refuse one. go-yaml (v2 and v3, both ports of libyaml) skips a tab before a
+/// token only inside a flow collection, so a tab in the indentation of a block node, a
+/// comment or a blank line fails ("found character that cannot start any token", or "a tab
+/// character that violates indentation" after a plain scalar). Its scalar scanners take
+/// tabs themselves: anywhere on the later lines of a quoted scalar, on the later lines of a
+/// plain scalar from the column past the enclosing collection's indentation on, and in a
+/// block scalar past its indentation (not on its first line, where YAML 1.2 allows some).
 pub fn tab_in_indentation(text: &str, root: &Node<'_>) -> Option<usize> {
     memchr::memchr(b'\t', text.as_bytes())?;
-    let mut flows = Vec::new();
-    let mut blocks = Vec::new();
-    collect_tab_exempt(root, &mut flows, &mut blocks);
+    let mut exempt = TabExempt::default();
+    collect_tab_exempt(root, 0, &mut exempt);
     let bytes = text.as_bytes();
     let mut line = 1;
     let mut start = 0;
@@ -408,7 +425,7 @@ pub fn tab_in_indentation(text: &str, root: &Node<'_>) -> Option<usize> {
             .take_while(|b| matches!(b, b' ' | b'\t'))
             .count();
         let spaces = bytes[start..end].iter().take_while(|b| **b == b' ').count();
-        if spaces < indentation && !tab_allowed(text, start, spaces, &flows, &blocks) {
+        if spaces < indentation && !exempt.allows(text, start, spaces) {
             return Some(line);
         }
         // One line break: `\r\n`, `\r` or `\n`.
@@ -422,19 +439,41 @@ pub fn tab_in_indentation(text: &str, root: &Node<'_>) -> Option<usize> {
     None
 }
 
-fn tab_allowed(
+/// The parts of a document whose lines may start with a tab, to Go's readers.
+#[derive(Default)]
+struct TabExempt {
+    flows: Vec<Range<usize>>,
+    blocks: Vec<Range<usize>>,
+    quoted: Vec<Range<usize>>,
+    /// A multi-line plain scalar, and the column a tab on its later lines may start at.
+    plain: Vec<(Range<usize>, usize)>,
+}
+
+impl TabExempt {
+    /// Whether the line starting at `line_start`, whose first tab is at column `spaces`,
+    /// is one that Go's readers accept.
+    fn allows(&self, text: &str, line_start: usize, spaces: usize) -> bool {
+        let within = |r: &Range<usize>| r.start < line_start && line_start < r.end;
+        if self.flows.iter().chain(&self.quoted).any(within) {
+            return true;
+        }
+        if self
+            .plain
+            .iter()
+            .any(|(r, column)| within(r) && spaces >= *column)
+        {
+            return true;
+        }
+        tab_allowed_in_block(text, line_start, spaces, &self.blocks)
+    }
+}
+
+fn tab_allowed_in_block(
     text: &str,
     line_start: usize,
     spaces: usize,
-    flows: &[Range<usize>],
     blocks: &[Range<usize>],
 ) -> bool {
-    if flows
-        .iter()
-        .any(|f| f.start < line_start && line_start < f.end)
-    {
-        return true;
-    }
     let Some(block) = blocks.iter().find(|b| {
         let first_line = text[..b.start].rfind(['\n', '\r']).map_or(0, |i| i + 1);
         first_line <= line_start && line_start < b.end
@@ -459,32 +498,33 @@ fn tab_allowed(
     content_start < line_start && spaces >= indentation
 }
 
-fn collect_tab_exempt(
-    node: &Node<'_>,
-    flows: &mut Vec<Range<usize>>,
-    blocks: &mut Vec<Range<usize>>,
-) {
+/// Collects the exempt parts under `node`; `indent` is the column a plain scalar's later
+/// lines may hold a tab from (one past the enclosing block collection's column).
+fn collect_tab_exempt(node: &Node<'_>, indent: usize, exempt: &mut TabExempt) {
     if node.is_flow() {
-        flows.push(node.span.clone());
-        return;
-    }
-    if node.is_block_scalar() {
-        blocks.push(node.span.clone());
+        exempt.flows.push(node.span.clone());
         return;
     }
     match &node.value {
+        NodeValue::Scalar { style, .. } => match style {
+            ScalarStyle::Literal | ScalarStyle::Folded => exempt.blocks.push(node.span.clone()),
+            ScalarStyle::SingleQuoted | ScalarStyle::DoubleQuoted => {
+                exempt.quoted.push(node.span.clone());
+            }
+            _ => exempt.plain.push((node.span.clone(), indent)),
+        },
         NodeValue::Mapping { entries, .. } => {
             for (k, v) in entries {
-                collect_tab_exempt(k, flows, blocks);
-                collect_tab_exempt(v, flows, blocks);
+                collect_tab_exempt(k, node.column + 1, exempt);
+                collect_tab_exempt(v, node.column + 1, exempt);
             }
         }
         NodeValue::Sequence { items, .. } => {
             for item in items {
-                collect_tab_exempt(item, flows, blocks);
+                collect_tab_exempt(item, node.column + 1, exempt);
             }
         }
-        NodeValue::Scalar { .. } | NodeValue::Alias(_) => {}
+        NodeValue::Alias(_) => {}
     }
 }
 
