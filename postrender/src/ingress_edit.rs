@@ -71,12 +71,12 @@ pub fn read_class_fields(ingress: &Node<'_>) -> Result<ClassFields, EditError> {
 fn read_string(root: &Node<'_>, path: &[&str]) -> Result<Option<String>, EditError> {
     let mut node = root;
     for (depth, key) in path.iter().enumerate() {
-        let field = dotted(&path[..=depth]);
+        let field = || dotted(&path[..=depth]);
         let Some((_, next)) = child(root, node, key, &path[..depth])? else {
             return Ok(None);
         };
         if matches!(next.value, NodeValue::Alias(_)) {
-            return Err(EditError::SharedNode { field });
+            return Err(EditError::SharedNode { field: field() });
         }
         if next.is_null() {
             return Ok(None);
@@ -371,22 +371,22 @@ impl<'t, 's> Layout<'t, 's> {
     ) -> Result<(), EditError> {
         let _ = holder;
         let key = path[depth];
-        let field = dotted(&path[..=depth]);
+        let field = || dotted(&path[..=depth]);
         let last = depth + 1 == path.len();
         let Some(entry) = self.entry(mapping, &path[..depth], key)? else {
             self.unshared(mapping, &path[..depth])?;
-            edits.push(self.insert(mapping, &path[depth..], value, &field)?);
+            edits.push(self.insert(mapping, &path[depth..], value, &field())?);
             return Ok(());
         };
         let (k, v) = entry;
         if matches!(v.value, NodeValue::Alias(_)) || v.anchored {
-            return Err(EditError::SharedNode { field });
+            return Err(EditError::SharedNode { field: field() });
         }
         if last {
             if !holds_string(v, value) {
                 if !matches!(v.value, NodeValue::Scalar { .. }) && !v.is_flow() {
                     return Err(EditError::WrongType {
-                        field,
+                        field: field(),
                         expected: "a string",
                     });
                 }
@@ -414,7 +414,7 @@ impl<'t, 's> Layout<'t, 's> {
                 Ok(())
             }
             _ => Err(EditError::WrongType {
-                field,
+                field: field(),
                 expected: "a mapping",
             }),
         }
@@ -430,13 +430,13 @@ impl<'t, 's> Layout<'t, 's> {
         edits: &mut Vec<Edit>,
     ) -> Result<(), EditError> {
         let key = path[depth];
-        let field = dotted(&path[..=depth]);
+        let field = || dotted(&path[..=depth]);
         let Some(entry) = self.entry(mapping, &path[..depth], key)? else {
             return Ok(());
         };
         let (k, v) = entry;
         if matches!(v.value, NodeValue::Alias(_)) || v.anchored {
-            return Err(EditError::SharedNode { field });
+            return Err(EditError::SharedNode { field: field() });
         }
         if depth + 1 < path.len() {
             return match &v.value {
@@ -445,7 +445,7 @@ impl<'t, 's> Layout<'t, 's> {
                 }
                 _ if v.is_null() => Ok(()),
                 _ => Err(EditError::WrongType {
-                    field,
+                    field: field(),
                     expected: "a mapping",
                 }),
             };
@@ -453,7 +453,7 @@ impl<'t, 's> Layout<'t, 's> {
         self.unshared(mapping, &path[..depth])?;
         // Removing the entry removes its key: a key an alias refers to is shared.
         if k.anchored {
-            return Err(EditError::SharedNode { field });
+            return Err(EditError::SharedNode { field: field() });
         }
         let entries = mapping.entries().unwrap_or_default();
         let index = entries
@@ -469,12 +469,12 @@ impl<'t, 's> Layout<'t, 's> {
                     Ok(())
                 }
                 None => Err(EditError::Layout {
-                    field,
+                    field: field(),
                     why: "it is the Ingress's only key",
                 }),
             };
         }
-        edits.push(self.remove_entry(mapping, index, &field)?);
+        edits.push(self.remove_entry(mapping, index, &field())?);
         Ok(())
     }
 
@@ -572,8 +572,8 @@ impl<'t, 's> Layout<'t, 's> {
     /// The bytes of a value as written after its key: its tag, block indicator or quotes
     /// included; for a block scalar, up to but not including its last line break.
     fn value_range(&self, key: &Node<'_>, value: &Node<'_>) -> Result<Range<usize>, EditError> {
-        let field = key.as_str().unwrap_or("value").to_owned();
-        let colon = self.colon_after(key, &field)?;
+        let field = key.as_str().unwrap_or("value");
+        let colon = self.colon_after(key, field)?;
         if value.span.is_empty() {
             // An empty (null) value: the parser puts it at the key; it belongs after the `:`.
             return Ok(colon + 1..colon + 1);

@@ -239,7 +239,9 @@ fn render_documents(
             continue;
         }
         let name = name_of(stream, document, &mut lines);
-        if let Some(edits) = render_document(text, &name, rules, &mut rendered.ingresses)? {
+        if let Some(mut edits) = render_document(text, &name, rules, &mut rendered.ingresses)? {
+            // Kept until the whole stream is checked: no spare room.
+            edits.shrink_to_fit();
             rendered.changed.push(ChangedDocument {
                 document: document.clone(),
                 edits,
@@ -332,6 +334,15 @@ fn render_document(
     let original = text;
     let go_lines = go_lines(text);
     let text = go_lines.as_ref().map_or(text, |g| g.text.as_str());
+    // A List in the plain form is read one item at a time (a tab anywhere sends it the
+    // whole-tree way, which checks tabs against the whole document).
+    if go_lines.is_none()
+        && memchr::memchr(b'\t', text.as_bytes()).is_none()
+        && let Ok(Some(list)) = yaml_tree::plain_list(text)
+        && ingress_rules::is_ingress_container_list(&list.api_version, &list.kind)
+    {
+        return render_plain_list(text, &list, name, rules, outcomes);
+    }
     let root = match yaml_tree::parse_document(text) {
         Ok(Some(root)) => root,
         Ok(None) => return Ok(None),
@@ -382,46 +393,7 @@ fn render_document(
     let mut edits = Vec::new();
     let mut desired = Vec::new();
     for ingress in ingresses {
-        let ingress_name = ingress_name(ingress);
-        let edit_error = |error| RenderError::Edit {
-            document: name.clone(),
-            ingress: ingress_name.clone(),
-            error,
-        };
-        let before = ingress_edit::read_class_fields(ingress).map_err(edit_error)?;
-        let Enforcement {
-            fields, warning, ..
-        } = enforce(&rules.resolved.target, &before, rules.kubernetes).map_err(|error| {
-            RenderError::Rule {
-                document: name.clone(),
-                ingress: ingress_name.clone(),
-                error,
-            }
-        })?;
-        // --strict: the first Ingress left without a class fails the stream, like any
-        // other error, in stream order.
-        if rules.strict && warning.is_some() {
-            return Err(RenderError::StrictNoClass {
-                document: name.clone(),
-                ingress: ingress_name,
-            });
-        }
-        // R5 leaves the chart's fields exactly as written: a plain `on` or `123` stays
-        // plain (R4 re-quotes them, since it sets the class as a string).
-        let planned = if rules.resolved.target == IngressTarget::NoClass {
-            Vec::new()
-        } else {
-            ingress_edit::plan(text, ingress, &fields).map_err(edit_error)?
-        };
-        outcomes.push(IngressOutcome {
-            document: name.clone(),
-            ingress: ingress_name,
-            before,
-            after: fields.clone(),
-            edited: !planned.is_empty(),
-            warning,
-        });
-        edits.extend(planned);
+        let fields = enforce_one(text, ingress, name, rules, outcomes, &mut edits)?;
         desired.push(fields);
     }
     if edits.is_empty() {
@@ -484,6 +456,164 @@ fn verify(before: &Node<'_>, after_text: &str, desired: &[ClassFields]) -> Resul
     Ok(())
 }
 
+/// Applies the rules to one Ingress of `text`: its outcome goes to `outcomes`, its edits to
+/// `edits`; the class fields it must read back with.
+fn enforce_one(
+    text: &str,
+    ingress: &Node<'_>,
+    name: &DocumentName,
+    rules: &RenderRules,
+    outcomes: &mut Vec<IngressOutcome>,
+    edits: &mut Vec<Edit>,
+) -> Result<ClassFields, RenderError> {
+    let ingress_name = ingress_name(ingress);
+    let edit_error = |error| RenderError::Edit {
+        document: name.clone(),
+        ingress: ingress_name.clone(),
+        error,
+    };
+    let before = ingress_edit::read_class_fields(ingress).map_err(edit_error)?;
+    let Enforcement {
+        fields, warning, ..
+    } = enforce(&rules.resolved.target, &before, rules.kubernetes).map_err(|error| {
+        RenderError::Rule {
+            document: name.clone(),
+            ingress: ingress_name.clone(),
+            error,
+        }
+    })?;
+    // --strict: the first Ingress left without a class fails the stream, like any
+    // other error, in stream order.
+    if rules.strict && warning.is_some() {
+        return Err(RenderError::StrictNoClass {
+            document: name.clone(),
+            ingress: ingress_name,
+        });
+    }
+    // R5 leaves the chart's fields exactly as written: a plain `on` or `123` stays
+    // plain (R4 re-quotes them, since it sets the class as a string).
+    let planned = if rules.resolved.target == IngressTarget::NoClass {
+        Vec::new()
+    } else {
+        ingress_edit::plan(text, ingress, &fields).map_err(edit_error)?
+    };
+    outcomes.push(IngressOutcome {
+        document: name.clone(),
+        ingress: ingress_name,
+        before,
+        after: fields.clone(),
+        edited: !planned.is_empty(),
+        warning,
+    });
+    edits.extend(planned);
+    Ok(fields)
+}
+
+/// A List in the plain form of [`yaml_tree::plain_list`], read one item at a time so that
+/// a List of thousands of Ingresses never has all their trees at once. The same rules and
+/// the same self-check as for a whole document: the edited List is read again item by
+/// item, each Ingress must read back as the rules said and need no second pass, and every
+/// item, with its class fields set aside, must be the tree it was (compared by a digest of
+/// its canonical form, so that no item's tree is kept).
+fn render_plain_list(
+    text: &str,
+    list: &yaml_tree::PlainList,
+    name: &DocumentName,
+    rules: &RenderRules,
+    outcomes: &mut Vec<IngressOutcome>,
+) -> Result<Option<Vec<Edit>>, RenderError> {
+    let mut edits = Vec::new();
+    let mut desired: Vec<(usize, ClassFields)> = Vec::new();
+    let mut digests = Vec::with_capacity(list.items);
+    let syntax = |error: SyntaxError| RenderError::Syntax {
+        error: error.shifted(name.first_line),
+        document: name.clone(),
+    };
+    yaml_tree::for_each_list_item(text, |index, item| {
+        let mut anchors = Anchors::new(&item);
+        let at = format!("items[{index}]");
+        let ty = go_readers::go_type(&item, &at, &mut anchors);
+        if ty.may_be_ingress() {
+            if let Some(doubt) = ty.doubt {
+                return Err(RenderError::Doubt {
+                    document: name.clone(),
+                    doubt,
+                });
+            }
+            let fields = enforce_one(text, &item, name, rules, outcomes, &mut edits)?;
+            desired.push((index, fields));
+        }
+        digests.push(digest(&item));
+        Ok(())
+    })
+    .map_err(|e| match e {
+        yaml_tree::ItemsError::Syntax(error) => syntax(error),
+        yaml_tree::ItemsError::Item(error) => error,
+    })?;
+    if edits.is_empty() {
+        return Ok(None);
+    }
+    edits.sort_by_key(|e: &Edit| (e.range.start, e.range.end));
+    let new_text = ingress_edit::apply(text, &edits);
+    let verify_error = |what: String| RenderError::Verify {
+        document: name.clone(),
+        ingress: outcomes
+            .last()
+            .map_or(IngressName(String::new()), |o| o.ingress.clone()),
+        what,
+    };
+    match yaml_tree::plain_list(&new_text) {
+        Ok(Some(after)) if after == *list => {}
+        _ => {
+            return Err(verify_error(
+                "the edited List does not read as the same List".to_owned(),
+            ));
+        }
+    }
+    let mut wanted = desired.iter().peekable();
+    let mut checked = 0;
+    yaml_tree::for_each_list_item(&new_text, |index, item| {
+        if let Some((_, want)) = wanted.next_if(|(i, _)| *i == index) {
+            let got = ingress_edit::read_class_fields(&item).map_err(|e| e.to_string())?;
+            if &got != want {
+                return Err(format!(
+                    "class fields read back as {got:?}, expected {want:?}"
+                ));
+            }
+            let again = ingress_edit::plan(&new_text, &item, want).map_err(|e| e.to_string())?;
+            if !again.is_empty() {
+                return Err("a second pass would edit again (not idempotent)".to_owned());
+            }
+        }
+        if digests.get(index) != Some(&digest(&item)) {
+            return Err("something besides the class fields changed".to_owned());
+        }
+        checked += 1;
+        Ok(())
+    })
+    .map_err(|e| match e {
+        yaml_tree::ItemsError::Syntax(error) => {
+            verify_error(format!("the edited document does not parse ({error})"))
+        }
+        yaml_tree::ItemsError::Item(what) => verify_error(what),
+    })?;
+    if checked != digests.len() || wanted.next().is_some() {
+        return Err(verify_error(
+            "the edited List has another number of items".to_owned(),
+        ));
+    }
+    Ok(Some(edits))
+}
+
+/// A digest of an item's canonical form with the class fields of an Ingress set aside.
+fn digest(item: &Node<'_>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut anchors = Anchors::new(item);
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    canonical(item, true, &mut anchors).hash(&mut hasher);
+    hasher.finish()
+}
+
 /// The Ingress mappings of a document as Go reads it: the document itself, or the Ingress
 /// items of a List. A doubt about an item that may be an Ingress is an error.
 fn ingress_nodes<'n, 'a>(root: &'n Node<'a>) -> Result<Vec<&'n Node<'a>>, Doubt> {
@@ -535,7 +665,7 @@ fn ingress_name(ingress: &Node<'_>) -> IngressName {
 /// A comparable form of a node: scalars by value and whether they are plain (which
 /// decides their type for Go's YAML readers); with `strip`, Ingresses lose their class
 /// fields and the containers those leave empty.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, PartialEq, Hash)]
 enum Canonical<'n> {
     Scalar {
         text: &'n str,

@@ -414,7 +414,7 @@ impl<'a> Builder<'a> {
 pub fn tab_in_indentation(text: &str, root: &Node<'_>) -> Option<usize> {
     memchr::memchr(b'\t', text.as_bytes())?;
     let mut exempt = TabExempt::default();
-    collect_tab_exempt(root, 0, &mut exempt);
+    collect_tab_exempt(text, root, 0, &mut exempt);
     let bytes = text.as_bytes();
     let mut line = 1;
     let mut start = 0;
@@ -498,9 +498,40 @@ fn tab_allowed_in_block(
     content_start < line_start && spaces >= indentation
 }
 
+/// Where go-yaml's plain scalar scanner stops reading after a scalar that ends at `end`:
+/// it reads on through blank lines, looking for a continuation, up to the first line with
+/// content (a comment line included, where it stops).
+fn plain_scan_end(text: &str, end: usize) -> usize {
+    let bytes = text.as_bytes();
+    let line_end = |from: usize| {
+        memchr::memchr2(b'\n', b'\r', &bytes[from..]).map_or(bytes.len(), |i| from + i)
+    };
+    let next_line = |at: usize| {
+        if bytes.get(at) == Some(&b'\r') && bytes.get(at + 1) == Some(&b'\n') {
+            at + 2
+        } else {
+            at + 1
+        }
+    };
+    let mut at = line_end(end.min(bytes.len()));
+    while at < bytes.len() {
+        let start = next_line(at);
+        let stop = line_end(start.min(bytes.len()));
+        let first = bytes[start.min(stop)..stop]
+            .iter()
+            .find(|b| !matches!(b, b' ' | b'\t'));
+        match first {
+            None => at = stop,
+            Some(b'#') => return stop,
+            Some(_) => break,
+        }
+    }
+    at
+}
+
 /// Collects the exempt parts under `node`; `indent` is the column a plain scalar's later
 /// lines may hold a tab from (one past the enclosing block collection's column).
-fn collect_tab_exempt(node: &Node<'_>, indent: usize, exempt: &mut TabExempt) {
+fn collect_tab_exempt(text: &str, node: &Node<'_>, indent: usize, exempt: &mut TabExempt) {
     if node.is_flow() {
         exempt.flows.push(node.span.clone());
         return;
@@ -511,21 +542,206 @@ fn collect_tab_exempt(node: &Node<'_>, indent: usize, exempt: &mut TabExempt) {
             ScalarStyle::SingleQuoted | ScalarStyle::DoubleQuoted => {
                 exempt.quoted.push(node.span.clone());
             }
-            _ => exempt.plain.push((node.span.clone(), indent)),
+            _ => exempt
+                .plain
+                .push((node.span.start..plain_scan_end(text, node.span.end), indent)),
         },
         NodeValue::Mapping { entries, .. } => {
             for (k, v) in entries {
-                collect_tab_exempt(k, node.column + 1, exempt);
-                collect_tab_exempt(v, node.column + 1, exempt);
+                collect_tab_exempt(text, k, node.column + 1, exempt);
+                collect_tab_exempt(text, v, node.column + 1, exempt);
             }
         }
         NodeValue::Sequence { items, .. } => {
             for item in items {
-                collect_tab_exempt(item, node.column + 1, exempt);
+                collect_tab_exempt(text, item, node.column + 1, exempt);
             }
         }
         NodeValue::Alias(_) => {}
     }
+}
+
+/// The top level of a List document in the plain form that lets its items be read one
+/// at a time (a tree of a List of thousands of Ingresses would cost many times its size):
+/// a mapping whose keys are untagged, unanchored scalars without a merge key, that names
+/// `apiVersion` and `kind` once each with an untagged scalar and `items` once with a
+/// sequence, in a document with no alias. Anything else is read whole.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PlainList {
+    pub api_version: String,
+    pub kind: String,
+    pub items: usize,
+}
+
+/// Reads a document's top level as [`PlainList`] describes; `Ok(None)` when it is not in
+/// that form. Builds no tree.
+pub fn plain_list(text: &str) -> Result<Option<PlainList>, SyntaxError> {
+    let mut parser = Parser::new_from_str_with_options(text, options());
+    let mut depth = 0usize;
+    let mut expecting_key = true;
+    let mut key: Option<Cow<'_, str>> = None;
+    let (mut api_version, mut kind, mut items) = (Vec::new(), Vec::new(), None::<usize>);
+    let mut in_items = false;
+    let mut documents = 0;
+    while let Some(event) = parser.next_event() {
+        let (event, span) = event?;
+        match event {
+            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd => continue,
+            Event::DocumentStart(..) => {
+                documents += 1;
+                if documents > 1 {
+                    return Err(SyntaxError::at(
+                        &span,
+                        "a second document where one was expected",
+                    ));
+                }
+                continue;
+            }
+            Event::Alias(_) | Event::UnresolvedAlias(_) => return Ok(None),
+            _ => {}
+        }
+        match (depth, event) {
+            (0, Event::MappingStart(..)) => depth = 1,
+            (0, _) => return Ok(None),
+            (1, Event::MappingEnd) => depth = 0,
+            (1, Event::Scalar(value, style, anchor, tag)) if expecting_key => {
+                if tag.is_some() || anchor != 0 || (style == ScalarStyle::Plain && value == "<<") {
+                    return Ok(None);
+                }
+                key = Some(value);
+                expecting_key = false;
+            }
+            (1, Event::Scalar(value, _, _, tag)) => {
+                match key.as_deref() {
+                    Some("apiVersion" | "kind") if tag.is_some() => return Ok(None),
+                    Some("apiVersion") => api_version.push(value.into_owned()),
+                    Some("kind") => kind.push(value.into_owned()),
+                    Some("items") => return Ok(None),
+                    _ => {}
+                }
+                expecting_key = true;
+            }
+            (1, event @ (Event::SequenceStart(..) | Event::MappingStart(..))) if !expecting_key => {
+                let is_items = key.as_deref() == Some("items");
+                if matches!(key.as_deref(), Some("apiVersion" | "kind")) {
+                    return Ok(None);
+                }
+                if is_items {
+                    if items.is_some() || matches!(event, Event::MappingStart(..)) {
+                        return Ok(None);
+                    }
+                    items = Some(0);
+                }
+                in_items = is_items;
+                depth = 2;
+            }
+            (1, _) => return Ok(None),
+            (2, Event::SequenceEnd | Event::MappingEnd) => {
+                depth = 1;
+                in_items = false;
+                expecting_key = true;
+            }
+            (d, event) => {
+                let opens = matches!(event, Event::SequenceStart(..) | Event::MappingStart(..));
+                let closes = matches!(event, Event::SequenceEnd | Event::MappingEnd);
+                if in_items && d == 2 && !closes {
+                    items = items.map(|n| n + 1);
+                }
+                if opens {
+                    depth += 1;
+                } else if closes {
+                    depth -= 1;
+                }
+            }
+        }
+    }
+    let (Some(items), [api_version], [kind]) = (items, api_version.as_slice(), kind.as_slice())
+    else {
+        return Ok(None);
+    };
+    Ok(Some(PlainList {
+        api_version: api_version.clone(),
+        kind: kind.clone(),
+        items,
+    }))
+}
+
+/// Why reading the items of a List one at a time stopped.
+#[derive(Debug)]
+pub enum ItemsError<E> {
+    Syntax(SyntaxError),
+    Item(E),
+}
+
+/// Calls `f` with each item of the top-level `items` sequence of a document in the form
+/// [`plain_list`] accepts, as a tree (spans in `text`), one at a time: only one item's tree
+/// exists at once.
+pub fn for_each_list_item<E>(
+    text: &str,
+    mut f: impl FnMut(usize, Node<'_>) -> Result<(), E>,
+) -> Result<(), ItemsError<E>> {
+    let mut parser = Parser::new_from_str_with_options(text, options());
+    let mut depth = 0usize;
+    let mut expecting_key = true;
+    let mut items_next = false;
+    let mut in_items = false;
+    let mut builder = Builder::default();
+    let mut index = 0;
+    while let Some(event) = parser.next_event() {
+        let (event, span) = event.map_err(|e| ItemsError::Syntax(e.into()))?;
+        if matches!(
+            event,
+            Event::StreamStart | Event::StreamEnd | Event::DocumentStart(..) | Event::DocumentEnd
+        ) {
+            continue;
+        }
+        if in_items {
+            if builder.open.is_empty() && matches!(event, Event::SequenceEnd) {
+                in_items = false;
+                depth = 1;
+                expecting_key = true;
+                continue;
+            }
+            if let Some(item) = builder
+                .push(event, &span, text)
+                .map_err(ItemsError::Syntax)?
+            {
+                f(index, item).map_err(ItemsError::Item)?;
+                index += 1;
+            }
+            continue;
+        }
+        let opens = matches!(event, Event::SequenceStart(..) | Event::MappingStart(..));
+        let closes = matches!(event, Event::SequenceEnd | Event::MappingEnd);
+        if depth == 1 {
+            match &event {
+                Event::Scalar(value, ..) if expecting_key => {
+                    items_next = value == "items";
+                    expecting_key = false;
+                    continue;
+                }
+                Event::SequenceStart(..) if items_next => {
+                    in_items = true;
+                    items_next = false;
+                    continue;
+                }
+                _ if !closes => {
+                    expecting_key = !opens;
+                    items_next = false;
+                }
+                _ => {}
+            }
+        }
+        if opens {
+            depth += 1;
+        } else if closes {
+            depth = depth.saturating_sub(1);
+            if depth == 1 {
+                expecting_key = true;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Reads the top-level `apiVersion` and `kind` of a document, parsing no further than
