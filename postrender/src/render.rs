@@ -901,6 +901,49 @@ mod tests {
     }
 
     #[test]
+    fn r6_list_read_item_by_item_gives_the_whole_tree_answer() {
+        // A tab anywhere sends a List the whole-tree way: the two ways must agree, edits,
+        // outcomes and errors alike.
+        let items: String = (0..6)
+            .map(|i| match i % 3 {
+                0 => format!("  - apiVersion: networking.k8s.io/v1\n    kind: Ingress\n    metadata: {{name: a{i}}}\n    spec:\n      ingressClassName: old\n"),
+                1 => format!("  - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: c{i}}}}}\n"),
+                _ => format!("  - apiVersion: extensions/v1beta1\n    kind: Ingress\n    metadata:\n      name: b{i}\n      annotations: {{kubernetes.io/ingress.class: x}}\n    spec: {{}}\n"),
+            })
+            .collect();
+        let plain = format!("apiVersion: v1\nkind: List\nitems:\n{items}metadata: {{}}\n");
+        let tree = format!("#\tread whole\n{plain}");
+        assert!(yaml_tree::plain_list(&plain).unwrap().is_some());
+        for rules in [class("on"), dedicated(), no_class()] {
+            let out = run(&plain, &rules);
+            assert_eq!(format!("#\tread whole\n{out}"), run(&tree, &rules));
+            let a = render(plain.as_bytes(), &rules).unwrap();
+            let b = render(tree.as_bytes(), &rules).unwrap();
+            let names = |r: &Rendered| {
+                r.ingresses
+                    .iter()
+                    .map(|o| {
+                        (
+                            o.ingress.0.clone(),
+                            o.before.clone(),
+                            o.after.clone(),
+                            o.edited,
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(names(&a), names(&b));
+            assert_eq!(a.ingresses.len(), 4);
+        }
+        let bad = plain.replace("ingressClassName: old", "ingressClassName: {x: 1}");
+        let err = |t: &str| render(t.as_bytes(), &class("on")).unwrap_err().to_string();
+        assert_eq!(
+            err(&bad).replace("line 1", "line 2"),
+            err(&format!("#\tx\n{bad}")).replace("line 1", "line 2")
+        );
+    }
+
+    #[test]
     fn r6_escaped_kind_is_still_an_ingress() {
         // The pre-filter must not skip a kind spelled with a double-quoted escape.
         let input = "apiVersion: networking.k8s.io/v1\nkind: \"\\x49ngress\"\nmetadata: {name: a}\nspec: {rules: []}\n";
