@@ -337,6 +337,7 @@ fn render_document(
     // A List in the plain form is read one item at a time (a tab anywhere sends it the
     // whole-tree way, which checks tabs against the whole document).
     if go_lines.is_none()
+        && memmem::find(text.as_bytes(), b"List").is_some()
         && memchr::memchr(b'\t', text.as_bytes()).is_none()
         && let Ok(Some(list)) = yaml_tree::plain_list(text)
         && ingress_rules::is_ingress_container_list(&list.api_version, &list.kind)

@@ -615,6 +615,8 @@ pub fn plain_list(text: &str) -> Result<Option<PlainList>, SyntaxError> {
                 match key.as_deref() {
                     Some("apiVersion" | "kind") if tag.is_some() => return Ok(None),
                     Some("apiVersion") => api_version.push(value.into_owned()),
+                    // Not a List: no need to read further.
+                    Some("kind") if !value.ends_with("List") => return Ok(None),
                     Some("kind") => kind.push(value.into_owned()),
                     Some("items") => return Ok(None),
                     _ => {}
