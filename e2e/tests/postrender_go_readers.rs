@@ -463,6 +463,9 @@ fn regression_files_are_edited_as_go_reads_them_or_refused() {
     assert_eq!(refused, REFUSALS.len());
 }
 
+/// go-yaml v2's and v3's readings of a document, `None` where the reader refuses it.
+type Readings = (Option<Vec<Value>>, Option<Vec<Value>>);
+
 /// One wrapped case of the YAML test suite, with what Go's readers made of it when it was
 /// recorded (`e2e/tests/data/yaml-test-suite/record.py`).
 #[derive(serde::Deserialize)]
@@ -586,7 +589,7 @@ fn yaml_test_suite_cases_read_by_go_as_the_rule_says() {
     // edits one, every reader that reads the input must read the output as the input with
     // the rule's class fields, and a document that is not an Ingress must stay as it was.
     let differ: Vec<&SuiteCase> = cases.iter().filter(|c| c.go == "differ").collect();
-    let readings: Vec<(Option<Vec<Value>>, Option<Vec<Value>>)> = differ
+    let readings: Vec<Readings> = differ
         .iter()
         .map(|case| {
             let v2 = read_v2(&case.yaml)
