@@ -112,7 +112,9 @@ impl<'n, 'a> Anchors<'n, 'a> {
 fn go_string(node: &Node<'_>) -> (Option<String>, Option<String>) {
     match &node.value {
         NodeValue::Scalar { text, tag, .. } => match tag {
-            ScalarTag::None | ScalarTag::Str => (Some(text.to_string()), None),
+            ScalarTag::None | ScalarTag::Str | ScalarTag::Local(_) => {
+                (Some(text.to_string()), None)
+            }
             ScalarTag::Binary => {
                 let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
                 let decoded = base64::engine::general_purpose::STANDARD
@@ -135,36 +137,68 @@ fn is_merge_key(key: &Node<'_>) -> bool {
 /// The values a mapping holds under `key`, as Go reads it.
 #[derive(Debug)]
 pub struct Lookup<'n, 'a> {
-    /// The explicit entries' values, in order (aliases resolved).
-    pub explicit: Vec<&'n Node<'a>>,
-    /// Values that merge keys bring in (aliases resolved).
-    pub merged: Vec<&'n Node<'a>>,
+    /// Every value the mapping gives the key, in document order (aliases resolved): an
+    /// explicit entry's value, or the value a merge key (`<<`) brings in (of a merge
+    /// key's several sources, the first that has the key, as both readers take it).
+    pub values: Vec<(Source, &'n Node<'a>)>,
+}
+
+/// Where a value of a [`Lookup`] comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Explicit,
+    Merged,
 }
 
 impl<'n, 'a> Lookup<'n, 'a> {
-    /// The value both Go readers agree on, when they do: one explicit entry, or none and
-    /// one merged one... which v2 and v3 both take; anything else is a doubt.
+    fn explicit(&self) -> impl Iterator<Item = &'n Node<'a>> + '_ {
+        self.values
+            .iter()
+            .filter(|(s, _)| *s == Source::Explicit)
+            .map(|(_, n)| *n)
+    }
+
+    /// Why the two readers might not take the same value: a key written twice (v2 keeps
+    /// the last, v3 refuses the document), or merge keys that give v2 and v3 different
+    /// values. A merge key both readers resolve alike is no doubt.
     pub fn doubt(&self, key: &'static str, at: &str) -> Option<Doubt> {
-        if !self.merged.is_empty() {
-            return Some(Doubt::MergeKey {
+        if self.explicit().count() > 1 {
+            return Some(Doubt::DuplicateKey {
                 key,
                 at: at.to_owned(),
             });
         }
-        (self.explicit.len() > 1).then(|| Doubt::DuplicateKey {
+        let same = match (self.v2(), self.v3()) {
+            (Some(a), Some(b)) => {
+                std::ptr::eq(a, b)
+                    || matches!((go_string(a), go_string(b)), ((Some(x), None), (Some(y), None)) if x == y)
+            }
+            (None, None) => true,
+            _ => false,
+        };
+        (!same).then(|| Doubt::MergeKey {
             key,
             at: at.to_owned(),
         })
     }
 
-    /// go-yaml v2's reading: the last explicit entry (with a merge key, any of them).
+    /// go-yaml v2's reading: the last value in document order (a merge key sets the keys
+    /// it brings in, an explicit key after it overrides them, a merge key after an
+    /// explicit key overrides that).
     pub fn v2(&self) -> Option<&'n Node<'a>> {
-        self.explicit.last().copied()
+        self.values.last().map(|(_, n)| *n)
+    }
+
+    /// go-yaml v3's reading: the explicit entry, else the first merged value.
+    pub fn v3(&self) -> Option<&'n Node<'a>> {
+        self.explicit()
+            .next()
+            .or_else(|| self.values.first().map(|(_, n)| *n))
     }
 
     /// Every value some reader might take.
     pub fn all(&self) -> impl Iterator<Item = &'n Node<'a>> + '_ {
-        self.explicit.iter().chain(self.merged.iter()).copied()
+        self.values.iter().map(|(_, n)| *n)
     }
 }
 
@@ -174,10 +208,7 @@ pub fn lookup<'n, 'a>(
     key: &str,
     anchors: &mut Anchors<'n, 'a>,
 ) -> Lookup<'n, 'a> {
-    let mut found = Lookup {
-        explicit: Vec::new(),
-        merged: Vec::new(),
-    };
+    let mut found = Lookup { values: Vec::new() };
     let Some(entries) = mapping.entries() else {
         return found;
     };
@@ -191,15 +222,19 @@ pub fn lookup<'n, 'a>(
                 }
                 _ => vec![merged],
             };
-            for source in sources {
-                // Merges nest: a merged mapping may merge others.
+            // Merges nest: a merged mapping may merge others. Of several sources, the
+            // first that has the key gives it (to v2 and v3 alike).
+            let value = sources.into_iter().find_map(|source| {
                 let inner = lookup(source, key, anchors);
-                found.merged.extend(inner.all());
+                inner.v3()
+            });
+            if let Some(value) = value {
+                found.values.push((Source::Merged, value));
             }
             continue;
         }
         if go_string(k).0.as_deref() == Some(key) {
-            found.explicit.push(anchors.resolve(v));
+            found.values.push((Source::Explicit, anchors.resolve(v)));
         }
     }
     found
@@ -231,7 +266,8 @@ pub fn go_type<'n, 'a>(mapping: &'n Node<'a>, at: &str, anchors: &mut Anchors<'n
         }
     }
     // Duplicate keys alone: go-yaml v2 reads the last, v3 refuses the document, so the
-    // reading stands. A merge key or a tag may make a reader see any of the values.
+    // reading stands. Merge keys the readers take differently, or a tag, may make a reader
+    // see any of the values.
     if matches!(out.doubt, Some(Doubt::MergeKey { .. } | Doubt::Tag { .. })) {
         let apis: Vec<Option<String>> = api.all().map(|n| go_string(n).0).chain([None]).collect();
         let kinds: Vec<Option<String>> = kind.all().map(|n| go_string(n).0).chain([None]).collect();

@@ -71,12 +71,12 @@ pub fn read_class_fields(ingress: &Node<'_>) -> Result<ClassFields, EditError> {
 fn read_string(root: &Node<'_>, path: &[&str]) -> Result<Option<String>, EditError> {
     let mut node = root;
     for (depth, key) in path.iter().enumerate() {
-        let field = dotted(&path[..=depth]);
-        let Some(next) = child(node, key, &path[..depth])? else {
+        let field = || dotted(&path[..=depth]);
+        let Some((_, next)) = child(root, node, key, &path[..depth])? else {
             return Ok(None);
         };
         if matches!(next.value, NodeValue::Alias(_)) {
-            return Err(EditError::SharedNode { field });
+            return Err(EditError::SharedNode { field: field() });
         }
         if next.is_null() {
             return Ok(None);
@@ -97,6 +97,7 @@ fn read_string(root: &Node<'_>, path: &[&str]) -> Result<Option<String>, EditErr
                 _ => "!!binary".to_owned(),
             },
         }),
+        // A local tag (`!custom nginx`) is a string to both readers.
         NodeValue::Scalar { text, .. } => Ok(Some(text.to_string())),
         _ => Err(EditError::WrongType {
             field: dotted(path),
@@ -105,13 +106,16 @@ fn read_string(root: &Node<'_>, path: &[&str]) -> Result<Option<String>, EditErr
     }
 }
 
-/// The value of `key` in the mapping `node` (whose path is `at`), refusing layouts whose
-/// meaning this editor would misread.
+/// The entry of `key` in the mapping `node` (whose path is `at`, inside the Ingress
+/// `scope`), read as Go reads keys: an alias key stands for the scalar it refers to, a
+/// local tag is ignored, and a merge key (`<<`) counts only when it brings `key` in.
+/// Layouts whose meaning this editor would misread are refused.
 fn child<'n, 'a>(
+    scope: &Node<'_>,
     node: &'n Node<'a>,
     key: &str,
     at: &[&str],
-) -> Result<Option<&'n Node<'a>>, EditError> {
+) -> Result<Option<&'n (Node<'a>, Node<'a>)>, EditError> {
     let Some(entries) = node.entries() else {
         let field = if at.is_empty() {
             "the Ingress".to_owned()
@@ -123,16 +127,23 @@ fn child<'n, 'a>(
             expected: "a mapping",
         });
     };
+    let mut anchors = None;
     let mut found = None;
-    for (k, v) in entries {
-        // A key Go reads differently from its text (an alias, a tag) could name a class
-        // field that this editor would miss.
-        let key_text = match &k.value {
+    let mut merged = false;
+    for entry in entries {
+        let (k, v) = entry;
+        let k = match &k.value {
             NodeValue::Alias(_) => {
-                return Err(EditError::SharedNode {
+                let table = anchors.get_or_insert_with(|| crate::yaml_tree::anchors(scope));
+                resolve(table, k).ok_or_else(|| EditError::SharedNode {
                     field: format!("a key of {}", field_or_root(at)),
-                });
+                })?
             }
+            _ => k,
+        };
+        // A key Go reads differently from its text (a tag that converts it) could name a
+        // class field that this editor would miss.
+        let key_text = match &k.value {
             NodeValue::Scalar {
                 tag: ScalarTag::Binary | ScalarTag::Other(_),
                 ..
@@ -142,26 +153,87 @@ fn child<'n, 'a>(
                     tag: "other than !!str".to_owned(),
                 });
             }
-            _ => k.as_str(),
+            NodeValue::Scalar { .. } => k.as_str(),
+            _ => None,
         };
-        match key_text {
-            Some("<<") => {
-                return Err(EditError::MergeKey {
-                    field: field_or_root(at),
-                });
-            }
-            Some(name) if name == key => {
+        if key_text == Some("<<") && k.is_plain() {
+            let table = anchors.get_or_insert_with(|| crate::yaml_tree::anchors(scope));
+            // Before an explicit entry of the key, a merge key is overridden by it in v2
+            // and v3 alike; after one, v2 lets it override.
+            if merges_key(table, v, key, 0)? {
                 if found.is_some() {
-                    return Err(EditError::DuplicateKey {
-                        field: dotted(&[at, &[key]].concat()),
+                    return Err(EditError::MergeKey {
+                        field: field_or_root(at),
                     });
                 }
-                found = Some(v);
+                merged = true;
             }
-            _ => {}
+            continue;
+        }
+        if key_text == Some(key) {
+            if found.is_some() {
+                return Err(EditError::DuplicateKey {
+                    field: dotted(&[at, &[key]].concat()),
+                });
+            }
+            found = Some(entry);
         }
     }
+    if merged && found.is_none() {
+        return Err(EditError::MergeKey {
+            field: field_or_root(at),
+        });
+    }
     Ok(found)
+}
+
+type AnchorTable<'n, 'a> = std::collections::HashMap<usize, &'n Node<'a>>;
+
+/// The node an alias refers to, when its anchor is inside the Ingress.
+fn resolve<'n, 'a>(table: &AnchorTable<'n, 'a>, node: &'n Node<'a>) -> Option<&'n Node<'a>> {
+    match node.value {
+        NodeValue::Alias(id) => table.get(&id).copied(),
+        _ => Some(node),
+    }
+}
+
+/// Whether the value of a merge key brings `key` in (directly or through nested merges).
+/// A source this editor cannot follow (an alias to outside the Ingress) counts as yes.
+fn merges_key(
+    table: &AnchorTable<'_, '_>,
+    merged: &Node<'_>,
+    key: &str,
+    depth: usize,
+) -> Result<bool, EditError> {
+    let Some(merged) = resolve(table, merged) else {
+        return Ok(true);
+    };
+    if depth > 16 {
+        return Ok(true);
+    }
+    let sources: Vec<&Node<'_>> = match &merged.value {
+        NodeValue::Sequence { items, .. } => items.iter().collect(),
+        _ => vec![merged],
+    };
+    for source in sources {
+        let Some(source) = resolve(table, source) else {
+            return Ok(true);
+        };
+        let Some(entries) = source.entries() else {
+            continue;
+        };
+        for (k, v) in entries {
+            let Some(k) = resolve(table, k) else {
+                return Ok(true);
+            };
+            match k.as_str() {
+                Some("<<") if merges_key(table, v, key, depth + 1)? => return Ok(true),
+                Some(text) if text == key => return Ok(true),
+                _ => {}
+            }
+        }
+    }
+    Ok(false)
 }
 
 fn field_or_root(at: &[&str]) -> String {
@@ -242,15 +314,17 @@ pub fn plan(text: &str, ingress: &Node<'_>, desired: &ClassFields) -> Result<Vec
 }
 
 /// Byte-level facts about the document being edited.
-struct Layout<'t> {
+struct Layout<'t, 's> {
     text: &'t str,
+    /// The Ingress: aliases in it are resolved against its anchors.
+    scope: &'s Node<'s>,
     newline: &'static str,
     /// How far a nested block mapping is indented past its parent key, as the document does it.
     step: usize,
 }
 
-impl<'t> Layout<'t> {
-    fn new(text: &'t str, ingress: &Node<'_>) -> Self {
+impl<'t, 's> Layout<'t, 's> {
+    fn new(text: &'t str, ingress: &'s Node<'s>) -> Self {
         // The Ingress's own line break: CRLF, LF, or an old Mac's CR alone. Only its own
         // bytes are looked at, so that the Ingresses of a long List cost linear time.
         let own = &text[ingress.span.start.min(text.len())..ingress.span.end.min(text.len())];
@@ -278,6 +352,7 @@ impl<'t> Layout<'t> {
             .unwrap_or(2);
         Layout {
             text,
+            scope: ingress,
             newline,
             step,
         }
@@ -296,22 +371,22 @@ impl<'t> Layout<'t> {
     ) -> Result<(), EditError> {
         let _ = holder;
         let key = path[depth];
-        let field = dotted(&path[..=depth]);
+        let field = || dotted(&path[..=depth]);
         let last = depth + 1 == path.len();
         let Some(entry) = self.entry(mapping, &path[..depth], key)? else {
             self.unshared(mapping, &path[..depth])?;
-            edits.push(self.insert(mapping, &path[depth..], value, &field)?);
+            edits.push(self.insert(mapping, &path[depth..], value, &field())?);
             return Ok(());
         };
         let (k, v) = entry;
         if matches!(v.value, NodeValue::Alias(_)) || v.anchored {
-            return Err(EditError::SharedNode { field });
+            return Err(EditError::SharedNode { field: field() });
         }
         if last {
             if !holds_string(v, value) {
                 if !matches!(v.value, NodeValue::Scalar { .. }) && !v.is_flow() {
                     return Err(EditError::WrongType {
-                        field,
+                        field: field(),
                         expected: "a string",
                     });
                 }
@@ -339,7 +414,7 @@ impl<'t> Layout<'t> {
                 Ok(())
             }
             _ => Err(EditError::WrongType {
-                field,
+                field: field(),
                 expected: "a mapping",
             }),
         }
@@ -355,12 +430,13 @@ impl<'t> Layout<'t> {
         edits: &mut Vec<Edit>,
     ) -> Result<(), EditError> {
         let key = path[depth];
-        let field = dotted(&path[..=depth]);
-        let Some((k, v)) = self.entry(mapping, &path[..depth], key)? else {
+        let field = || dotted(&path[..=depth]);
+        let Some(entry) = self.entry(mapping, &path[..depth], key)? else {
             return Ok(());
         };
+        let (k, v) = entry;
         if matches!(v.value, NodeValue::Alias(_)) || v.anchored {
-            return Err(EditError::SharedNode { field });
+            return Err(EditError::SharedNode { field: field() });
         }
         if depth + 1 < path.len() {
             return match &v.value {
@@ -369,16 +445,20 @@ impl<'t> Layout<'t> {
                 }
                 _ if v.is_null() => Ok(()),
                 _ => Err(EditError::WrongType {
-                    field,
+                    field: field(),
                     expected: "a mapping",
                 }),
             };
         }
         self.unshared(mapping, &path[..depth])?;
+        // Removing the entry removes its key: a key an alias refers to is shared.
+        if k.anchored {
+            return Err(EditError::SharedNode { field: field() });
+        }
         let entries = mapping.entries().unwrap_or_default();
         let index = entries
             .iter()
-            .position(|(ek, _)| ek.as_str() == Some(key))
+            .position(|e| std::ptr::eq(e, entry))
             .unwrap_or_default();
         if entries.len() == 1 {
             // The mapping would be left with nothing, which YAML would read as null:
@@ -389,12 +469,12 @@ impl<'t> Layout<'t> {
                     Ok(())
                 }
                 None => Err(EditError::Layout {
-                    field,
+                    field: field(),
                     why: "it is the Ingress's only key",
                 }),
             };
         }
-        edits.push(self.remove_entry(mapping, index, &field)?);
+        edits.push(self.remove_entry(mapping, index, &field())?);
         Ok(())
     }
 
@@ -404,11 +484,8 @@ impl<'t> Layout<'t> {
         at: &[&str],
         key: &str,
     ) -> Result<Option<&'n (Node<'a>, Node<'a>)>, EditError> {
-        // `child` checks the mapping's shape (merge keys, duplicates); then take the entry.
-        if child(mapping, key, at)?.is_none() {
-            return Ok(None);
-        }
-        Ok(mapping.entry(key))
+        // `child` checks the mapping's shape (merge keys, duplicates) and finds the entry.
+        child(self.scope, mapping, key, at)
     }
 
     fn unshared(&self, mapping: &Node<'_>, at: &[&str]) -> Result<(), EditError> {
@@ -495,8 +572,8 @@ impl<'t> Layout<'t> {
     /// The bytes of a value as written after its key: its tag, block indicator or quotes
     /// included; for a block scalar, up to but not including its last line break.
     fn value_range(&self, key: &Node<'_>, value: &Node<'_>) -> Result<Range<usize>, EditError> {
-        let field = key.as_str().unwrap_or("value").to_owned();
-        let colon = self.colon_after(key, &field)?;
+        let field = key.as_str().unwrap_or("value");
+        let colon = self.colon_after(key, field)?;
         if value.span.is_empty() {
             // An empty (null) value: the parser puts it at the key; it belongs after the `:`.
             return Ok(colon + 1..colon + 1);
@@ -911,10 +988,42 @@ mod tests {
     }
 
     #[test]
+    fn merge_keys_that_do_not_bring_the_field_in_are_edited() {
+        // Both Go readers read these as the explicit entries: a merge key before an
+        // explicit key is overridden by it, one without the key adds nothing to it.
+        for text in [
+            "spec:\n  <<: {rules: []}\n  ingressClassName: a\n",
+            "spec:\n  <<: {ingressClassName: b}\n  ingressClassName: a\n",
+        ] {
+            let out = rewrite(text, &fields(Some("on"), Some("on")));
+            assert!(out.contains("ingressClassName: \"on\""), "{out}");
+        }
+    }
+
+    #[test]
+    fn alias_keys_and_local_tags_read_as_go_reads_them() {
+        let text = "metadata:\n  labels: {k: &k ingressClassName}\nspec:\n  *k : !custom nginx\n";
+        let root = parse_document(text).unwrap().unwrap();
+        assert_eq!(
+            read_class_fields(&root)
+                .unwrap()
+                .ingress_class_name
+                .as_deref(),
+            Some("nginx")
+        );
+        let out = rewrite(text, &fields(Some("on"), Some("on")));
+        assert!(out.contains("  *k : \"on\"\n"), "{out}");
+    }
+
+    #[test]
     fn refuses_what_it_would_misread() {
         let cases = [
             (
-                "base: &base {a: 1}\nspec:\n  <<: *base\n  rules: []\n",
+                "base: &base {ingressClassName: a}\nspec:\n  <<: *base\n  rules: []\n",
+                "merge key",
+            ),
+            (
+                "spec:\n  ingressClassName: a\n  <<: {ingressClassName: b}\n",
                 "merge key",
             ),
             (

@@ -239,7 +239,9 @@ fn render_documents(
             continue;
         }
         let name = name_of(stream, document, &mut lines);
-        if let Some(edits) = render_document(text, &name, rules, &mut rendered.ingresses)? {
+        if let Some(mut edits) = render_document(text, &name, rules, &mut rendered.ingresses)? {
+            // Kept until the whole stream is checked: no spare room.
+            edits.shrink_to_fit();
             rendered.changed.push(ChangedDocument {
                 document: document.clone(),
                 edits,
@@ -272,49 +274,52 @@ const UNICODE_LINE_BREAKS: [(char, &str, char); 3] = [
     ('\u{2029}', "a PARAGRAPH SEPARATOR (U+2029)", 'P'),
 ];
 
-/// Refuses a document with a Unicode line break that Go might read as one of ours: the
-/// parser here and Go's readers would not see the same document. Read both ways: with the
-/// characters as they are, and with each one a line break, as Go reads them.
-fn check_unicode_line_breaks(text: &str, name: &DocumentName) -> Result<(), RenderError> {
-    let Some((offset, (_, what, escape))) = text.char_indices().find_map(|(i, c)| {
+/// A document's text as Go's readers see its lines, when it has a Unicode line break:
+/// each one replaced by a line break of the same length (NEL's two bytes by CRLF, LS's
+/// and PS's three by a space and CRLF), so that every offset is that of the original text
+/// and edits planned on it apply to the original. A space before a line break changes no
+/// structure, no plain or quoted scalar, and no comment.
+struct GoLines {
+    text: String,
+    /// The first Unicode line break: its offset, name and escape.
+    first: (usize, &'static str, char),
+}
+
+fn go_lines(text: &str) -> Option<GoLines> {
+    // All three start with 0xC2 (NEL) or 0xE2 (LS, PS); most documents have neither.
+    memchr::memchr2(0xC2, 0xE2, text.as_bytes())?;
+    let (offset, (_, what, escape)) = text.char_indices().find_map(|(i, c)| {
         UNICODE_LINE_BREAKS
             .iter()
             .find(|(b, ..)| *b == c)
             .map(|found| (i, *found))
-    }) else {
-        return Ok(());
-    };
-    let as_go_reads: String = text
-        .chars()
-        .map(|c| {
-            if UNICODE_LINE_BREAKS.iter().any(|(b, ..)| *b == c) {
-                '\n'
-            } else {
-                c
-            }
-        })
-        .collect();
-    let ours = |t: &str| match yaml_tree::parse_document(t) {
-        Ok(Some(root)) => {
-            let mut anchors = Anchors::new(&root);
-            let ty = go_readers::go_type(&root, "the top level", &mut anchors);
-            ty.may_be_ingress() || ty.may_be_list()
+    })?;
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\u{85}' => out.push_str("\r\n"),
+            '\u{2028}' | '\u{2029}' => out.push_str(" \r\n"),
+            c => out.push(c),
         }
-        Ok(None) => false,
-        Err(_) => true,
-    };
-    if ours(text) || ours(&as_go_reads) {
-        let document = name.clone();
+    }
+    Some(GoLines {
+        text: out,
+        first: (offset, what, escape),
+    })
+}
+
+impl GoLines {
+    fn error(&self, original: &str, name: &DocumentName) -> RenderError {
+        let (offset, what, escape) = self.first;
         let line =
-            document.first_line + memchr::memchr_iter(b'\n', &text.as_bytes()[..offset]).count();
-        return Err(RenderError::UnicodeLineBreak {
-            document,
+            name.first_line + memchr::memchr_iter(b'\n', &original.as_bytes()[..offset]).count();
+        RenderError::UnicodeLineBreak {
+            document: name.clone(),
             line,
             name: what,
             escape,
-        });
+        }
     }
-    Ok(())
 }
 
 /// Classifies one document as Go reads it and applies the rules to every Ingress in it;
@@ -325,7 +330,20 @@ fn render_document(
     rules: &RenderRules,
     outcomes: &mut Vec<IngressOutcome>,
 ) -> Result<Option<Vec<Edit>>, RenderError> {
-    check_unicode_line_breaks(text, name)?;
+    // Go's readers take NEL, LS and PS for line breaks: read the document as they do.
+    let original = text;
+    let go_lines = go_lines(text);
+    let text = go_lines.as_ref().map_or(text, |g| g.text.as_str());
+    // A List in the plain form is read one item at a time (a tab anywhere sends it the
+    // whole-tree way, which checks tabs against the whole document).
+    if go_lines.is_none()
+        && memmem::find(text.as_bytes(), b"List").is_some()
+        && memchr::memchr(b'\t', text.as_bytes()).is_none()
+        && let Ok(Some(list)) = yaml_tree::plain_list(text)
+        && ingress_rules::is_ingress_container_list(&list.api_version, &list.kind)
+    {
+        return render_plain_list(text, &list, name, rules, outcomes);
+    }
     let root = match yaml_tree::parse_document(text) {
         Ok(Some(root)) => root,
         Ok(None) => return Ok(None),
@@ -338,6 +356,9 @@ fn render_document(
             });
             if !ours {
                 return Ok(None);
+            }
+            if let Some(go_lines) = &go_lines {
+                return Err(go_lines.error(original, name));
             }
             let document = name.clone();
             return Err(RenderError::Syntax {
@@ -373,52 +394,21 @@ fn render_document(
     let mut edits = Vec::new();
     let mut desired = Vec::new();
     for ingress in ingresses {
-        let ingress_name = ingress_name(ingress);
-        let edit_error = |error| RenderError::Edit {
-            document: name.clone(),
-            ingress: ingress_name.clone(),
-            error,
-        };
-        let before = ingress_edit::read_class_fields(ingress).map_err(edit_error)?;
-        let Enforcement {
-            fields, warning, ..
-        } = enforce(&rules.resolved.target, &before, rules.kubernetes).map_err(|error| {
-            RenderError::Rule {
-                document: name.clone(),
-                ingress: ingress_name.clone(),
-                error,
-            }
-        })?;
-        // --strict: the first Ingress left without a class fails the stream, like any
-        // other error, in stream order.
-        if rules.strict && warning.is_some() {
-            return Err(RenderError::StrictNoClass {
-                document: name.clone(),
-                ingress: ingress_name,
-            });
-        }
-        // R5 leaves the chart's fields exactly as written: a plain `on` or `123` stays
-        // plain (R4 re-quotes them, since it sets the class as a string).
-        let planned = if rules.resolved.target == IngressTarget::NoClass {
-            Vec::new()
-        } else {
-            ingress_edit::plan(text, ingress, &fields).map_err(edit_error)?
-        };
-        outcomes.push(IngressOutcome {
-            document: name.clone(),
-            ingress: ingress_name,
-            before,
-            after: fields.clone(),
-            edited: !planned.is_empty(),
-            warning,
-        });
-        edits.extend(planned);
+        let fields = enforce_one(text, ingress, name, rules, outcomes, &mut edits)?;
         desired.push(fields);
     }
     if edits.is_empty() {
         return Ok(None);
     }
     edits.sort_by_key(|e: &Edit| (e.range.start, e.range.end));
+    // An edit that would cut a Unicode line break of the original in two.
+    if let Some(go_lines) = &go_lines
+        && edits.iter().any(|e| {
+            !original.is_char_boundary(e.range.start) || !original.is_char_boundary(e.range.end)
+        })
+    {
+        return Err(go_lines.error(original, name));
+    }
     // The edited text lives only as long as its check: what is kept is the edits.
     let new_text = ingress_edit::apply(text, &edits);
     verify(&root, &new_text, &desired).map_err(|what| RenderError::Verify {
@@ -465,6 +455,164 @@ fn verify(before: &Node<'_>, after_text: &str, desired: &[ClassFields]) -> Resul
         return Err("something besides the class fields changed".to_owned());
     }
     Ok(())
+}
+
+/// Applies the rules to one Ingress of `text`: its outcome goes to `outcomes`, its edits to
+/// `edits`; the class fields it must read back with.
+fn enforce_one(
+    text: &str,
+    ingress: &Node<'_>,
+    name: &DocumentName,
+    rules: &RenderRules,
+    outcomes: &mut Vec<IngressOutcome>,
+    edits: &mut Vec<Edit>,
+) -> Result<ClassFields, RenderError> {
+    let ingress_name = ingress_name(ingress);
+    let edit_error = |error| RenderError::Edit {
+        document: name.clone(),
+        ingress: ingress_name.clone(),
+        error,
+    };
+    let before = ingress_edit::read_class_fields(ingress).map_err(edit_error)?;
+    let Enforcement {
+        fields, warning, ..
+    } = enforce(&rules.resolved.target, &before, rules.kubernetes).map_err(|error| {
+        RenderError::Rule {
+            document: name.clone(),
+            ingress: ingress_name.clone(),
+            error,
+        }
+    })?;
+    // --strict: the first Ingress left without a class fails the stream, like any
+    // other error, in stream order.
+    if rules.strict && warning.is_some() {
+        return Err(RenderError::StrictNoClass {
+            document: name.clone(),
+            ingress: ingress_name,
+        });
+    }
+    // R5 leaves the chart's fields exactly as written: a plain `on` or `123` stays
+    // plain (R4 re-quotes them, since it sets the class as a string).
+    let planned = if rules.resolved.target == IngressTarget::NoClass {
+        Vec::new()
+    } else {
+        ingress_edit::plan(text, ingress, &fields).map_err(edit_error)?
+    };
+    outcomes.push(IngressOutcome {
+        document: name.clone(),
+        ingress: ingress_name,
+        before,
+        after: fields.clone(),
+        edited: !planned.is_empty(),
+        warning,
+    });
+    edits.extend(planned);
+    Ok(fields)
+}
+
+/// A List in the plain form of [`yaml_tree::plain_list`], read one item at a time so that
+/// a List of thousands of Ingresses never has all their trees at once. The same rules and
+/// the same self-check as for a whole document: the edited List is read again item by
+/// item, each Ingress must read back as the rules said and need no second pass, and every
+/// item, with its class fields set aside, must be the tree it was (compared by a digest of
+/// its canonical form, so that no item's tree is kept).
+fn render_plain_list(
+    text: &str,
+    list: &yaml_tree::PlainList,
+    name: &DocumentName,
+    rules: &RenderRules,
+    outcomes: &mut Vec<IngressOutcome>,
+) -> Result<Option<Vec<Edit>>, RenderError> {
+    let mut edits = Vec::new();
+    let mut desired: Vec<(usize, ClassFields)> = Vec::new();
+    let mut digests = Vec::with_capacity(list.items);
+    let syntax = |error: SyntaxError| RenderError::Syntax {
+        error: error.shifted(name.first_line),
+        document: name.clone(),
+    };
+    yaml_tree::for_each_list_item(text, |index, item| {
+        let mut anchors = Anchors::new(&item);
+        let at = format!("items[{index}]");
+        let ty = go_readers::go_type(&item, &at, &mut anchors);
+        if ty.may_be_ingress() {
+            if let Some(doubt) = ty.doubt {
+                return Err(RenderError::Doubt {
+                    document: name.clone(),
+                    doubt,
+                });
+            }
+            let fields = enforce_one(text, &item, name, rules, outcomes, &mut edits)?;
+            desired.push((index, fields));
+        }
+        digests.push(digest(&item));
+        Ok(())
+    })
+    .map_err(|e| match e {
+        yaml_tree::ItemsError::Syntax(error) => syntax(error),
+        yaml_tree::ItemsError::Item(error) => error,
+    })?;
+    if edits.is_empty() {
+        return Ok(None);
+    }
+    edits.sort_by_key(|e: &Edit| (e.range.start, e.range.end));
+    let new_text = ingress_edit::apply(text, &edits);
+    let verify_error = |what: String| RenderError::Verify {
+        document: name.clone(),
+        ingress: outcomes
+            .last()
+            .map_or(IngressName(String::new()), |o| o.ingress.clone()),
+        what,
+    };
+    match yaml_tree::plain_list(&new_text) {
+        Ok(Some(after)) if after == *list => {}
+        _ => {
+            return Err(verify_error(
+                "the edited List does not read as the same List".to_owned(),
+            ));
+        }
+    }
+    let mut wanted = desired.iter().peekable();
+    let mut checked = 0;
+    yaml_tree::for_each_list_item(&new_text, |index, item| {
+        if let Some((_, want)) = wanted.next_if(|(i, _)| *i == index) {
+            let got = ingress_edit::read_class_fields(&item).map_err(|e| e.to_string())?;
+            if &got != want {
+                return Err(format!(
+                    "class fields read back as {got:?}, expected {want:?}"
+                ));
+            }
+            let again = ingress_edit::plan(&new_text, &item, want).map_err(|e| e.to_string())?;
+            if !again.is_empty() {
+                return Err("a second pass would edit again (not idempotent)".to_owned());
+            }
+        }
+        if digests.get(index) != Some(&digest(&item)) {
+            return Err("something besides the class fields changed".to_owned());
+        }
+        checked += 1;
+        Ok(())
+    })
+    .map_err(|e| match e {
+        yaml_tree::ItemsError::Syntax(error) => {
+            verify_error(format!("the edited document does not parse ({error})"))
+        }
+        yaml_tree::ItemsError::Item(what) => verify_error(what),
+    })?;
+    if checked != digests.len() || wanted.next().is_some() {
+        return Err(verify_error(
+            "the edited List has another number of items".to_owned(),
+        ));
+    }
+    Ok(Some(edits))
+}
+
+/// A digest of an item's canonical form with the class fields of an Ingress set aside.
+fn digest(item: &Node<'_>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut anchors = Anchors::new(item);
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    canonical(item, true, &mut anchors).hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The Ingress mappings of a document as Go reads it: the document itself, or the Ingress
@@ -518,7 +666,7 @@ fn ingress_name(ingress: &Node<'_>) -> IngressName {
 /// A comparable form of a node: scalars by value and whether they are plain (which
 /// decides their type for Go's YAML readers); with `strip`, Ingresses lose their class
 /// fields and the containers those leave empty.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, PartialEq, Hash)]
 enum Canonical<'n> {
     Scalar {
         text: &'n str,
@@ -547,6 +695,15 @@ fn canonical<'n, 'a>(
             entries
                 .iter()
                 .map(|(k, v)| {
+                    // An alias key reads as the scalar it refers to (a class field's
+                    // key may be one).
+                    let k = match anchors.resolve(k) {
+                        resolved @ Node {
+                            value: NodeValue::Scalar { .. },
+                            ..
+                        } => resolved,
+                        _ => k,
+                    };
                     (
                         canonical(k, false, anchors),
                         canonical(v, strip && k.as_str() == Some("items"), anchors),
@@ -741,6 +898,49 @@ mod tests {
             out.ends_with(
                 "  - apiVersion: v1\n    kind: ConfigMap\n    metadata:\n      name: a\n"
             )
+        );
+    }
+
+    #[test]
+    fn r6_list_read_item_by_item_gives_the_whole_tree_answer() {
+        // A tab anywhere sends a List the whole-tree way: the two ways must agree, edits,
+        // outcomes and errors alike.
+        let items: String = (0..6)
+            .map(|i| match i % 3 {
+                0 => format!("  - apiVersion: networking.k8s.io/v1\n    kind: Ingress\n    metadata: {{name: a{i}}}\n    spec:\n      ingressClassName: old\n"),
+                1 => format!("  - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: c{i}}}}}\n"),
+                _ => format!("  - apiVersion: extensions/v1beta1\n    kind: Ingress\n    metadata:\n      name: b{i}\n      annotations: {{kubernetes.io/ingress.class: x}}\n    spec: {{}}\n"),
+            })
+            .collect();
+        let plain = format!("apiVersion: v1\nkind: List\nitems:\n{items}metadata: {{}}\n");
+        let tree = format!("#\tread whole\n{plain}");
+        assert!(yaml_tree::plain_list(&plain).unwrap().is_some());
+        for rules in [class("on"), dedicated(), no_class()] {
+            let out = run(&plain, &rules);
+            assert_eq!(format!("#\tread whole\n{out}"), run(&tree, &rules));
+            let a = render(plain.as_bytes(), &rules).unwrap();
+            let b = render(tree.as_bytes(), &rules).unwrap();
+            let names = |r: &Rendered| {
+                r.ingresses
+                    .iter()
+                    .map(|o| {
+                        (
+                            o.ingress.0.clone(),
+                            o.before.clone(),
+                            o.after.clone(),
+                            o.edited,
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(names(&a), names(&b));
+            assert_eq!(a.ingresses.len(), 4);
+        }
+        let bad = plain.replace("ingressClassName: old", "ingressClassName: {x: 1}");
+        let err = |t: &str| render(t.as_bytes(), &class("on")).unwrap_err().to_string();
+        assert_eq!(
+            err(&bad).replace("line 1", "line 2"),
+            err(&format!("#\tx\n{bad}")).replace("line 1", "line 2")
         );
     }
 

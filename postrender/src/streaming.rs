@@ -52,7 +52,9 @@ pub fn render_stream(
         .clamp(1, MAX_BLOCKS_IN_FLIGHT);
     std::thread::scope(|scope| {
         let mut handles = std::collections::VecDeque::new();
-        let mut results: Vec<BlockResult> = Vec::new();
+        // Each block's result is merged as soon as it is in, in stream order, so that the
+        // outcomes are never held twice (once per block and once merged).
+        let mut merged = Merge::default();
         let mut block: Vec<u8> = Vec::with_capacity(block_bytes * 2);
         let mut scratch = vec![0u8; 1 << 16];
         // A block with one huge document has no cut yet: look again only after another
@@ -81,15 +83,17 @@ pub fn render_stream(
                 if handles.len() >= in_flight
                     && let Some(oldest) = handles.pop_front()
                 {
-                    results.push(join(oldest));
+                    merged.push(join(oldest))?;
                 }
                 handles.push_back(scope.spawn(move || render_block(full, rules)));
             }
         }
         let last = render_block(block, rules);
-        results.extend(handles.into_iter().map(join));
-        results.push(last);
-        merge(results)
+        for handle in handles {
+            merged.push(join(handle))?;
+        }
+        merged.push(last)?;
+        Ok(merged.out)
     })
 }
 
@@ -128,36 +132,53 @@ fn last_complete_cut(block: &[u8]) -> Option<usize> {
     (documents.len() >= 2 && last.range.start > 0).then_some(last.range.start)
 }
 
-/// Joins the blocks' results in stream order, renumbering documents and lines.
-fn merge(results: Vec<BlockResult>) -> Result<StreamRendered, StreamError> {
-    let mut out = StreamRendered::default();
-    let (mut documents_before, mut lines_before, mut bytes_before) = (0, 0, 0);
-    for (block, result, documents, lines) in results {
+/// The blocks' results joined in stream order, documents and lines renumbered.
+#[derive(Default)]
+struct Merge {
+    out: StreamRendered,
+    documents_before: usize,
+    lines_before: usize,
+}
+
+impl Merge {
+    /// Adds the next block's result; the first error in stream order ends the stream.
+    fn push(&mut self, (block, result, documents, lines): BlockResult) -> Result<(), StreamError> {
+        let bytes_before = self.out.bytes;
         let mut rendered = match result {
             Ok(rendered) => rendered,
             Err(mut error) => {
-                error.renumber(documents_before, lines_before, bytes_before);
+                error.renumber(self.documents_before, self.lines_before, bytes_before);
                 return Err(error.into());
             }
         };
         for changed in &mut rendered.changed {
-            changed.document.index += documents_before;
+            changed.document.index += self.documents_before;
             changed.document.range = changed.document.range.start + bytes_before
                 ..changed.document.range.end + bytes_before;
         }
         for outcome in &mut rendered.ingresses {
-            outcome.document.renumber(documents_before, lines_before);
+            outcome
+                .document
+                .renumber(self.documents_before, self.lines_before);
         }
+        let out = &mut self.out;
         out.rendered.documents += rendered.documents;
-        out.rendered.ingresses.append(&mut rendered.ingresses);
-        out.rendered.changed.append(&mut rendered.changed);
+        if out.rendered.ingresses.is_empty() {
+            out.rendered.ingresses = rendered.ingresses;
+        } else {
+            out.rendered.ingresses.append(&mut rendered.ingresses);
+        }
+        if out.rendered.changed.is_empty() {
+            out.rendered.changed = rendered.changed;
+        } else {
+            out.rendered.changed.append(&mut rendered.changed);
+        }
         out.bytes += block.len();
-        documents_before += documents;
-        lines_before += lines;
-        bytes_before += block.len();
+        self.documents_before += documents;
+        self.lines_before += lines;
         out.blocks.push(block);
+        Ok(())
     }
-    Ok(out)
 }
 
 impl StreamRendered {

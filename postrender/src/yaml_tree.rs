@@ -96,7 +96,10 @@ pub enum ScalarTag {
     Str,
     /// `!!binary`: base64 that Go's readers decode into the string they use.
     Binary,
-    /// Any other tag (`!!int`, `!local`): Go's readers may refuse or convert the value.
+    /// A local tag (`!custom`): Go's readers (v2 and v3) ignore it and read the scalar as
+    /// a string, whatever its text (`!custom 123` is the string "123").
+    Local(String),
+    /// Any other tag (`!!int`, `tag:…`): Go's readers may refuse or convert the value.
     Other(String),
 }
 
@@ -109,6 +112,7 @@ impl ScalarTag {
         match full.as_str() {
             "tag:yaml.org,2002:str" => ScalarTag::Str,
             "tag:yaml.org,2002:binary" => ScalarTag::Binary,
+            _ if tag.original_handle() == "!" => ScalarTag::Local(full),
             _ => ScalarTag::Other(format!("{}{}", tag.original_handle(), tag.suffix())),
         }
     }
@@ -155,6 +159,17 @@ impl<'a> Node<'a> {
         self.entries()?
             .iter()
             .find(|(k, _)| k.as_str() == Some(key))
+    }
+
+    /// A plain (unquoted) scalar.
+    pub fn is_plain(&self) -> bool {
+        matches!(
+            self.value,
+            NodeValue::Scalar {
+                style: ScalarStyle::Plain,
+                ..
+            }
+        )
     }
 
     pub fn is_flow(&self) -> bool {
@@ -389,15 +404,17 @@ impl<'a> Builder<'a> {
 }
 
 /// The first line (1-based) of `text` whose indentation holds a tab where Go's YAML
-/// readers refuse one: Helm and kubectl fail with "found character that cannot start any
-/// token" on a tab before a block node, a comment or nothing, and on a tab in the first
-/// line of a block scalar, where YAML 1.2 (and this parser) allow some. Lines inside a flow
-/// collection, and the later lines of a block scalar past its indentation, may hold tabs.
+/// readers refuse one. go-yaml (v2 and v3, both ports of libyaml) skips a tab before a
+/// token only inside a flow collection, so a tab in the indentation of a block node, a
+/// comment or a blank line fails ("found character that cannot start any token", or "a tab
+/// character that violates indentation" after a plain scalar). Its scalar scanners take
+/// tabs themselves: anywhere on the later lines of a quoted scalar, on the later lines of a
+/// plain scalar from the column past the enclosing collection's indentation on, and in a
+/// block scalar past its indentation (not on its first line, where YAML 1.2 allows some).
 pub fn tab_in_indentation(text: &str, root: &Node<'_>) -> Option<usize> {
     memchr::memchr(b'\t', text.as_bytes())?;
-    let mut flows = Vec::new();
-    let mut blocks = Vec::new();
-    collect_tab_exempt(root, &mut flows, &mut blocks);
+    let mut exempt = TabExempt::default();
+    collect_tab_exempt(text, root, 0, &mut exempt);
     let bytes = text.as_bytes();
     let mut line = 1;
     let mut start = 0;
@@ -408,7 +425,7 @@ pub fn tab_in_indentation(text: &str, root: &Node<'_>) -> Option<usize> {
             .take_while(|b| matches!(b, b' ' | b'\t'))
             .count();
         let spaces = bytes[start..end].iter().take_while(|b| **b == b' ').count();
-        if spaces < indentation && !tab_allowed(text, start, spaces, &flows, &blocks) {
+        if spaces < indentation && !exempt.allows(text, start, spaces) {
             return Some(line);
         }
         // One line break: `\r\n`, `\r` or `\n`.
@@ -422,19 +439,41 @@ pub fn tab_in_indentation(text: &str, root: &Node<'_>) -> Option<usize> {
     None
 }
 
-fn tab_allowed(
+/// The parts of a document whose lines may start with a tab, to Go's readers.
+#[derive(Default)]
+struct TabExempt {
+    flows: Vec<Range<usize>>,
+    blocks: Vec<Range<usize>>,
+    quoted: Vec<Range<usize>>,
+    /// A multi-line plain scalar, and the column a tab on its later lines may start at.
+    plain: Vec<(Range<usize>, usize)>,
+}
+
+impl TabExempt {
+    /// Whether the line starting at `line_start`, whose first tab is at column `spaces`,
+    /// is one that Go's readers accept.
+    fn allows(&self, text: &str, line_start: usize, spaces: usize) -> bool {
+        let within = |r: &Range<usize>| r.start < line_start && line_start < r.end;
+        if self.flows.iter().chain(&self.quoted).any(within) {
+            return true;
+        }
+        if self
+            .plain
+            .iter()
+            .any(|(r, column)| within(r) && spaces >= *column)
+        {
+            return true;
+        }
+        tab_allowed_in_block(text, line_start, spaces, &self.blocks)
+    }
+}
+
+fn tab_allowed_in_block(
     text: &str,
     line_start: usize,
     spaces: usize,
-    flows: &[Range<usize>],
     blocks: &[Range<usize>],
 ) -> bool {
-    if flows
-        .iter()
-        .any(|f| f.start < line_start && line_start < f.end)
-    {
-        return true;
-    }
     let Some(block) = blocks.iter().find(|b| {
         let first_line = text[..b.start].rfind(['\n', '\r']).map_or(0, |i| i + 1);
         first_line <= line_start && line_start < b.end
@@ -459,33 +498,252 @@ fn tab_allowed(
     content_start < line_start && spaces >= indentation
 }
 
-fn collect_tab_exempt(
-    node: &Node<'_>,
-    flows: &mut Vec<Range<usize>>,
-    blocks: &mut Vec<Range<usize>>,
-) {
-    if node.is_flow() {
-        flows.push(node.span.clone());
-        return;
+/// Where go-yaml's plain scalar scanner stops reading after a scalar that ends at `end`:
+/// it reads on through blank lines, looking for a continuation, up to the first line with
+/// content (a comment line included, where it stops).
+fn plain_scan_end(text: &str, end: usize) -> usize {
+    let bytes = text.as_bytes();
+    let line_end = |from: usize| {
+        memchr::memchr2(b'\n', b'\r', &bytes[from..]).map_or(bytes.len(), |i| from + i)
+    };
+    let next_line = |at: usize| {
+        if bytes.get(at) == Some(&b'\r') && bytes.get(at + 1) == Some(&b'\n') {
+            at + 2
+        } else {
+            at + 1
+        }
+    };
+    let mut at = line_end(end.min(bytes.len()));
+    while at < bytes.len() {
+        let start = next_line(at);
+        let stop = line_end(start.min(bytes.len()));
+        let first = bytes[start.min(stop)..stop]
+            .iter()
+            .find(|b| !matches!(b, b' ' | b'\t'));
+        match first {
+            None => at = stop,
+            Some(b'#') => return stop,
+            Some(_) => break,
+        }
     }
-    if node.is_block_scalar() {
-        blocks.push(node.span.clone());
+    at
+}
+
+/// Collects the exempt parts under `node`; `indent` is the column a plain scalar's later
+/// lines may hold a tab from (one past the enclosing block collection's column).
+fn collect_tab_exempt(text: &str, node: &Node<'_>, indent: usize, exempt: &mut TabExempt) {
+    if node.is_flow() {
+        exempt.flows.push(node.span.clone());
         return;
     }
     match &node.value {
+        NodeValue::Scalar { style, .. } => match style {
+            ScalarStyle::Literal | ScalarStyle::Folded => exempt.blocks.push(node.span.clone()),
+            ScalarStyle::SingleQuoted | ScalarStyle::DoubleQuoted => {
+                exempt.quoted.push(node.span.clone());
+            }
+            _ => exempt
+                .plain
+                .push((node.span.start..plain_scan_end(text, node.span.end), indent)),
+        },
         NodeValue::Mapping { entries, .. } => {
             for (k, v) in entries {
-                collect_tab_exempt(k, flows, blocks);
-                collect_tab_exempt(v, flows, blocks);
+                collect_tab_exempt(text, k, node.column + 1, exempt);
+                collect_tab_exempt(text, v, node.column + 1, exempt);
             }
         }
         NodeValue::Sequence { items, .. } => {
             for item in items {
-                collect_tab_exempt(item, flows, blocks);
+                collect_tab_exempt(text, item, node.column + 1, exempt);
             }
         }
-        NodeValue::Scalar { .. } | NodeValue::Alias(_) => {}
+        NodeValue::Alias(_) => {}
     }
+}
+
+/// The top level of a List document in the plain form that lets its items be read one
+/// at a time (a tree of a List of thousands of Ingresses would cost many times its size):
+/// a mapping whose keys are untagged, unanchored scalars without a merge key, that names
+/// `apiVersion` and `kind` once each with an untagged scalar and `items` once with a
+/// sequence, in a document with no alias. Anything else is read whole.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PlainList {
+    pub api_version: String,
+    pub kind: String,
+    pub items: usize,
+}
+
+/// Reads a document's top level as [`PlainList`] describes; `Ok(None)` when it is not in
+/// that form. Builds no tree.
+pub fn plain_list(text: &str) -> Result<Option<PlainList>, SyntaxError> {
+    let mut parser = Parser::new_from_str_with_options(text, options());
+    let mut depth = 0usize;
+    let mut expecting_key = true;
+    let mut key: Option<Cow<'_, str>> = None;
+    let (mut api_version, mut kind, mut items) = (Vec::new(), Vec::new(), None::<usize>);
+    let mut in_items = false;
+    let mut documents = 0;
+    while let Some(event) = parser.next_event() {
+        let (event, span) = event?;
+        match event {
+            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd => continue,
+            Event::DocumentStart(..) => {
+                documents += 1;
+                if documents > 1 {
+                    return Err(SyntaxError::at(
+                        &span,
+                        "a second document where one was expected",
+                    ));
+                }
+                continue;
+            }
+            Event::Alias(_) | Event::UnresolvedAlias(_) => return Ok(None),
+            _ => {}
+        }
+        match (depth, event) {
+            (0, Event::MappingStart(..)) => depth = 1,
+            (0, _) => return Ok(None),
+            (1, Event::MappingEnd) => depth = 0,
+            (1, Event::Scalar(value, style, anchor, tag)) if expecting_key => {
+                if tag.is_some() || anchor != 0 || (style == ScalarStyle::Plain && value == "<<") {
+                    return Ok(None);
+                }
+                key = Some(value);
+                expecting_key = false;
+            }
+            (1, Event::Scalar(value, _, _, tag)) => {
+                match key.as_deref() {
+                    Some("apiVersion" | "kind") if tag.is_some() => return Ok(None),
+                    Some("apiVersion") => api_version.push(value.into_owned()),
+                    // Not a List: no need to read further.
+                    Some("kind") if !value.ends_with("List") => return Ok(None),
+                    Some("kind") => kind.push(value.into_owned()),
+                    Some("items") => return Ok(None),
+                    _ => {}
+                }
+                expecting_key = true;
+            }
+            (1, event @ (Event::SequenceStart(..) | Event::MappingStart(..))) if !expecting_key => {
+                let is_items = key.as_deref() == Some("items");
+                if matches!(key.as_deref(), Some("apiVersion" | "kind")) {
+                    return Ok(None);
+                }
+                if is_items {
+                    if items.is_some() || matches!(event, Event::MappingStart(..)) {
+                        return Ok(None);
+                    }
+                    items = Some(0);
+                }
+                in_items = is_items;
+                depth = 2;
+            }
+            (1, _) => return Ok(None),
+            (2, Event::SequenceEnd | Event::MappingEnd) => {
+                depth = 1;
+                in_items = false;
+                expecting_key = true;
+            }
+            (d, event) => {
+                let opens = matches!(event, Event::SequenceStart(..) | Event::MappingStart(..));
+                let closes = matches!(event, Event::SequenceEnd | Event::MappingEnd);
+                if in_items && d == 2 && !closes {
+                    items = items.map(|n| n + 1);
+                }
+                if opens {
+                    depth += 1;
+                } else if closes {
+                    depth -= 1;
+                }
+            }
+        }
+    }
+    let (Some(items), [api_version], [kind]) = (items, api_version.as_slice(), kind.as_slice())
+    else {
+        return Ok(None);
+    };
+    Ok(Some(PlainList {
+        api_version: api_version.clone(),
+        kind: kind.clone(),
+        items,
+    }))
+}
+
+/// Why reading the items of a List one at a time stopped.
+#[derive(Debug)]
+pub enum ItemsError<E> {
+    Syntax(SyntaxError),
+    Item(E),
+}
+
+/// Calls `f` with each item of the top-level `items` sequence of a document in the form
+/// [`plain_list`] accepts, as a tree (spans in `text`), one at a time: only one item's tree
+/// exists at once.
+pub fn for_each_list_item<E>(
+    text: &str,
+    mut f: impl FnMut(usize, Node<'_>) -> Result<(), E>,
+) -> Result<(), ItemsError<E>> {
+    let mut parser = Parser::new_from_str_with_options(text, options());
+    let mut depth = 0usize;
+    let mut expecting_key = true;
+    let mut items_next = false;
+    let mut in_items = false;
+    let mut builder = Builder::default();
+    let mut index = 0;
+    while let Some(event) = parser.next_event() {
+        let (event, span) = event.map_err(|e| ItemsError::Syntax(e.into()))?;
+        if matches!(
+            event,
+            Event::StreamStart | Event::StreamEnd | Event::DocumentStart(..) | Event::DocumentEnd
+        ) {
+            continue;
+        }
+        if in_items {
+            if builder.open.is_empty() && matches!(event, Event::SequenceEnd) {
+                in_items = false;
+                depth = 1;
+                expecting_key = true;
+                continue;
+            }
+            if let Some(item) = builder
+                .push(event, &span, text)
+                .map_err(ItemsError::Syntax)?
+            {
+                f(index, item).map_err(ItemsError::Item)?;
+                index += 1;
+            }
+            continue;
+        }
+        let opens = matches!(event, Event::SequenceStart(..) | Event::MappingStart(..));
+        let closes = matches!(event, Event::SequenceEnd | Event::MappingEnd);
+        if depth == 1 {
+            match &event {
+                Event::Scalar(value, ..) if expecting_key => {
+                    items_next = value == "items";
+                    expecting_key = false;
+                    continue;
+                }
+                Event::SequenceStart(..) if items_next => {
+                    in_items = true;
+                    items_next = false;
+                    continue;
+                }
+                _ if !closes => {
+                    expecting_key = !opens;
+                    items_next = false;
+                }
+                _ => {}
+            }
+        }
+        if opens {
+            depth += 1;
+        } else if closes {
+            depth = depth.saturating_sub(1);
+            if depth == 1 {
+                expecting_key = true;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Reads the top-level `apiVersion` and `kind` of a document, parsing no further than
