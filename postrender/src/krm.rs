@@ -144,7 +144,8 @@ struct Envelope {
 }
 
 /// Reads the `functionConfig:` entry (its text, `functionConfig:` line included).
-fn read_function_config(text: &str) -> Result<Option<FunctionConfig>, KrmError> {
+/// `first_line` is the entry's line in the `ResourceList`, for messages.
+fn read_function_config(text: &str, first_line: usize) -> Result<Option<FunctionConfig>, KrmError> {
     let mut path = String::new();
     let parsed = serde_saphyr::with_deserializer_from_str(text, |de| {
         serde_path_to_error::deserialize::<_, Envelope>(de).map_err(|e| {
@@ -152,13 +153,28 @@ fn read_function_config(text: &str) -> Result<Option<FunctionConfig>, KrmError> 
             e.into_inner()
         })
     });
-    let envelope = parsed.map_err(|e| KrmError::FunctionConfig {
-        field: if path.is_empty() || path == "." {
-            "functionConfig".to_owned()
-        } else {
-            path.escape_debug().to_string()
-        },
-        message: one_line(&e.without_snippet().to_string()),
+    let envelope = parsed.map_err(|e| {
+        let mut message = e.without_snippet().to_string();
+        if let Some(at) = e.location() {
+            message = message.replace(
+                &format!(" at line {}, column {}", at.line(), at.column()),
+                "",
+            );
+            message = format!(
+                "line {} column {}: {}",
+                at.line() as usize + first_line - 1,
+                at.column(),
+                one_line(&message)
+            );
+        }
+        KrmError::FunctionConfig {
+            field: if path.is_empty() || path == "." {
+                "functionConfig".to_owned()
+            } else {
+                path.escape_debug().to_string()
+            },
+            message: one_line_keep_line(&message),
+        }
     })?;
     let Some(typed) = envelope.function_config else {
         return Ok(None);
@@ -206,6 +222,17 @@ fn read_function_config(text: &str) -> Result<Option<FunctionConfig>, KrmError> 
     }))
 }
 
+/// A message on one line, its own `line N column M:` prefix kept.
+fn one_line_keep_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A message on one line, without a `line N: ` prefix of the parser's own.
 fn one_line(message: &str) -> String {
     let text = message
         .lines()
@@ -326,7 +353,11 @@ fn layout(text: &str) -> Result<Layout, KrmError> {
             if section == Section::Items && item_column.is_none_or(|c| indent < c) {
                 return Err(shape(number, "a line of `items` outside its items"));
             }
-            checker.check(content, number)?;
+            // The functionConfig is read by a YAML parser: a construct cut at a column-0
+            // line does not parse, so its lines need no check.
+            if section != Section::FunctionConfig {
+                checker.check(content, number)?;
+            }
             continue;
         }
         // A top-level key.
@@ -438,14 +469,20 @@ impl LineChecker {
         let refuse = |why: &str| Err(shape(number, why.to_owned()));
         let mut column = line.len() - line.trim_start_matches(' ').len();
         let mut rest = &line[column..];
+        let mut dash = None;
         // Sequence entries: `- `, possibly nested.
         while let Some(after) = rest.strip_prefix("- ") {
+            dash = Some(column);
             let spaces = after.len() - after.trim_start_matches(' ').len();
             column += 2 + spaces;
             rest = &after[spaces..];
         }
         if rest == "-" {
             return refuse("a sequence entry with its value on the next line");
+        }
+        // `- |`: a block scalar as a sequence entry, its content indented past the `-`.
+        if let (Some(dash), Some(b'|' | b'>')) = (dash, rest.as_bytes().first()) {
+            return self.block_scalar(rest, dash, number);
         }
         // A key, then a value; or a value alone.
         let value = match rest.as_bytes().first() {
@@ -488,15 +525,8 @@ impl LineChecker {
                 Some(end) => finish(&value[end..], number),
                 None => refuse("a quoted scalar that does not end on its line"),
             },
-            Some(b'|' | b'>') => {
-                let header = value[1..].split(" #").next().unwrap_or("").trim_end();
-                if !matches!(header, "" | "-" | "+") {
-                    return refuse("a block scalar with an indentation indicator");
-                }
-                // The key (or entry) is the content's parent node.
-                self.block = Some((column, None));
-                Ok(())
-            }
+            // The key is the content's parent node.
+            Some(b'|' | b'>') => self.block_scalar(value, column, number),
             Some(b'[' | b'{') => {
                 let (collection, after) = value.split_at(2.min(value.len()));
                 if matches!(collection, "[]" | "{}") {
@@ -510,6 +540,22 @@ impl LineChecker {
             Some(_) if plain_start(value) && plain_key(value).is_none() => Ok(()),
             Some(_) => refuse("a value this function does not read line by line"),
         }
+    }
+}
+
+impl LineChecker {
+    /// A block scalar's header (`|`, `>`, with `-` or `+`): its lines follow, indented past
+    /// `parent`.
+    fn block_scalar(&mut self, header: &str, parent: usize, number: usize) -> Result<(), KrmError> {
+        let indicators = header[1..].split(" #").next().unwrap_or("").trim_end();
+        if !matches!(indicators, "" | "-" | "+") {
+            return Err(shape(
+                number,
+                "a block scalar with an indentation indicator",
+            ));
+        }
+        self.block = Some((parent, None));
+        Ok(())
     }
 }
 
@@ -774,7 +820,7 @@ fn process(
     let function_config = layout
         .function_config
         .as_ref()
-        .map(|range| read_function_config(&text[range.clone()]))
+        .map(|range| read_function_config(&text[range.clone()], line_of(text, range.start)))
         .transpose()?
         .flatten();
     let config = match function_config {
@@ -1067,6 +1113,7 @@ mod tests {
             "  args: []",
             "  url: http://x:80/a # c",
             "  b: |",
+            "    - |",
             "- - a",
         ] {
             assert!(ok(line), "{line}");
