@@ -251,7 +251,7 @@ fn one_line(message: &str) -> String {
 }
 
 /// A `ResourceList` cut into its parts by lines.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 struct Layout {
     /// Each item's bytes, from its `-` line to the next item (or the end of `items`).
     items: Vec<Range<usize>>,
@@ -280,38 +280,88 @@ enum Section {
 
 /// Cuts `text` into items and the function config, checking every line with
 /// [`plain_lines`] on the way.
-fn layout(text: &str) -> Result<Layout, KrmError> {
-    if let Some(at) = text.find(['\t', '\r']) {
+fn layout(text: &str, checked: bool) -> Result<Layout, KrmError> {
+    if !checked {
+        return Ok(match quick_cut(text) {
+            Some(layout) => layout,
+            None => cut(text, None)?,
+        });
+    }
+    if let Some(at) = memchr::memchr2(b'\t', b'\r', text.as_bytes()) {
         let line = line_of(text, at);
         return Err(shape(
             line,
             "a tab or a carriage return; this function reads ResourceLists as kustomize writes them (spaces, LF)",
         ));
     }
-    for (what, bytes) in [
-        ("NEL (U+0085)", "\u{85}"),
-        ("LINE SEPARATOR (U+2028)", "\u{2028}"),
-        ("PARAGRAPH SEPARATOR (U+2029)", "\u{2029}"),
-    ] {
-        if let Some(at) = text.find(bytes) {
-            return Err(shape(
-                line_of(text, at),
-                format!("a {what}, which Go's YAML readers read as a line break"),
-            ));
-        }
+    // NEL is C2 85, LINE and PARAGRAPH SEPARATOR E2 80 A8/A9: look at C2 and E2 bytes only.
+    for at in memchr::memchr2_iter(0xc2, 0xe2, text.as_bytes()) {
+        let what = match text.as_bytes().get(at..at + 3) {
+            Some([0xc2, 0x85, _]) => "NEL (U+0085)",
+            Some([0xe2, 0x80, 0xa8]) => "LINE SEPARATOR (U+2028)",
+            Some([0xe2, 0x80, 0xa9]) => "PARAGRAPH SEPARATOR (U+2029)",
+            _ if text.as_bytes().get(at..at + 2) == Some(&[0xc2, 0x85]) => "NEL (U+0085)",
+            _ => continue,
+        };
+        return Err(shape(
+            line_of(text, at),
+            format!("a {what}, which Go's YAML readers read as a line break"),
+        ));
     }
+    cut(text, Some(&mut LineChecker::default()))
+}
+
+/// The cut of a `ResourceList` as kustomize writes it (`items:` with its `- ` in column 0,
+/// then `functionConfig:`), found by searching for those markers rather than line by line;
+/// `None` when the text is not of that shape. The checked cut must come out the same.
+fn quick_cut(text: &str) -> Option<Layout> {
+    let bytes = text.as_bytes();
+    let items = memchr::memmem::find(bytes, b"\nitems:\n")? + "\nitems:\n".len();
+    if !text[items..].starts_with("- ") {
+        return None;
+    }
+    // The top-level keys that may follow `items`; any other line in column 0 is one the
+    // checked cut finds and the quick one does not (their results then differ).
+    let next_key = |from: usize| {
+        [
+            &b"\nfunctionConfig:"[..],
+            b"\napiVersion:",
+            b"\nkind:",
+            b"\nresults:",
+        ]
+        .iter()
+        .filter_map(|key| memchr::memmem::find(&bytes[from..], key).map(|i| from + i + 1))
+        .min()
+    };
+    let end = next_key(items).unwrap_or(text.len());
+    let mut layout = Layout::default();
+    let mut start = items;
+    for at in memchr::memmem::find_iter(&bytes[items..end], b"\n- ") {
+        layout.items.push(start..items + at + 1);
+        start = items + at + 1;
+    }
+    layout.items.push(start..end);
+    let config = memchr::memmem::find(bytes, b"\nfunctionConfig:").map(|i| i + 1);
+    layout.function_config = config.map(|at| at..next_key(at).unwrap_or(text.len()));
+    Some(layout)
+}
+
+/// Cuts `text` into its parts, checking every line with `checker` when there is one.
+fn cut(text: &str, mut checker: Option<&mut LineChecker>) -> Result<Layout, KrmError> {
     let mut out = Layout::default();
     let mut section = Section::Prologue;
     let mut seen = Vec::new();
-    let mut checker = LineChecker::default();
     let mut item_column: Option<usize> = None;
     let mut offset = 0;
-    for (index, line) in text.split_inclusive('\n').enumerate() {
-        let number = index + 1;
+    let mut number = 0;
+    while offset < text.len() {
+        number += 1;
         let start = offset;
-        offset += line.len();
-        let content = line.strip_suffix('\n').unwrap_or(line);
-        if checker.in_block_scalar(content) {
+        let end =
+            memchr::memchr(b'\n', &text.as_bytes()[start..]).map_or(text.len(), |i| start + i);
+        offset = (end + 1).min(text.len());
+        let content = &text[start..end];
+        if checker.as_mut().is_some_and(|c| c.in_block_scalar(content)) {
             continue;
         }
         let indent = content.len() - content.trim_start_matches(' ').len();
@@ -339,7 +389,9 @@ fn layout(text: &str) -> Result<Layout, KrmError> {
                     last.end = start;
                 }
                 out.items.push(start..text.len());
-                checker.check(content, number)?;
+                if let Some(checker) = checker.as_mut() {
+                    checker.check(content, number)?;
+                }
                 continue;
             }
         }
@@ -356,7 +408,9 @@ fn layout(text: &str) -> Result<Layout, KrmError> {
             // The functionConfig is read by a YAML parser: a construct cut at a column-0
             // line does not parse, so its lines need no check.
             if section != Section::FunctionConfig {
-                checker.check(content, number)?;
+                if let Some(checker) = checker.as_mut() {
+                    checker.check(content, number)?;
+                }
             }
             continue;
         }
@@ -414,7 +468,9 @@ fn layout(text: &str) -> Result<Layout, KrmError> {
             return Err(shape(number, format!("`{key}` appears more than once")));
         }
         seen.push(section);
-        checker.check(content, number)?;
+        if let Some(checker) = checker.as_mut() {
+            checker.check(content, number)?;
+        }
     }
     if !seen.contains(&Section::Kind) || !seen.contains(&Section::ApiVersion) {
         return Err(shape(
@@ -578,16 +634,22 @@ fn quoted_end(text: &str) -> Option<usize> {
     let bytes = text.as_bytes();
     let quote = *bytes.first()?;
     let mut i = 1;
-    while i < bytes.len() {
-        match (quote, bytes[i]) {
-            (b'"', b'\\') => i += 2,
-            (b'"', b'"') => return Some(i + 1),
-            (b'\'', b'\'') if bytes.get(i + 1) == Some(&b'\'') => i += 2,
-            (b'\'', b'\'') => return Some(i + 1),
-            _ => i += 1,
+    loop {
+        if quote == b'"' {
+            i += memchr::memchr2(b'"', b'\\', bytes.get(i..)?)?;
+            if bytes[i] == b'\\' {
+                i += 2;
+                continue;
+            }
+            return Some(i + 1);
         }
+        i += memchr::memchr(b'\'', bytes.get(i..)?)?;
+        if bytes.get(i + 1) == Some(&b'\'') {
+            i += 2;
+            continue;
+        }
+        return Some(i + 1);
     }
-    None
 }
 
 /// Whether a plain scalar may start with this text's first character (no indicator that
@@ -626,16 +688,15 @@ fn plain_start(text: &str) -> bool {
 /// it is `key: value` (a comment ` #` before any `: ` means it is not).
 fn plain_key(text: &str) -> Option<(usize, &str)> {
     let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'#' if i > 0 && bytes[i - 1] == b' ' => return None,
-            b':' if bytes.get(i + 1).is_none_or(|n| *n == b' ') => {
-                let value = text[i + 1..].trim_start_matches(' ');
-                return Some((i, value));
+    let mut from = 0;
+    while let Some(i) = memchr::memchr(b':', &bytes[from..]).map(|i| i + from) {
+        if bytes.get(i + 1).is_none_or(|n| *n == b' ') {
+            if memchr::memmem::find(&bytes[..i], b" #").is_some() {
+                return None;
             }
-            _ => i += 1,
+            return Some((i, text[i + 1..].trim_start_matches(' ')));
         }
+        from = i + 1;
     }
     None
 }
@@ -728,7 +789,7 @@ struct ItemInfo {
 
 fn item_reference(input: &[u8], item: &ItemRef) -> Option<ResourceRef> {
     let text = std::str::from_utf8(input).ok()?;
-    let layout = layout(text).ok()?;
+    let layout = layout(text, false).ok()?;
     let range = layout.items.get(item.index)?;
     Some(reference_of(&item_document(
         text,
@@ -816,7 +877,34 @@ fn process(
     let text = std::str::from_utf8(input).map_err(|e| KrmError::NotUtf8 {
         offset: e.valid_up_to(),
     })?;
-    let layout = layout(text)?;
+    // The lines are checked on a thread of their own while the items render: the cut
+    // (the same with and without the checks, when the checks pass) is ready sooner, and
+    // nothing is written before both are done.
+    std::thread::scope(|scope| {
+        let checked = scope.spawn(|| layout(text, true));
+        let rendered = layout(text, false).and_then(|quick| {
+            render_items(text, &quick, fallback, fallback_given).map(|r| (r, quick))
+        });
+        let checked = checked
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        let (processed, quick) = rendered?;
+        if checked != quick {
+            return Err(shape(
+                1,
+                "internal check failed: the items cut with and without the line checks differ. Please report this with the ResourceList.",
+            ));
+        }
+        Ok(processed)
+    })
+}
+
+fn render_items(
+    text: &str,
+    layout: &Layout,
+    fallback: FunctionConfig,
+    fallback_given: bool,
+) -> Result<Processed, KrmError> {
     let function_config = layout
         .function_config
         .as_ref()
