@@ -407,10 +407,10 @@ fn cut(text: &str, mut checker: Option<&mut LineChecker>) -> Result<Layout, KrmE
             }
             // The functionConfig is read by a YAML parser: a construct cut at a column-0
             // line does not parse, so its lines need no check.
-            if section != Section::FunctionConfig {
-                if let Some(checker) = checker.as_mut() {
-                    checker.check(content, number)?;
-                }
+            if section != Section::FunctionConfig
+                && let Some(checker) = checker.as_mut()
+            {
+                checker.check(content, number)?;
             }
             continue;
         }
@@ -942,7 +942,7 @@ fn render_items(
     let rendered = match streaming::render_stream(&stream[..], &rules, streaming::BLOCK_BYTES) {
         Ok(rendered) => rendered,
         Err(StreamError::Render(error)) => {
-            return Err(render_error(text, &layout, &rules, error));
+            return Err(render_error(text, layout, &rules, error));
         }
         Err(error) => {
             return Err(KrmError::Render {
