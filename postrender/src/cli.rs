@@ -230,8 +230,9 @@ fn run_krm(
     let outcome = krm::run(&text, fallback, fallback_given);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    out.write_all(outcome.output.as_bytes())
-        .and_then(|()| out.flush())
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, &mut out);
+    outcome
+        .write(&mut out)
         .context("writing the ResourceList to stdout")?;
     for message in &outcome.messages {
         eprintln!("styrmin-postrender: {message}");

@@ -320,20 +320,20 @@ fn quick_cut(text: &str) -> Option<Layout> {
     if !text[items..].starts_with("- ") {
         return None;
     }
-    // The top-level keys that may follow `items`; any other line in column 0 is one the
-    // checked cut finds and the quick one does not (their results then differ).
-    let next_key = |from: usize| {
-        [
-            &b"\nfunctionConfig:"[..],
-            b"\napiVersion:",
-            b"\nkind:",
-            b"\nresults:",
-        ]
-        .iter()
-        .filter_map(|key| memchr::memmem::find(&bytes[from..], key).map(|i| from + i + 1))
-        .min()
-    };
-    let end = next_key(items).unwrap_or(text.len());
+    // Past the last item's `- ` line, the first line in column 0 that is not a comment ends
+    // the items; the top-level keys after it (kustomize writes only `functionConfig`) are
+    // found the same way. Only that tail is read line by line.
+    let last_item = items + memchr::memmem::rfind(&bytes[items..], b"\n- ").map_or(0, |i| i + 1);
+    let mut keys = Vec::new();
+    let mut at = last_item;
+    while let Some(newline) = memchr::memchr(b'\n', &bytes[at..]) {
+        at += newline + 1;
+        match bytes.get(at) {
+            None | Some(b' ' | b'#' | b'\n') => {}
+            Some(_) => keys.push(at),
+        }
+    }
+    let end = keys.first().copied().unwrap_or(text.len());
     let mut layout = Layout::default();
     let mut start = items;
     for at in memchr::memmem::find_iter(&bytes[items..end], b"\n- ") {
@@ -341,8 +341,11 @@ fn quick_cut(text: &str) -> Option<Layout> {
         start = items + at + 1;
     }
     layout.items.push(start..end);
-    let config = memchr::memmem::find(bytes, b"\nfunctionConfig:").map(|i| i + 1);
-    layout.function_config = config.map(|at| at..next_key(at).unwrap_or(text.len()));
+    for (k, &key) in keys.iter().enumerate() {
+        if text[key..].starts_with("functionConfig:") {
+            layout.function_config = Some(key..keys.get(k + 1).copied().unwrap_or(text.len()));
+        }
+    }
     Some(layout)
 }
 
@@ -488,6 +491,20 @@ fn line_of(text: &str, offset: usize) -> usize {
     memchr::memchr_iter(b'\n', &text.as_bytes()[..offset]).count() + 1
 }
 
+/// The bytes that may open something that runs past its line (or that this checker
+/// refuses): quotes, `[`, `{`, block-scalar indicators, anchors, aliases, tags, and the
+/// reserved `%`, `@`, backtick and `?`.
+const OPENERS: [bool; 256] = {
+    let mut table = [false; 256];
+    let openers = b"\"'[{|>&*!%@`?";
+    let mut i = 0;
+    while i < openers.len() {
+        table[openers[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
+
 /// Checks, line by line, that no scalar or collection runs over a line break except block
 /// scalars (`|`, `>`), whose lines are recognised by their indentation. Conservative: what
 /// it accepts, a YAML parser reads the same way line by line; what it is unsure of, it refuses.
@@ -522,6 +539,13 @@ impl LineChecker {
 
     /// Checks one line that is not inside a block scalar.
     fn check(&mut self, line: &str, number: usize) -> Result<(), KrmError> {
+        // Most lines hold no byte that can open a quoted scalar, a flow collection, a block
+        // scalar, an anchor, an alias or a tag: nothing of theirs can run on.
+        if !line.bytes().any(|b| OPENERS[usize::from(b)])
+            && !line.trim_end_matches(' ').ends_with('-')
+        {
+            return Ok(());
+        }
         let refuse = |why: &str| Err(shape(number, why.to_owned()));
         let mut column = line.len() - line.trim_start_matches(' ').len();
         let mut rest = &line[column..];
@@ -701,21 +725,46 @@ fn plain_key(text: &str) -> Option<(usize, &str)> {
     None
 }
 
-/// The outcome of a run: the `ResourceList` to write, and whether it failed.
+/// The outcome of a run: the `ResourceList` to write (the input's text with the edits
+/// spliced in, then `results`), and whether it failed.
 #[derive(Debug)]
-pub struct Outcome {
-    pub output: String,
+pub struct Outcome<'t> {
+    text: &'t str,
+    edits: Vec<Edit>,
+    tail: String,
     pub failed: bool,
     /// One line per warning and error, for stderr.
     pub messages: Vec<String>,
 }
 
+impl Outcome<'_> {
+    /// Writes the `ResourceList`, splicing the edits in as it goes (no copy of it is made).
+    pub fn write(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        let mut at = 0;
+        for edit in &self.edits {
+            out.write_all(&self.text.as_bytes()[at..edit.range.start])?;
+            out.write_all(edit.text.as_bytes())?;
+            at = edit.range.end;
+        }
+        out.write_all(&self.text.as_bytes()[at..])?;
+        out.write_all(self.tail.as_bytes())?;
+        out.flush()
+    }
+
+    /// The `ResourceList` as text.
+    pub fn output(&self) -> String {
+        let mut text = ingress_edit::apply(self.text, &self.edits);
+        text.push_str(&self.tail);
+        text
+    }
+}
+
 /// Runs the function on a whole `ResourceList`. `fallback` is the config from the command
 /// line, used when the `ResourceList` has no functionConfig; `fallback_given` says whether
 /// any of it was given explicitly (both at once is an error).
-pub fn run(input: &[u8], fallback: FunctionConfig, fallback_given: bool) -> Outcome {
+pub fn run(input: &[u8], fallback: FunctionConfig, fallback_given: bool) -> Outcome<'_> {
     match process(input, fallback, fallback_given) {
-        Ok((output, rendered, warned)) => {
+        Ok((text, edits, rendered, warned)) => {
             let mut results = Vec::new();
             let mut messages = Vec::new();
             for (outcome, item) in rendered.warnings().zip(&warned) {
@@ -731,18 +780,20 @@ pub fn run(input: &[u8], fallback: FunctionConfig, fallback_given: bool) -> Outc
                     Some("spec.ingressClassName"),
                 ));
             }
-            let mut text = output;
+            let mut tail = String::new();
             if !results.is_empty() {
                 if !text.ends_with('\n') && !text.is_empty() {
-                    text.push('\n');
+                    tail.push('\n');
                 }
-                text.push_str("results:\n");
+                tail.push_str("results:\n");
                 for r in results {
-                    text.push_str(&r);
+                    tail.push_str(&r);
                 }
             }
             Outcome {
-                output: text,
+                text,
+                edits,
+                tail,
                 failed: false,
                 messages,
             }
@@ -764,7 +815,9 @@ pub fn run(input: &[u8], fallback: FunctionConfig, fallback_given: bool) -> Outc
                 field.as_deref(),
             ));
             Outcome {
-                output,
+                text: "",
+                edits: Vec::new(),
+                tail: output,
                 failed: true,
                 messages: vec![format!("error: {message}")],
             }
@@ -867,13 +920,14 @@ fn result(
     out
 }
 
-type Processed = (String, Rendered, Vec<ItemInfo>);
+/// The text, its edits (sorted), what the pipeline found, and each warning's item.
+type Processed<'t> = (&'t str, Vec<Edit>, Rendered, Vec<ItemInfo>);
 
 fn process(
     input: &[u8],
     fallback: FunctionConfig,
     fallback_given: bool,
-) -> Result<Processed, KrmError> {
+) -> Result<Processed<'_>, KrmError> {
     let text = std::str::from_utf8(input).map_err(|e| KrmError::NotUtf8 {
         offset: e.valid_up_to(),
     })?;
@@ -899,12 +953,12 @@ fn process(
     })
 }
 
-fn render_items(
-    text: &str,
+fn render_items<'t>(
+    text: &'t str,
     layout: &Layout,
     fallback: FunctionConfig,
     fallback_given: bool,
-) -> Result<Processed, KrmError> {
+) -> Result<Processed<'t>, KrmError> {
     let function_config = layout
         .function_config
         .as_ref()
@@ -923,23 +977,27 @@ fn render_items(
         strict: config.strict,
     };
 
-    // The items as a stream: each is a document whose bytes sit at the same columns.
-    const SEPARATOR: &str = "---\n";
+    // The items as a stream: each is a document whose bytes sit at the same columns. The
+    // stream is made while the pipeline reads it, never held whole.
     let column = layout.item_column;
-    let mut stream = Vec::with_capacity(text.len() + layout.items.len() * SEPARATOR.len());
     let mut starts = Vec::with_capacity(layout.items.len());
+    let mut length = 0;
     for range in &layout.items {
-        stream.extend_from_slice(SEPARATOR.as_bytes());
-        starts.push(stream.len());
-        stream.extend_from_slice(&text.as_bytes()[range.start..range.start + column]);
-        stream.push(b' ');
-        stream.extend_from_slice(&text.as_bytes()[range.start + column + 1..range.end]);
+        starts.push(length + SEPARATOR.len());
+        length += SEPARATOR.len() + range.len();
     }
+    let stream = ItemStream {
+        text: text.as_bytes(),
+        items: &layout.items,
+        column,
+        item: 0,
+        at: 0,
+    };
     let item_ref = |index: usize| ItemRef {
         index,
         line: line_of(text, layout.items[index].start),
     };
-    let rendered = match streaming::render_stream(&stream[..], &rules, streaming::BLOCK_BYTES) {
+    let rendered = match streaming::render_stream(stream, &rules, streaming::BLOCK_BYTES) {
         Ok(rendered) => rendered,
         Err(StreamError::Render(error)) => {
             return Err(render_error(text, layout, &rules, error));
@@ -995,7 +1053,8 @@ fn render_items(
         let mut edited =
             ingress_edit::apply(&text[range.clone()], &shifted(&item_edits, range.start));
         edited.replace_range(column..column + 1, " ");
-        let document = stream_text(&stream, &changed.document.range)
+        let document = rendered
+            .document_text(&changed.document)
             .map(|d| changed.text(d))
             .unwrap_or_default();
         if document.get(SEPARATOR.len()..) != Some(edited.as_str()) {
@@ -1006,7 +1065,7 @@ fn render_items(
         }
         edits.extend(item_edits);
     }
-    let output = ingress_edit::apply(text, &edits);
+    edits.sort_by_key(|e| (e.range.start, e.range.end));
     // Each warning's item, in the order of the warnings.
     let warned = rendered
         .rendered
@@ -1024,7 +1083,7 @@ fn render_items(
             }
         })
         .collect();
-    Ok((output, rendered.into_rendered(), warned))
+    Ok((text, edits, rendered.into_rendered(), warned))
 }
 
 /// `edits` with their ranges counted from `origin`.
@@ -1038,8 +1097,55 @@ fn shifted(edits: &[Edit], origin: usize) -> Vec<Edit> {
         .collect()
 }
 
-fn stream_text<'s>(stream: &'s [u8], range: &Range<usize>) -> Option<&'s str> {
-    std::str::from_utf8(stream.get(range.clone())?).ok()
+/// Each item is a document of the stream the pipeline reads: this before its text.
+const SEPARATOR: &str = "---\n";
+
+/// The items of a `ResourceList` as a stream of documents, read from its text: each item
+/// after a `---` line, its `-` turned into a space.
+#[derive(Debug)]
+struct ItemStream<'t> {
+    text: &'t [u8],
+    items: &'t [Range<usize>],
+    column: usize,
+    /// The item being read, and the position in it (its separator counted).
+    item: usize,
+    at: usize,
+}
+
+impl std::io::Read for ItemStream<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut written = 0;
+        while written < buf.len() {
+            let Some(range) = self.items.get(self.item) else {
+                break;
+            };
+            let separator = SEPARATOR.len();
+            let n = if self.at < separator {
+                let part = &SEPARATOR.as_bytes()[self.at..];
+                let n = part.len().min(buf.len() - written);
+                buf[written..written + n].copy_from_slice(&part[..n]);
+                n
+            } else {
+                let from = range.start + self.at - separator;
+                let part = &self.text[from..range.end];
+                let n = part.len().min(buf.len() - written);
+                buf[written..written + n].copy_from_slice(&part[..n]);
+                // The item's `-`, in its column.
+                let dash = range.start + self.column;
+                if (from..from + n).contains(&dash) {
+                    buf[written + dash - from] = b' ';
+                }
+                n
+            };
+            written += n;
+            self.at += n;
+            if self.at == separator + range.len() {
+                self.item += 1;
+                self.at = 0;
+            }
+        }
+        Ok(written)
+    }
 }
 
 /// A refusal, named by the item and the line of the `ResourceList`: the item that failed is
@@ -1125,7 +1231,7 @@ mod tests {
         let want = String::from_utf8(want).expect("utf-8");
         assert_ne!(want, list, "the Ingress changes");
         assert_eq!(
-            outcome.output.strip_prefix(header),
+            outcome.output().strip_prefix(header),
             want.strip_prefix("apiVersion: v1\nkind: List\n")
         );
     }
@@ -1136,11 +1242,11 @@ mod tests {
         let outcome = run(input.as_bytes(), class("haproxy"), false);
         assert!(!outcome.failed, "{:?}", outcome.messages);
         assert!(
-            outcome.output.contains(
+            outcome.output().contains(
                 "items:\n- spec:\n    ingressClassName: \"haproxy\"\n  apiVersion: networking.k8s.io/v1\n"
             ),
             "{}",
-            outcome.output
+            outcome.output()
         );
     }
 
@@ -1168,7 +1274,7 @@ mod tests {
             "{:?}",
             outcome.messages
         );
-        assert!(outcome.output.contains("items: []"));
+        assert!(outcome.output().contains("items: []"));
     }
 
     #[test]
@@ -1180,12 +1286,12 @@ mod tests {
         assert!(outcome.failed);
         assert!(
             outcome
-                .output
+                .output()
                 .contains("path: \"functionConfig.spec.deployment.ingress_clas\""),
             "{}",
-            outcome.output
+            outcome.output()
         );
-        assert!(!outcome.output.contains("kind: ConfigMap"));
+        assert!(!outcome.output().contains("kind: ConfigMap"));
     }
 
     #[test]
