@@ -218,12 +218,16 @@ fn read_prefix(input: &mut impl Read) -> anyhow::Result<std::io::Cursor<Vec<u8>>
 
 const PREFIX_BYTES: usize = 512;
 
+const KRM_INPUT_RESERVE: usize = 64 << 20;
+
 fn run_krm(
     mut input: impl Read,
     fallback: krm::FunctionConfig,
     fallback_given: bool,
 ) -> anyhow::Result<ExitCode> {
-    let mut text = Vec::new();
+    // Room for most ResourceLists at once: reading a long one into a growing buffer copies
+    // it again at every doubling (pages not written to are never touched).
+    let mut text = Vec::with_capacity(KRM_INPUT_RESERVE);
     input
         .read_to_end(&mut text)
         .context("reading the ResourceList from stdin")?;
