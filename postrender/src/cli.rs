@@ -171,14 +171,22 @@ impl Cli {
                     let mut stdin = std::io::stdin().lock();
                     let prefix = read_prefix(&mut stdin)?;
                     if krm::looks_like_resource_list(prefix.get_ref()) {
-                        run_krm(prefix.chain(stdin), function_config(), config_given)
+                        run_krm(
+                            prefix.chain(stdin),
+                            function_config(),
+                            config_given,
+                            report.as_ref(),
+                        )
                     } else {
                         filter(prefix.chain(stdin), &rules, report.as_ref())
                     }
                 }
-                Some(Command::Krm) => {
-                    run_krm(std::io::stdin().lock(), function_config(), config_given)
-                }
+                Some(Command::Krm) => run_krm(
+                    std::io::stdin().lock(),
+                    function_config(),
+                    config_given,
+                    report.as_ref(),
+                ),
                 Some(Command::Explain) => {
                     print!("{}", explain::explain(&config, &settings));
                     Ok(ExitCode::SUCCESS)
@@ -224,6 +232,7 @@ fn run_krm(
     mut input: impl Read,
     fallback: krm::FunctionConfig,
     fallback_given: bool,
+    report_path: Option<&PathBuf>,
 ) -> anyhow::Result<ExitCode> {
     // Room for most ResourceLists at once: reading a long one into a growing buffer copies
     // it again at every doubling (pages not written to are never touched).
@@ -232,6 +241,12 @@ fn run_krm(
         .read_to_end(&mut text)
         .context("reading the ResourceList from stdin")?;
     let outcome = krm::run(&text, fallback, fallback_given);
+    // The report holds what stderr gets (kustomize shows a function's stderr only on failure).
+    if let Some(path) = report_path {
+        let lines: String = outcome.messages.iter().map(|m| format!("{m}\n")).collect();
+        std::fs::write(path, lines)
+            .with_context(|| format!("cannot write the report {}", path.display()))?;
+    }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, &mut out);

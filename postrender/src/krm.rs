@@ -1251,6 +1251,22 @@ mod tests {
     }
 
     #[test]
+    fn r5_warns_in_results_naming_the_ingress_and_the_field() {
+        let input = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: cm\n- apiVersion: networking.k8s.io/v1\n  kind: Ingress\n  metadata:\n    name: web\n    namespace: apps\n";
+        let outcome = run(input.as_bytes(), class("\"\""), false);
+        assert!(!outcome.failed);
+        assert_eq!(
+            outcome.output(),
+            format!(
+                "{input}results:\n- message: \"{}\"\n  severity: warning\n  resourceRef:\n    apiVersion: \"networking.k8s.io/v1\"\n    kind: \"Ingress\"\n    name: \"web\"\n    namespace: \"apps\"\n  field:\n    path: \"spec.ingressClassName\"\n",
+                ingress_rules::NoClassWarning::MESSAGE
+            )
+        );
+        assert_eq!(outcome.messages.len(), 1);
+        assert!(outcome.messages[0].contains("items[1] (line 8): Ingress apps/web"));
+    }
+
+    #[test]
     fn detects_a_resource_list() {
         assert!(looks_like_resource_list(LIST.as_bytes()));
         assert!(looks_like_resource_list(
