@@ -1266,6 +1266,61 @@ mod tests {
         assert!(outcome.messages[0].contains("items[1] (line 8): Ingress apps/web"));
     }
 
+    /// Lines an item may hold, among them every way a scalar or a collection can run over a
+    /// line break and put a line that looks like the next item (`- `) in column 0.
+    const FRAGMENTS: [&str; 16] = [
+        "  name: web\n",
+        "  a: \"off\"\n",
+        "  b: 'it''s'\n",
+        "  c: \"one\n- kind: Fake\n  d: two\"\n",
+        "  c: 'one\n- kind: Fake\n  d: two'\n",
+        "  e: [x,\n- kind: Fake, y]\n",
+        "  f: {x: 1,\n- kind: Fake}\n",
+        "  g: |\n    - kind: Fake\n    \"x\n",
+        "  h: >-\n    folded\n\n    text\n",
+        "  i:\n  - one\n  - \"two\"\n",
+        "  j: &anchor x\n",
+        "  k: plain text\n    continued \"here\n",
+        "# a comment\n",
+        "  l: {}\n  m: []\n",
+        "  n: \"a\\\"b\"\n",
+        "  o: x # \"not a quote\n",
+    ];
+
+    proptest::proptest! {
+        /// Whatever the line checks accept is cut exactly where a YAML parser puts the items:
+        /// as many, and each the same value as the parser's item.
+        #[test]
+        fn an_accepted_cut_is_the_parsers(items in proptest::collection::vec(
+            proptest::collection::vec(0..FRAGMENTS.len(), 0..5), 1..5)
+        ) {
+            let mut text = String::from("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n");
+            for (i, fragments) in items.iter().enumerate() {
+                text.push_str(&format!("- kind: K{i}\n"));
+                // Each at most once: a key twice is a document Go refuses anyway.
+                let mut used = Vec::new();
+                for f in fragments {
+                    if !used.contains(f) {
+                        used.push(*f);
+                        text.push_str(FRAGMENTS[*f]);
+                    }
+                }
+            }
+            let Ok(layout) = layout(&text, true) else {
+                return Ok(());
+            };
+            let parsed: serde_json::Value = serde_saphyr::from_str(&text).expect("the checks accepted what a parser refuses");
+            let parsed_items = parsed["items"].as_array().expect("items");
+            proptest::prop_assert_eq!(layout.items.len(), parsed_items.len());
+            proptest::prop_assert_eq!(&layout, &super::layout(&text, false).expect("the quick cut"));
+            for (range, want) in layout.items.iter().zip(parsed_items) {
+                let item: serde_json::Value =
+                    serde_saphyr::from_str(&item_document(&text, range, layout.item_column)).expect("an item parses alone");
+                proptest::prop_assert_eq!(&item, want);
+            }
+        }
+    }
+
     #[test]
     fn detects_a_resource_list() {
         assert!(looks_like_resource_list(LIST.as_bytes()));
