@@ -355,5 +355,81 @@ def main():
     sys.exit(0 if all(ok for _, ok in checks) else 1)
 
 
+def block_style(text):
+    """The same stream with its flow collections written as blocks, as kustomize writes
+    every object it hands to a KRM function."""
+    import re
+    text = re.sub(r'(\n *)- hosts: \["([^"]*)"\]',
+                  lambda m: f'{m.group(1)}- hosts:{m.group(1)}    - "{m.group(2)}"', text)
+    return re.sub(r'(\n *)limits: \{cpu: 500m, memory: 256Mi\}',
+                  lambda m: f'{m.group(1)}limits:{m.group(1)}  cpu: 500m{m.group(1)}  memory: 256Mi', text)
+
+
+def resource_list(text, spec):
+    """The objects of a stream as the ResourceList kustomize sends a KRM function: each
+    document an item (`- ` and two spaces), comments dropped, the config as functionConfig."""
+    items = []
+    for document in text.split("---\n"):
+        lines = [line for line in document.split("\n") if line and not line.startswith("#")]
+        if lines:
+            items.append("- " + lines[0] + "\n" + "".join("  " + line + "\n" for line in lines[1:]))
+    return ("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n" + "".join(items)
+            + "functionConfig:\n  apiVersion: styrmin.io/v1alpha1\n  kind: StyrminPostRender\n"
+            + "  metadata:\n    name: styrmin\n  spec:\n" + "".join("    " + l + "\n" for l in spec.splitlines()))
+
+
+def krm_main():
+    """The KRM route (`styrmin-postrender` reading a ResourceList, as kustomize runs it) against
+    the post-renderer on the same objects, runs interleaved in one loop. Returns whether the
+    KRM route is within 1.2x of the post-renderer."""
+    if not os.path.exists(BIN):
+        sys.exit("build first: cargo build --release")
+    os.makedirs(OUT, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="styrmin-bench-krm-")
+    spec = "environment: {ingress_class: haproxy}\n"
+    config = os.path.join(tmp, "styrmin.yaml")
+    with open(config, "w") as f:
+        f.write(spec)
+    lines = [
+        "| documents | input (stream) | styrmin-postrender | KRM function (ResourceList) | KRM / post-renderer | rounds |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    ratios = {}
+    rounds = 7
+    for documents in (10000, 50000):
+        text = block_style(stream(documents))
+        stream_path = os.path.join(tmp, f"stream-{documents}.yaml")
+        list_path = os.path.join(tmp, f"resourcelist-{documents}.yaml")
+        with open(stream_path, "w") as f:
+            f.write(text)
+        with open(list_path, "w") as f:
+            f.write(resource_list(text, spec))
+        post, krm = [], []
+        for _ in range(rounds):
+            post.append(run([BIN, "--config", config], stream_path)[0])
+            krm.append(run([BIN], list_path)[0])
+        post_t, krm_t = statistics.median(post), statistics.median(krm)
+        ratios[documents] = krm_t / post_t
+        lines.append(f"| {documents:,} | {os.path.getsize(stream_path) / 1e6:.1f} MB | {post_t * 1000:.0f} ms "
+                     f"| {krm_t * 1000:.0f} ms | {krm_t / post_t:.2f}× | {rounds} |")
+        print(f"measured the KRM route on {documents} documents", file=sys.stderr)
+    ok = ratios[50000] <= 1.2
+    lines.append("")
+    lines.append(f"- {'PASS' if ok else 'FAIL'}: KRM route within 1.2× of the post-renderer at 50,000 documents")
+    report = "\n".join(lines) + "\n"
+    print(report)
+    with open(os.path.join(OUT, "krm.md"), "w") as f:
+        f.write(report)
+    return ok
+
+
 if __name__ == "__main__":
-    main()
+    # `--krm` measures the KRM route alone; otherwise it runs first, then the rest, and a
+    # failure of either fails the run.
+    if "--krm" in sys.argv[1:]:
+        sys.exit(0 if krm_main() else 1)
+    krm_ok = krm_main()
+    try:
+        main()
+    except SystemExit as done:
+        sys.exit(done.code or (0 if krm_ok else 1))

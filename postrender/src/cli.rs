@@ -1,6 +1,6 @@
 //! The command line.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -11,7 +11,7 @@ use ingress_rules::{IngressTarget, KubernetesVersion, Level};
 use crate::config::StyrminConfig;
 use crate::flux::{FluxError, FluxOutput, HelmReleaseRef};
 use crate::render::RenderRules;
-use crate::{check, explain, flux, report, streaming};
+use crate::{check, explain, flux, krm, report, streaming};
 
 /// Gives every Ingress of a rendered Helm chart the ingress class Styrmin's rules decide.
 ///
@@ -110,6 +110,14 @@ enum Command {
         #[arg(long, env = "STYRMIN_FLUX_NAMESPACE", value_name = "NAMESPACE")]
         namespace: Option<String>,
     },
+    /// Run as a KRM function (kustomize `transformers:` with `--enable-exec`, kpt): read a
+    /// ResourceList on stdin, write it to stdout with every Ingress item edited as the
+    /// filter edits a stream, and R5 warnings in `results`. The config is the
+    /// functionConfig (kind StyrminPostRender, docs/kustomize-argocd.md), else the flags.
+    /// A refusal writes only `results` and exits 1. Without a subcommand, an input that
+    /// starts with `apiVersion: config.kubernetes.io/v1` and `kind: ResourceList` is read
+    /// this way too (kustomize runs an exec function with no arguments).
+    Krm,
 }
 
 /// `styrmin-postrender flux`'s exit code when there is no post-renderer to print (R5).
@@ -133,6 +141,12 @@ impl Cli {
         } else {
             1
         };
+        let config_given = config.is_some()
+            || ingress_class.is_some()
+            || dedicated_ingress
+            || last_deployed.is_some()
+            || kube_version.is_some()
+            || strict;
         let outcome = (|| -> anyhow::Result<ExitCode> {
             let config = match &config {
                 Some(path) => StyrminConfig::from_file(path)?,
@@ -147,8 +161,32 @@ impl Cli {
                 kubernetes: kube_version,
                 strict,
             };
+            let function_config = || krm::FunctionConfig {
+                config: config.clone(),
+                kubernetes: kube_version,
+                strict,
+            };
             match command {
-                None => filter(&rules, report.as_ref()),
+                None => {
+                    let mut stdin = std::io::stdin().lock();
+                    let prefix = read_prefix(&mut stdin)?;
+                    if krm::looks_like_resource_list(prefix.get_ref()) {
+                        run_krm(
+                            prefix.chain(stdin),
+                            function_config(),
+                            config_given,
+                            report.as_ref(),
+                        )
+                    } else {
+                        filter(prefix.chain(stdin), &rules, report.as_ref())
+                    }
+                }
+                Some(Command::Krm) => run_krm(
+                    std::io::stdin().lock(),
+                    function_config(),
+                    config_given,
+                    report.as_ref(),
+                ),
                 Some(Command::Explain) => {
                     print!("{}", explain::explain(&config, &settings));
                     Ok(ExitCode::SUCCESS)
@@ -175,7 +213,61 @@ impl Cli {
     }
 }
 
-fn filter(rules: &RenderRules, report_path: Option<&PathBuf>) -> anyhow::Result<ExitCode> {
+/// The first bytes of the input (up to a few hundred, fewer at its end), to tell a
+/// ResourceList from a rendered stream; the rest is read after them.
+fn read_prefix(input: &mut impl Read) -> anyhow::Result<std::io::Cursor<Vec<u8>>> {
+    let mut prefix = Vec::with_capacity(PREFIX_BYTES);
+    input
+        .take(PREFIX_BYTES as u64)
+        .read_to_end(&mut prefix)
+        .context("reading the rendered stream from stdin")?;
+    Ok(std::io::Cursor::new(prefix))
+}
+
+const PREFIX_BYTES: usize = 512;
+
+const KRM_INPUT_RESERVE: usize = 64 << 20;
+
+fn run_krm(
+    mut input: impl Read,
+    fallback: krm::FunctionConfig,
+    fallback_given: bool,
+    report_path: Option<&PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    // Room for most ResourceLists at once: reading a long one into a growing buffer copies
+    // it again at every doubling (pages not written to are never touched).
+    let mut text = Vec::with_capacity(KRM_INPUT_RESERVE);
+    input
+        .read_to_end(&mut text)
+        .context("reading the ResourceList from stdin")?;
+    let outcome = krm::run(&text, fallback, fallback_given);
+    // The report holds what stderr gets (kustomize shows a function's stderr only on failure).
+    if let Some(path) = report_path {
+        let lines: String = outcome.messages.iter().map(|m| format!("{m}\n")).collect();
+        std::fs::write(path, lines)
+            .with_context(|| format!("cannot write the report {}", path.display()))?;
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, &mut out);
+    outcome
+        .write(&mut out)
+        .context("writing the ResourceList to stdout")?;
+    for message in &outcome.messages {
+        eprintln!("styrmin-postrender: {message}");
+    }
+    Ok(if outcome.failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn filter(
+    input: impl Read,
+    rules: &RenderRules,
+    report_path: Option<&PathBuf>,
+) -> anyhow::Result<ExitCode> {
     // The report is opened first and written before the stream: a report that cannot be
     // written (a directory, a full disk) fails the run with stdout still empty.
     let mut report_file = report_path
@@ -185,7 +277,7 @@ fn filter(rules: &RenderRules, report_path: Option<&PathBuf>) -> anyhow::Result<
                 .map(|file| (path, file))
         })
         .transpose()?;
-    let stream = streaming::render_stream(std::io::stdin().lock(), rules, streaming::BLOCK_BYTES)?;
+    let stream = streaming::render_stream(input, rules, streaming::BLOCK_BYTES)?;
     let rendered = &stream.rendered;
     if let Some((path, file)) = &mut report_file {
         file.write_all(report::success(rendered).as_bytes())

@@ -17,6 +17,7 @@ pub mod explain;
 pub mod flux;
 pub mod go_readers;
 pub mod ingress_edit;
+pub mod krm;
 pub mod render;
 pub mod report;
 pub mod stream;

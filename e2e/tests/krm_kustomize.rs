@@ -1,0 +1,386 @@
+//! `styrmin-postrender` as a KRM function under the real kustomize: kustomize 4.5.4 (installed
+//! by `make tools`; kubectl's built-in kustomize has no `--enable-exec`), `kustomize build
+//! --enable-alpha-plugins --enable-exec` with the function in `transformers:`.
+//!
+//! - Over plain resources (the real rendered streams of `postrender/tests/data/rendered/`):
+//!   every Ingress that comes out equals what `styrmin-postrender` makes of the same stream
+//!   with the same config, and every other object equals kustomize's output without the
+//!   function.
+//! - Over `helmCharts:` with `--enable-helm --helm-command <Helm 3>` (the route Argo CD users
+//!   take with `kustomize.buildOptions`), on the e2e chart (subcharts two deep, a `List`, a
+//!   hook): the same, against `helm template` through the post-renderer.
+//! - A bad functionConfig and a refusal fail the build, with the field named and nothing
+//!   written.
+//!
+//! Kustomize unwraps `List`s, re-sorts, drops comments and reformats, so objects are compared
+//! parsed, never as bytes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use e2e::{Scratch, copy_dir, data, describe, release_binary, run, split_documents, tool, utf8};
+use serde_json::Value;
+use support::{RESOLUTION_TABLE, is_ingress, rendered_streams};
+
+mod support;
+
+/// The objects of a stream as kustomize sees them: blank documents dropped, a `List` with
+/// `items` unwrapped into its items.
+fn objects(stream: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for doc in split_documents(stream) {
+        let value = doc.value();
+        if value.is_null() {
+            continue;
+        }
+        let is_list = value["kind"].as_str().is_some_and(|k| k.ends_with("List"));
+        match value.get("items").and_then(Value::as_array) {
+            Some(items) if is_list => out.extend(items.iter().cloned()),
+            _ => out.push(value),
+        }
+    }
+    out
+}
+
+/// Kustomize drops `metadata.annotations: null` and `metadata.labels: null`; both sides of
+/// every comparison get the same treatment, and nothing else is normalized.
+fn without_null_metadata_maps(mut object: Value) -> Value {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        for key in ["annotations", "labels"] {
+            if metadata.get(key).is_some_and(Value::is_null) {
+                metadata.remove(key);
+            }
+        }
+    }
+    object
+}
+
+fn by_id(stream: &str, what: &str) -> BTreeMap<String, Value> {
+    let mut map = BTreeMap::new();
+    for object in objects(stream).into_iter().map(without_null_metadata_maps) {
+        let field = |key: &str| object["metadata"][key].as_str().unwrap_or_default();
+        let key = format!(
+            "{} {} {}/{}",
+            object["apiVersion"].as_str().unwrap_or_default(),
+            object["kind"].as_str().unwrap_or_default(),
+            field("namespace"),
+            field("name")
+        );
+        assert!(
+            map.insert(key.clone(), object).is_none(),
+            "{what}: two objects with the id {key}"
+        );
+    }
+    map
+}
+
+/// The function's config: a `StyrminPostRender` whose spec is the config file's sections,
+/// run as an exec function.
+fn function_config(config_yaml: &str) -> String {
+    let spec: String = config_yaml.lines().map(|l| format!("  {l}\n")).collect();
+    format!(
+        "apiVersion: styrmin.io/v1alpha1\nkind: StyrminPostRender\nmetadata:\n  name: styrmin\n  annotations:\n    config.kubernetes.io/function: |\n      exec:\n        path: {}\nspec:{}\n{spec}",
+        release_binary("styrmin-postrender").display(),
+        if spec.is_empty() { " {}" } else { "" }
+    )
+}
+
+/// `kustomize build` of `dir`, with Helm's homes inside `home` and no STYRMIN_ variables.
+fn kustomize(dir: &Path, home: &Path, helm: bool) -> Output {
+    let mut cmd = Command::new(tool("kustomize"));
+    cmd.arg("build")
+        .arg("--enable-alpha-plugins")
+        .arg("--enable-exec");
+    if helm {
+        cmd.arg("--enable-helm")
+            .arg("--helm-command")
+            .arg(tool("helm3"));
+    }
+    cmd.arg(dir);
+    for (key, _) in std::env::vars_os() {
+        let name = key.to_string_lossy();
+        if name.starts_with("HELM_") || name.starts_with("STYRMIN_") {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.env("HOME", home)
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .env("KUBECONFIG", home.join("no-such-kubeconfig"));
+    run(&mut cmd, None)
+}
+
+fn kustomize_ok(dir: &Path, home: &Path, helm: bool) -> String {
+    let output = kustomize(dir, home, helm);
+    assert!(
+        output.status.success(),
+        "kustomize build {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    utf8(output.stdout, "kustomize output")
+}
+
+fn post_render(stream: &[u8], config_path: &Path) -> String {
+    let mut cmd = Command::new(release_binary("styrmin-postrender"));
+    cmd.arg("--config").arg(config_path);
+    let output = run(&mut cmd, Some(stream));
+    assert!(
+        output.status.success(),
+        "{} failed: {}",
+        describe(&cmd),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    utf8(output.stdout, "post-renderer output")
+}
+
+/// Ingresses equal the post-renderer's, everything else equals kustomize's without the
+/// function; the number of Ingresses compared.
+fn compare(
+    context: &str,
+    with_function: &BTreeMap<String, Value>,
+    without: &BTreeMap<String, Value>,
+    post_rendered: &BTreeMap<String, Value>,
+) -> Result<usize, String> {
+    let ids = |m: &BTreeMap<String, Value>| m.keys().cloned().collect::<Vec<_>>();
+    if ids(with_function) != ids(without) {
+        return Err(format!(
+            "{context}: objects {:?} with the function, {:?} without",
+            ids(with_function),
+            ids(without)
+        ));
+    }
+    let mut compared = 0;
+    for (key, plain) in without {
+        let got = &with_function[key];
+        if is_ingress(plain) {
+            let want = post_rendered
+                .get(key)
+                .ok_or_else(|| format!("{context}: the post-renderer has no {key}"))?;
+            if got != want {
+                return Err(format!(
+                    "{context}: {key}\nKRM function:   {got}\npost-renderer:  {want}"
+                ));
+            }
+            compared += 1;
+        } else if got != plain {
+            return Err(format!(
+                "{context}: the function changed {key}\nwithout: {plain}\nwith:    {got}"
+            ));
+        }
+    }
+    Ok(compared)
+}
+
+/// Configurations for every stream: the default class, R5 (no class), classes YAML would
+/// misread, and a dedicated ingress. The whole table runs on one stream.
+const SOME_CONFIGS: [usize; 5] = [0, 2, 9, 10, 11];
+
+#[test]
+fn transformer_over_plain_resources_equals_the_post_renderer() {
+    let scratch = Scratch::new("krm-plain");
+    let streams = rendered_streams();
+    let mut compared = 0;
+    let mut failures = Vec::new();
+    for (s, (name, path)) in streams.iter().enumerate() {
+        let stream = std::fs::read(path).expect("read stream");
+        let dir = scratch.join(&format!("s{s}"));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("stream.yaml"), &stream).expect("stream");
+        std::fs::write(dir.join("kustomization.yaml"), "resources: [stream.yaml]\n")
+            .expect("kustomization");
+        let without = by_id(&kustomize_ok(&dir, scratch.path(), false), name);
+        let configs: Vec<usize> = if name == "umbrella-mix.yaml" {
+            (0..RESOLUTION_TABLE.len()).collect()
+        } else {
+            SOME_CONFIGS.to_vec()
+        };
+        for c in configs {
+            let config = &RESOLUTION_TABLE[c];
+            let context = format!("{name} with config {config:?}");
+            let config_path = scratch.write(&format!("config-{c}.yaml"), &config.config_yaml());
+            let post_rendered = by_id(&post_render(&stream, &config_path), &context);
+            std::fs::write(
+                dir.join("styrmin.yaml"),
+                function_config(&config.config_yaml()),
+            )
+            .expect("function config");
+            std::fs::write(
+                dir.join("kustomization.yaml"),
+                "resources: [stream.yaml]\ntransformers: [styrmin.yaml]\n",
+            )
+            .expect("kustomization");
+            let with_function = by_id(&kustomize_ok(&dir, scratch.path(), false), &context);
+            match compare(&context, &with_function, &without, &post_rendered) {
+                Ok(n) => compared += n,
+                Err(e) => failures.push(e),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(compared >= 100, "only {compared} Ingresses compared");
+}
+
+/// The e2e chart (subcharts, a `List`, a hook) inflated by kustomize's `helmCharts:` with
+/// Helm 3, the function in `transformers:`. kustomize hands the hook to the function like any
+/// object; Helm 3 never gives hooks to a post-renderer, so the expected hook Ingress is
+/// `helm template`'s whole output through `styrmin-postrender` (and the other Ingresses are
+/// also checked against `helm template --post-renderer`).
+#[test]
+fn transformer_over_helm_charts_equals_helm_template_with_the_post_renderer() {
+    let scratch = Scratch::new("krm-helm");
+    let chart = scratch.join("app/charts/styrmin-e2e");
+    copy_dir(&data("charts/styrmin-e2e"), &chart);
+    let app = scratch.join("app");
+    let helm_charts = "helmGlobals:\n  chartHome: charts\nhelmCharts:\n- name: styrmin-e2e\n  releaseName: web\n  namespace: apps\n";
+    std::fs::write(app.join("kustomization.yaml"), helm_charts).expect("kustomization");
+    let without = by_id(&kustomize_ok(&app, scratch.path(), true), "helmCharts");
+    assert!(
+        without.keys().any(|k| k.contains("/web-hook")),
+        "the hook Ingress is in kustomize's output"
+    );
+    assert!(
+        without.keys().any(|k| k.contains("/web-list-item")),
+        "the List's Ingress is in kustomize's output"
+    );
+    let helm = |extra: &[&str]| {
+        let mut cmd = Command::new(tool("helm3"));
+        cmd.args(["template", "web"])
+            .arg(&chart)
+            .args(["--namespace", "apps"])
+            .args(extra)
+            .env("HELM_CONFIG_HOME", scratch.join("config"))
+            .env("HELM_CACHE_HOME", scratch.join("cache"))
+            .env("HELM_DATA_HOME", scratch.join("data"))
+            .env("KUBECONFIG", scratch.join("no-such-kubeconfig"));
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("STYRMIN_") {
+                cmd.env_remove(&key);
+            }
+        }
+        let output = run(&mut cmd, None);
+        assert!(
+            output.status.success(),
+            "{}: {}",
+            describe(&cmd),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        utf8(output.stdout, "helm template")
+    };
+    let rendered = helm(&[]);
+    let mut compared = 0;
+    for (c, config) in RESOLUTION_TABLE.iter().enumerate() {
+        let context = format!("helmCharts with config {config:?}");
+        let config_path = scratch.write(&format!("config-{c}.yaml"), &config.config_yaml());
+        let post_rendered = by_id(&post_render(rendered.as_bytes(), &config_path), &context);
+        // Helm's own post-renderer route gives the same Ingresses (hooks aside).
+        let config_arg = format!("--config={}", config_path.display());
+        let helm_post_rendered = by_id(
+            &helm(&[
+                "--post-renderer",
+                &release_binary("styrmin-postrender").to_string_lossy(),
+                "--post-renderer-args",
+                &config_arg,
+            ]),
+            &context,
+        );
+        for (key, object) in &helm_post_rendered {
+            let hook = object["metadata"]["annotations"]["helm.sh/hook"].is_string();
+            if is_ingress(object) && !hook {
+                assert_eq!(Some(object), post_rendered.get(key), "{context}: {key}");
+            }
+        }
+        std::fs::write(
+            app.join("styrmin.yaml"),
+            function_config(&config.config_yaml()),
+        )
+        .expect("function config");
+        std::fs::write(
+            app.join("kustomization.yaml"),
+            format!("{helm_charts}transformers: [styrmin.yaml]\n"),
+        )
+        .expect("kustomization");
+        let with_function = by_id(&kustomize_ok(&app, scratch.path(), true), &context);
+        compared += compare(&context, &with_function, &without, &post_rendered)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert!(
+        compared >= 7 * RESOLUTION_TABLE.len(),
+        "only {compared} Ingresses compared"
+    );
+}
+
+fn failing_build(scratch: &Scratch, resources: &str, function_config: &str) -> (String, String) {
+    let dir = scratch.join("k");
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("res.yaml"), resources).expect("resources");
+    std::fs::write(dir.join("styrmin.yaml"), function_config).expect("function config");
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        "resources: [res.yaml]\ntransformers: [styrmin.yaml]\n",
+    )
+    .expect("kustomization");
+    let output = kustomize(&dir, scratch.path(), false);
+    assert!(!output.status.success(), "kustomize build succeeded");
+    (utf8(output.stdout, "stdout"), utf8(output.stderr, "stderr"))
+}
+
+const WEB: &str = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  ingressClassName: nginx\n";
+
+#[test]
+fn a_bad_function_config_fails_the_build_naming_the_field() {
+    let scratch = Scratch::new("krm-bad-config");
+    let config = function_config("deployment: {ingress_class: nginx, dedicated_ingress: true}\n");
+    let (stdout, stderr) = failing_build(&scratch, WEB, &config);
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("functionConfig.spec.deployment.dedicated_ingress"),
+        "{stderr}"
+    );
+    // The function alone: exit 1, a result naming the field, no items.
+    let list = format!(
+        "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- {}functionConfig:\n{}",
+        WEB.replace('\n', "\n  ").trim_end_matches(' '),
+        config
+            .lines()
+            .map(|l| format!("  {l}\n"))
+            .collect::<String>()
+    );
+    let output = run(
+        Command::new(release_binary("styrmin-postrender")).arg("krm"),
+        Some(list.as_bytes()),
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let out: Value = serde_saphyr::from_str(&utf8(output.stdout, "stdout")).expect("YAML");
+    assert_eq!(out["kind"], "ResourceList");
+    assert_eq!(out["items"], serde_json::json!([]));
+    assert_eq!(out["results"][0]["severity"], "error");
+    assert_eq!(
+        out["results"][0]["field"]["path"],
+        "functionConfig.spec.deployment.dedicated_ingress"
+    );
+}
+
+/// An Ingress the post-renderer refuses fails the build with the post-renderer's own words.
+#[test]
+fn a_refusal_fails_the_build_with_the_post_renderers_message() {
+    let scratch = Scratch::new("krm-refusal");
+    let bad = WEB.replace("ingressClassName: nginx", "ingressClassName: [nginx]");
+    let (stdout, stderr) = failing_build(
+        &scratch,
+        &bad,
+        &function_config("deployment: {ingress_class: haproxy}\n"),
+    );
+    assert!(stdout.is_empty(), "{stdout}");
+    let output = run(
+        Command::new(release_binary("styrmin-postrender")).args(["--ingress-class", "haproxy"]),
+        Some(bad.as_bytes()),
+    );
+    assert!(!output.status.success());
+    let post_renderer = utf8(output.stderr, "stderr");
+    let why = "Ingress web: spec.ingressClassName must be a string";
+    assert!(post_renderer.contains(why), "{post_renderer}");
+    assert!(stderr.contains(why), "{stderr}");
+}
