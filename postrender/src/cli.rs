@@ -252,6 +252,7 @@ fn run_krm(
     let mut out = std::io::BufWriter::with_capacity(1 << 20, &mut out);
     outcome
         .write(&mut out)
+        .and_then(|()| out.flush())
         .context("writing the ResourceList to stdout")?;
     for message in &outcome.messages {
         eprintln!("styrmin-postrender: {message}");
@@ -287,8 +288,11 @@ fn filter(
     // Everything is decided before the first byte goes out: no half-written stream.
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+    // Flushed here, not on drop, which would swallow the error (a closed stdout): a stream
+    // that was not all written is a failure.
     stream
         .write(&mut out)
+        .and_then(|()| out.flush())
         .context("writing the stream to stdout")?;
     eprint!("{}", report::warnings(rendered));
     Ok(ExitCode::SUCCESS)

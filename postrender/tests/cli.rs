@@ -95,6 +95,29 @@ fn a_report_that_cannot_be_written_fails_before_stdout() {
     );
 }
 
+/// `styrmin-postrender … | true`: a reader that is gone before the stream is written must not
+/// look like a success. (A descriptor 1 closed with `>&-` is not this case: Rust's runtime
+/// opens /dev/null in its place before `main`, as for `> /dev/null`.)
+#[test]
+fn a_reader_that_is_gone_fails_the_run() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = dir.path().join("in.yaml");
+    // Larger than a pipe's buffer, so the write meets the closed reader.
+    std::fs::write(&input, INGRESS.repeat(2000)).expect("write input");
+    let binary = env!("CARGO_BIN_EXE_styrmin-postrender");
+    let out = std::process::Command::new("bash")
+        .args(["-o", "pipefail", "-c"])
+        .arg(format!("'{binary}' < '{}' | true", input.display()))
+        .env_remove("STYRMIN_CONFIG")
+        .output()
+        .expect("bash");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        "styrmin-postrender: error: writing the stream to stdout: Broken pipe (os error 32)\n"
+    );
+}
+
 #[test]
 fn bad_yaml_names_the_document_and_writes_nothing() {
     let input = format!(
