@@ -21,46 +21,17 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 
-use e2e::{Scratch, describe, release_binary, run, run_ok, split_documents, tool, utf8};
+use e2e::{Scratch, describe, release_binary, run, run_ok, tool, utf8};
 use serde_json::{Value, json};
-use support::{RESOLUTION_TABLE, is_ingress, rendered_streams as streams};
+use support::{
+    RESOLUTION_TABLE, is_ingress, kustomize_objects as objects, rendered_streams as streams,
+    without_null_metadata_maps,
+};
 
 mod support;
 
 /// `styrmin-postrender flux`'s exit code for R5 (nothing to patch).
 const FLUX_NO_CLASS_EXIT: i32 = 3;
-
-/// The objects of a stream as kustomize sees them: blank documents dropped, a `List` (or
-/// `<Kind>List`) with `items` unwrapped into its items.
-fn objects(stream: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    for doc in split_documents(stream) {
-        let value = doc.value();
-        if value.is_null() {
-            continue;
-        }
-        let is_list = value["kind"].as_str().is_some_and(|k| k.ends_with("List"));
-        match value.get("items").and_then(Value::as_array) {
-            Some(items) if is_list => out.extend(items.iter().cloned()),
-            _ => out.push(value),
-        }
-    }
-    out
-}
-
-/// Kustomize drops `metadata.annotations: null` and `metadata.labels: null` (measured with
-/// v5.7.1 on the vault and traefik charts); for the API server a null map is no map. Both
-/// sides of every comparison get the same treatment, and nothing else is normalized.
-fn without_null_metadata_maps(mut object: Value) -> Value {
-    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        for key in ["annotations", "labels"] {
-            if metadata.get(key).is_some_and(Value::is_null) {
-                metadata.remove(key);
-            }
-        }
-    }
-    object
-}
 
 /// `apiVersion kind namespace/name`.
 fn id(object: &Value) -> String {

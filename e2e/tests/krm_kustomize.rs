@@ -19,42 +19,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use e2e::{Scratch, copy_dir, data, describe, release_binary, run, split_documents, tool, utf8};
+use e2e::{Scratch, copy_dir, data, describe, release_binary, run, tool, utf8};
 use serde_json::Value;
-use support::{RESOLUTION_TABLE, is_ingress, rendered_streams};
+use support::{
+    RESOLUTION_TABLE, is_ingress, kustomize_objects as objects, rendered_streams,
+    without_null_metadata_maps,
+};
 
 mod support;
-
-/// The objects of a stream as kustomize sees them: blank documents dropped, a `List` with
-/// `items` unwrapped into its items.
-fn objects(stream: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    for doc in split_documents(stream) {
-        let value = doc.value();
-        if value.is_null() {
-            continue;
-        }
-        let is_list = value["kind"].as_str().is_some_and(|k| k.ends_with("List"));
-        match value.get("items").and_then(Value::as_array) {
-            Some(items) if is_list => out.extend(items.iter().cloned()),
-            _ => out.push(value),
-        }
-    }
-    out
-}
-
-/// Kustomize drops `metadata.annotations: null` and `metadata.labels: null`; both sides of
-/// every comparison get the same treatment, and nothing else is normalized.
-fn without_null_metadata_maps(mut object: Value) -> Value {
-    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        for key in ["annotations", "labels"] {
-            if metadata.get(key).is_some_and(Value::is_null) {
-                metadata.remove(key);
-            }
-        }
-    }
-    object
-}
 
 fn by_id(stream: &str, what: &str) -> BTreeMap<String, Value> {
     let mut map = BTreeMap::new();

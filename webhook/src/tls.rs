@@ -235,24 +235,35 @@ impl CertWatcher {
     }
 
     /// Polls until the process ends.
-    pub async fn run(mut self, interval: Duration) {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticker.tick().await;
-            self = match tokio::task::spawn_blocking(move || {
-                self.poll_once();
-                self
-            })
-            .await
-            {
-                Ok(this) => this,
-                Err(error) => {
-                    tracing::error!(%error, "certificate watcher stopped");
-                    return;
-                }
-            };
-        }
+    pub async fn run(self, interval: Duration) {
+        poll_until_the_end(self, interval, "certificate", Self::poll_once).await;
+    }
+}
+
+/// Calls `poll` every `interval` on a blocking thread (file reads stay off the request
+/// workers) until the process ends; `what` names the watcher in the log if it panics.
+async fn poll_until_the_end<W: Send + 'static>(
+    mut watcher: W,
+    interval: Duration,
+    what: &'static str,
+    poll: fn(&mut W) -> bool,
+) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        watcher = match tokio::task::spawn_blocking(move || {
+            poll(&mut watcher);
+            watcher
+        })
+        .await
+        {
+            Ok(watcher) => watcher,
+            Err(error) => {
+                tracing::error!(%error, "{what} watcher stopped");
+                return;
+            }
+        };
     }
 }
 
@@ -406,23 +417,7 @@ impl ClientCaWatcher {
     }
 
     /// Polls until the process ends.
-    pub async fn run(mut self, interval: Duration) {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticker.tick().await;
-            self = match tokio::task::spawn_blocking(move || {
-                self.poll_once();
-                self
-            })
-            .await
-            {
-                Ok(this) => this,
-                Err(error) => {
-                    tracing::error!(%error, "client CA watcher stopped");
-                    return;
-                }
-            };
-        }
+    pub async fn run(self, interval: Duration) {
+        poll_until_the_end(self, interval, "client CA", Self::poll_once).await;
     }
 }

@@ -31,6 +31,38 @@ pub use rendered::{is_ingress, rendered_streams};
 pub use resolution_table::{RESOLUTION_TABLE, TableConfig};
 
 /// The Ingresses of a stream, in order, as JSON (List and IngressList items included).
+/// The objects of a stream as kustomize sees them: blank documents dropped, a `List` (or
+/// `<Kind>List`) with `items` unwrapped into its items.
+pub fn kustomize_objects(stream: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for doc in e2e::split_documents(stream) {
+        let value = doc.value();
+        if value.is_null() {
+            continue;
+        }
+        let is_list = value["kind"].as_str().is_some_and(|k| k.ends_with("List"));
+        match value.get("items").and_then(Value::as_array) {
+            Some(items) if is_list => out.extend(items.iter().cloned()),
+            _ => out.push(value),
+        }
+    }
+    out
+}
+
+/// Kustomize drops `metadata.annotations: null` and `metadata.labels: null` (measured with
+/// v5.7.1 on the vault and traefik charts); for the API server a null map is no map. Both
+/// sides of every comparison get the same treatment, and nothing else is normalized.
+pub fn without_null_metadata_maps(mut object: Value) -> Value {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        for key in ["annotations", "labels"] {
+            if metadata.get(key).is_some_and(Value::is_null) {
+                metadata.remove(key);
+            }
+        }
+    }
+    object
+}
+
 pub fn ingresses(text: &str) -> Vec<Value> {
     let mut found = Vec::new();
     for document in postrender::stream::split(text) {
