@@ -79,7 +79,7 @@ fuzz-smoke: fuzz-tools
 	fuzz/run.sh 5
 
 # Mutation testing of the rule crate and the webhook's decisions (not part of `make test`:
-# about 15 minutes here). Fails when a mutant survives; MUTANTS.md has the score.
+# each webhook mutant rebuilds the crate). Fails when a mutant survives; MUTANTS.md has the score.
 mutants:
 	test -x $(TOOLS)/cargo-mutants || $(CARGO) install cargo-mutants --locked --root .tools
 	mkdir -p target/mutants/ingress-rules target/mutants/webhook

@@ -1,5 +1,21 @@
 //! The `admission.k8s.io/v1` AdmissionReview as it travels on the wire: the request fields
 //! the decisions read, and the response the API server accepts (the patch a base64 string).
+//!
+//! Why these types are the webhook's own and not `kube::core::admission`: kube's answer a
+//! different wire.
+//! - kube's `AdmissionResponse::patch` is a `Vec<u8>` serialized as an array of numbers; the API
+//!   server documents, and the recorded reviews carry, a base64 string.
+//! - kube's response always writes `status`; here `status` is written only on a denial, with the
+//!   rule's code and reason (403 `Forbidden` for W2, 422 `Invalid` for R9). kube's response is
+//!   `#[non_exhaustive]` and can only be built from a kube `AdmissionRequest`.
+//! - kube's `AdmissionRequest<DynamicObject>` requires `resource` and `userInfo`, knows four
+//!   operations and parses `object` and `oldObject` as typed objects, so a review with an
+//!   unknown operation or a non-object `object` becomes a 400 and falls to the webhook's
+//!   `failurePolicy`; here such a review is allowed unchanged.
+//! - Only the fields the decisions read are parsed; `spec` stays raw text and the rest is
+//!   skipped unread. Building a whole `serde_json::Value` tree of every review cost about 40 % of
+//!   the webhook's CPU (docs/benchmarks-webhook.md) and let a review's memory grow far beyond its
+//!   body.
 
 use std::fmt;
 
