@@ -378,10 +378,11 @@ fn render_document(
             doubt,
         });
     }
-    let ingresses = ingress_nodes(&root).map_err(|doubt| RenderError::Doubt {
-        document: name.clone(),
-        doubt,
-    })?;
+    let ingresses =
+        ingress_nodes(&root, &ty, &mut anchors).map_err(|doubt| RenderError::Doubt {
+            document: name.clone(),
+            doubt,
+        })?;
     if ingresses.is_empty() {
         return Ok(None);
     }
@@ -393,7 +394,7 @@ fn render_document(
     }
     let mut edits = Vec::new();
     let mut desired = Vec::new();
-    for ingress in ingresses {
+    for ingress in &ingresses {
         let fields = enforce_one(text, ingress, name, rules, outcomes, &mut edits)?;
         desired.push(fields);
     }
@@ -411,7 +412,7 @@ fn render_document(
     }
     // The edited text lives only as long as its check: what is kept is the edits.
     let new_text = ingress_edit::apply(text, &edits);
-    verify(&root, &new_text, &desired).map_err(|what| RenderError::Verify {
+    verify(&root, &ingresses, &new_text, &desired).map_err(|what| RenderError::Verify {
         document: name.clone(),
         ingress: outcomes
             .last()
@@ -425,11 +426,18 @@ fn render_document(
 /// document parses, every Ingress in it reads back as the rules said, a second pass
 /// would change nothing (R8), and with the two class fields set aside the document is
 /// the same tree as before, every scalar with the same value and quoting (R7).
-fn verify(before: &Node<'_>, after_text: &str, desired: &[ClassFields]) -> Result<(), String> {
+fn verify(
+    before: &Node<'_>,
+    ingresses_before: &[&Node<'_>],
+    after_text: &str,
+    desired: &[ClassFields],
+) -> Result<(), String> {
     let after = yaml_tree::parse_document(after_text)
         .map_err(|e| format!("the edited document does not parse ({e})"))?
         .ok_or("the edited document is empty")?;
-    let ingresses = ingress_nodes(&after).map_err(|e| e.to_string())?;
+    let mut anchors_after = Anchors::new(&after);
+    let ty = go_readers::go_type(&after, "the top level", &mut anchors_after);
+    let ingresses = ingress_nodes(&after, &ty, &mut anchors_after).map_err(|e| e.to_string())?;
     if ingresses.len() != desired.len() {
         return Err(format!(
             "{} Ingresses before the edit, {} after",
@@ -437,7 +445,7 @@ fn verify(before: &Node<'_>, after_text: &str, desired: &[ClassFields]) -> Resul
             ingresses.len()
         ));
     }
-    for (ingress, want) in ingresses.into_iter().zip(desired) {
+    for (ingress, want) in ingresses.iter().zip(desired) {
         let got = ingress_edit::read_class_fields(ingress).map_err(|e| e.to_string())?;
         if &got != want {
             return Err(format!(
@@ -450,8 +458,8 @@ fn verify(before: &Node<'_>, after_text: &str, desired: &[ClassFields]) -> Resul
         }
     }
     let mut anchors_before = Anchors::new(before);
-    let mut anchors_after = Anchors::new(&after);
-    if canonical(before, true, &mut anchors_before) != canonical(&after, true, &mut anchors_after) {
+    let canonical_before = canonical(before, &mut &ingresses_before[..], &mut anchors_before);
+    if canonical_before != canonical(&after, &mut &ingresses[..], &mut anchors_after) {
         return Err("something besides the class fields changed".to_owned());
     }
     Ok(())
@@ -543,8 +551,10 @@ fn render_plain_list(
             }
             let fields = enforce_one(text, &item, name, rules, outcomes, &mut edits)?;
             desired.push((index, fields));
+            digests.push(digest(&item, true));
+        } else {
+            digests.push(digest(&item, false));
         }
-        digests.push(digest(&item));
         Ok(())
     })
     .map_err(|e| match e {
@@ -574,7 +584,8 @@ fn render_plain_list(
     let mut wanted = desired.iter().peekable();
     let mut checked = 0;
     yaml_tree::for_each_list_item(&new_text, |index, item| {
-        if let Some((_, want)) = wanted.next_if(|(i, _)| *i == index) {
+        let ingress = wanted.next_if(|(i, _)| *i == index);
+        if let Some((_, want)) = ingress {
             let got = ingress_edit::read_class_fields(&item).map_err(|e| e.to_string())?;
             if &got != want {
                 return Err(format!(
@@ -586,7 +597,7 @@ fn render_plain_list(
                 return Err("a second pass would edit again (not idempotent)".to_owned());
             }
         }
-        if digests.get(index) != Some(&digest(&item)) {
+        if digests.get(index) != Some(&digest(&item, ingress.is_some())) {
             return Err("something besides the class fields changed".to_owned());
         }
         checked += 1;
@@ -606,20 +617,26 @@ fn render_plain_list(
     Ok(Some(edits))
 }
 
-/// A digest of an item's canonical form with the class fields of an Ingress set aside.
-fn digest(item: &Node<'_>) -> u64 {
+/// A digest of an item's canonical form, with its class fields set aside when it is an
+/// Ingress.
+fn digest(item: &Node<'_>, ingress: bool) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut anchors = Anchors::new(item);
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    canonical(item, true, &mut anchors).hash(&mut hasher);
+    let ingresses = [item];
+    let mut strip: &[&Node<'_>] = if ingress { &ingresses } else { &[] };
+    canonical(item, &mut strip, &mut anchors).hash(&mut hasher);
     hasher.finish()
 }
 
-/// The Ingress mappings of a document as Go reads it: the document itself, or the Ingress
-/// items of a List. A doubt about an item that may be an Ingress is an error.
-fn ingress_nodes<'n, 'a>(root: &'n Node<'a>) -> Result<Vec<&'n Node<'a>>, Doubt> {
-    let mut anchors = Anchors::new(root);
-    let ty = go_readers::go_type(root, "the top level", &mut anchors);
+/// The Ingress mappings of a document as Go reads it, in document order: the document
+/// itself, or the Ingress items of a List (`ty` is the document's type). A doubt about an
+/// item that may be an Ingress is an error.
+fn ingress_nodes<'n, 'a>(
+    root: &'n Node<'a>,
+    ty: &go_readers::GoType,
+    anchors: &mut Anchors<'n, 'a>,
+) -> Result<Vec<&'n Node<'a>>, Doubt> {
     let ours = ty.may_be_ingress() || ty.may_be_list();
     if let Some(doubt) = ty.doubt.clone().filter(|_| ours) {
         return Err(doubt);
@@ -630,7 +647,7 @@ fn ingress_nodes<'n, 'a>(root: &'n Node<'a>) -> Result<Vec<&'n Node<'a>>, Doubt>
     if !ty.is_list() {
         return Ok(Vec::new());
     }
-    let (items, doubt) = go_readers::list_items(root, "the List", &mut anchors);
+    let (items, doubt) = go_readers::list_items(root, "the List", anchors);
     if let Some(doubt) = doubt {
         return Err(doubt);
     }
@@ -638,7 +655,7 @@ fn ingress_nodes<'n, 'a>(root: &'n Node<'a>) -> Result<Vec<&'n Node<'a>>, Doubt>
     for (index, item) in items.unwrap_or_default().iter().enumerate() {
         let at = format!("items[{index}]");
         let resolved = anchors.resolve(item);
-        let ty = go_readers::go_type(resolved, &at, &mut anchors);
+        let ty = go_readers::go_type(resolved, &at, anchors);
         if !ty.may_be_ingress() {
             continue;
         }
@@ -664,8 +681,8 @@ fn ingress_name(ingress: &Node<'_>) -> IngressName {
 }
 
 /// A comparable form of a node: scalars by value and whether they are plain (which
-/// decides their type for Go's YAML readers); with `strip`, Ingresses lose their class
-/// fields and the containers those leave empty.
+/// decides their type for Go's YAML readers); Ingresses may lose their class fields and
+/// the containers those leave empty (see [`canonical`]).
 #[derive(Debug, PartialEq, Hash)]
 enum Canonical<'n> {
     Scalar {
@@ -679,11 +696,18 @@ enum Canonical<'n> {
     Alias,
 }
 
+/// The canonical form of `node`. `ingresses` are the Ingress nodes of the tree not yet
+/// met, in document order (as [`ingress_nodes`] gives them): each loses its class fields,
+/// so that a document is classified once, not again for each comparison.
 fn canonical<'n, 'a>(
     node: &'n Node<'a>,
-    strip: bool,
+    ingresses: &mut &[&'n Node<'a>],
     anchors: &mut Anchors<'n, 'a>,
 ) -> Canonical<'n> {
+    let is_ingress = ingresses.first().is_some_and(|i| std::ptr::eq(*i, node));
+    if is_ingress {
+        *ingresses = &ingresses[1..];
+    }
     let mut out = match &node.value {
         _ if node.is_null() => Canonical::Null,
         NodeValue::Scalar { text, style, tag } => Canonical::Scalar {
@@ -705,18 +729,21 @@ fn canonical<'n, 'a>(
                         _ => k,
                     };
                     (
-                        canonical(k, false, anchors),
-                        canonical(v, strip && k.as_str() == Some("items"), anchors),
+                        canonical(k, &mut &[][..], anchors),
+                        canonical(v, ingresses, anchors),
                     )
                 })
                 .collect(),
         ),
-        NodeValue::Sequence { items, .. } => {
-            Canonical::Sequence(items.iter().map(|i| canonical(i, strip, anchors)).collect())
-        }
+        NodeValue::Sequence { items, .. } => Canonical::Sequence(
+            items
+                .iter()
+                .map(|i| canonical(i, ingresses, anchors))
+                .collect(),
+        ),
         NodeValue::Alias(_) => Canonical::Alias,
     };
-    if strip && go_readers::go_type(node, "", anchors).is_ingress() {
+    if is_ingress {
         strip_class_fields(&mut out);
     }
     out
@@ -1050,15 +1077,15 @@ mod tests {
         let text = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: a\n  labels: {x: \"off\"}\nspec: {rules: []}\n";
         let root = yaml_tree::parse_document(text).unwrap().unwrap();
         let want = [ClassFields::default()];
-        assert!(verify(&root, text, &want).is_ok());
+        assert!(verify(&root, &[&root], text, &want).is_ok());
         let changed = text.replace("\"off\"", "off");
         assert_eq!(
-            verify(&root, &changed, &want).unwrap_err(),
+            verify(&root, &[&root], &changed, &want).unwrap_err(),
             "something besides the class fields changed"
         );
         let with_class = text.replace("spec: {", "spec: {ingressClassName: a, ");
         assert!(
-            verify(&root, &with_class, &want)
+            verify(&root, &[&root], &with_class, &want)
                 .unwrap_err()
                 .contains("read back")
         );
