@@ -12,9 +12,9 @@ use ingress_rules::{
     RuleError, enforce,
 };
 
+use crate::documents::{self, Document};
 use crate::go_readers::{self, Anchors, Doubt};
 use crate::ingress_edit::{self, Edit, EditError};
-use crate::stream::{self, Document};
 use crate::yaml_tree::{self, Node, NodeValue, SyntaxError};
 
 /// How a document is named in messages: its position, and the template it came from
@@ -208,7 +208,7 @@ pub(crate) fn render_block(input: &[u8], rules: &RenderRules) -> Result<Rendered
         Err(e) => {
             let offset = e.valid_up_to();
             let valid = std::str::from_utf8(&input[..offset]).unwrap_or_default();
-            let document = stream::split(valid)
+            let document = documents::split(valid)
                 .last()
                 .map(|d| name_of(valid, d, &mut LineCounter::default()))
                 .unwrap_or(DocumentName {
@@ -219,7 +219,7 @@ pub(crate) fn render_block(input: &[u8], rules: &RenderRules) -> Result<Rendered
             return Err(RenderError::NotUtf8 { document, offset });
         }
     };
-    let documents = stream::split(stream);
+    let documents = documents::split(stream);
     let mut rendered = render_documents(stream, &documents, rules)?;
     rendered.documents = documents.len();
     Ok(rendered)
@@ -817,8 +817,8 @@ fn name_of(stream: &str, document: &Document, lines: &mut LineCounter) -> Docume
     let text = &stream[document.range.clone()];
     DocumentName {
         index: document.index,
-        source: stream::source_comment(text)
-            .or_else(|| stream::helm4_filename(text))
+        source: documents::source_comment(text)
+            .or_else(|| documents::helm4_filename(text))
             .map(str::to_owned),
         first_line: lines.line_of(stream, document.range.start),
     }

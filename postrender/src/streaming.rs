@@ -11,8 +11,8 @@
 
 use std::io::{self, Read, Write};
 
+use crate::documents::{self, Document};
 use crate::render::{self, RenderError, RenderRules, Rendered};
-use crate::stream::{self, Document};
 
 /// A block is handed to a renderer once it holds this many bytes and a complete document.
 pub const BLOCK_BYTES: usize = 1 << 20;
@@ -85,10 +85,10 @@ pub fn render_stream(
                 {
                     merged.push(join(oldest))?;
                 }
-                handles.push_back(scope.spawn(move || render_block(full, rules)));
+                handles.push_back(scope.spawn(move || render_and_keep(full, rules)));
             }
         }
-        let last = render_block(block, rules);
+        let last = render_and_keep(block, rules);
         for handle in handles {
             merged.push(join(handle))?;
         }
@@ -106,7 +106,9 @@ fn join(handle: std::thread::ScopedJoinHandle<'_, BlockResult>) -> BlockResult {
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
-fn render_block(mut block: Vec<u8>, rules: &RenderRules) -> BlockResult {
+/// Renders a block on its own and hands it back with its result, to be kept until the whole
+/// stream is checked.
+fn render_and_keep(mut block: Vec<u8>, rules: &RenderRules) -> BlockResult {
     let result = render::render_block(&block, rules);
     // The block is kept until the whole stream is checked: give back the room it was read
     // into and does not use (memory the parse trees touched would otherwise stay resident).
@@ -127,7 +129,7 @@ fn last_complete_cut(block: &[u8]) -> Option<usize> {
         // A character cut by the read ends on a later line; invalid text fails the block.
         Err(e) => std::str::from_utf8(&block[..e.valid_up_to()]).ok()?,
     };
-    let documents = stream::split(text);
+    let documents = documents::split(text);
     let last = documents.last()?;
     (documents.len() >= 2 && last.range.start > 0).then_some(last.range.start)
 }
