@@ -4,7 +4,9 @@
 //! parsing would leave the CPU idle during the read; instead the input is kept in blocks
 //! that each end at a document boundary, and every full block is rendered on its own
 //! thread while the next one is read. Nothing is written before every block is done and
-//! checked, so an error still leaves stdout empty. This is the only pipeline: the filter,
+//! checked, so an error still leaves stdout empty. The filter keeps only the output of
+//! each finished block ([`Keep::Output`]), so that the stream is held once, not as input
+//! and edits. This is the only pipeline: the filter,
 //! `check`, the fuzz targets and the tests (on a stream already in memory: `&[u8]` is a
 //! reader) all run it. The answer does not depend on where the blocks are cut: document numbers, line
 //! numbers and the first error in stream order included (tested below with tiny blocks).
@@ -22,9 +24,24 @@ pub const BLOCK_BYTES: usize = 1 << 20;
 /// whole stream).
 #[derive(Debug, Default)]
 pub struct StreamRendered {
+    /// The blocks as they came in ([`Keep::Input`]).
     blocks: Vec<Vec<u8>>,
+    /// The output, spliced block by block ([`Keep::Output`]).
+    output: Option<Vec<u8>>,
     pub rendered: Rendered,
     pub bytes: usize,
+}
+
+/// What the rendered stream keeps of its blocks until it is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// The blocks as they came in and each changed document's edits, for what reads the
+    /// documents before and after (`check`'s diff, the KRM function).
+    Input,
+    /// Only the output: each block is spliced as soon as it is merged and dropped, and
+    /// [`Rendered::changed`] stays empty. The one full copy of the stream the filter holds
+    /// before it writes.
+    Output,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -39,11 +56,21 @@ pub enum StreamError {
 /// lines it holds, to number the documents of the blocks after it.
 type BlockResult = (Vec<u8>, Result<Rendered, RenderError>, usize, usize);
 
-/// Reads `input` to the end, rendering full blocks as they arrive.
+/// Reads `input` to the end, rendering full blocks as they arrive; keeps the input.
 pub fn render_stream(
+    input: impl Read,
+    rules: &RenderRules,
+    block_bytes: usize,
+) -> Result<StreamRendered, StreamError> {
+    render_stream_keeping(input, rules, block_bytes, Keep::Input)
+}
+
+/// Reads `input` to the end, rendering full blocks as they arrive; keeps what `keep` says.
+pub fn render_stream_keeping(
     mut input: impl Read,
     rules: &RenderRules,
     block_bytes: usize,
+    keep: Keep,
 ) -> Result<StreamRendered, StreamError> {
     // At most this many blocks render at once: a long stream must not start a thread per
     // block (each block's renderer may use a few threads of its own).
@@ -54,7 +81,14 @@ pub fn render_stream(
         let mut handles = std::collections::VecDeque::new();
         // Each block's result is merged as soon as it is in, in stream order, so that the
         // outcomes are never held twice (once per block and once merged).
-        let mut merged = Merge::default();
+        let mut merged = Merge {
+            out: StreamRendered {
+                output: (keep == Keep::Output).then(Vec::new),
+                ..StreamRendered::default()
+            },
+            documents_before: 0,
+            lines_before: 0,
+        };
         let mut block: Vec<u8> = Vec::with_capacity(block_bytes * 2);
         let mut scratch = vec![0u8; 1 << 16];
         // A block with one huge document has no cut yet: look again only after another
@@ -85,10 +119,10 @@ pub fn render_stream(
                 {
                     merged.push(join(oldest))?;
                 }
-                handles.push_back(scope.spawn(move || render_and_keep(full, rules)));
+                handles.push_back(scope.spawn(move || render_and_keep(full, rules, keep)));
             }
         }
-        let last = render_and_keep(block, rules);
+        let last = render_and_keep(block, rules, keep);
         for handle in handles {
             merged.push(join(handle))?;
         }
@@ -108,11 +142,13 @@ fn join(handle: std::thread::ScopedJoinHandle<'_, BlockResult>) -> BlockResult {
 
 /// Renders a block on its own and hands it back with its result, to be kept until the whole
 /// stream is checked.
-fn render_and_keep(mut block: Vec<u8>, rules: &RenderRules) -> BlockResult {
+fn render_and_keep(mut block: Vec<u8>, rules: &RenderRules, keep: Keep) -> BlockResult {
     let result = render::render_block(&block, rules);
-    // The block is kept until the whole stream is checked: give back the room it was read
-    // into and does not use (memory the parse trees touched would otherwise stay resident).
-    block.shrink_to_fit();
+    // A block kept until the whole stream is checked gives back the room it was read into
+    // and does not use (memory the parse trees touched would otherwise stay resident).
+    if keep == Keep::Input {
+        block.shrink_to_fit();
+    }
     let documents = result.as_ref().map_or(0, |r| r.documents);
     let lines = memchr::memchr_iter(b'\n', &block).count();
     (block, result, documents, lines)
@@ -135,7 +171,6 @@ fn last_complete_cut(block: &[u8]) -> Option<usize> {
 }
 
 /// The blocks' results joined in stream order, documents and lines renumbered.
-#[derive(Default)]
 struct Merge {
     out: StreamRendered,
     documents_before: usize,
@@ -153,6 +188,12 @@ impl Merge {
                 return Err(error.into());
             }
         };
+        if let Some(output) = &mut self.out.output {
+            // The block's edits are counted from its start: splice them now, then let the
+            // block and its edits go.
+            splice_into(&block, &rendered.changed, output);
+            rendered.changed = Vec::new();
+        }
         for changed in &mut rendered.changed {
             changed.document.index += self.documents_before;
             changed.document.range = changed.document.range.start + bytes_before
@@ -178,14 +219,36 @@ impl Merge {
         out.bytes += block.len();
         self.documents_before += documents;
         self.lines_before += lines;
-        out.blocks.push(block);
+        if out.output.is_none() {
+            out.blocks.push(block);
+        }
         Ok(())
     }
+}
+
+/// Appends `block` to `output` with the edits of its changed documents (ranges counted
+/// from the block's start, in order) in place of the bytes they replace.
+fn splice_into(block: &[u8], changed: &[render::ChangedDocument], output: &mut Vec<u8>) {
+    output.reserve(block.len());
+    let mut at = 0;
+    for document in changed {
+        let start = document.document.range.start;
+        for edit in &document.edits {
+            output.extend_from_slice(&block[at..start + edit.range.start]);
+            output.extend_from_slice(edit.text.as_bytes());
+            at = start + edit.range.end;
+        }
+    }
+    output.extend_from_slice(&block[at..]);
 }
 
 impl StreamRendered {
     /// Writes the stream with the changed documents' edits spliced in.
     pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
+        if let Some(output) = &self.output {
+            out.write_all(output)?;
+            return out.flush();
+        }
         render::write_spliced(
             self.blocks.iter().map(Vec::as_slice),
             &self.rendered.changed,
@@ -194,7 +257,8 @@ impl StreamRendered {
     }
 
     /// The text of a document of the stream as it came in (a document never spans two
-    /// blocks); `None` for a range that is not one of its documents.
+    /// blocks); `None` for a range that is not one of its documents, and always with
+    /// [`Keep::Output`].
     pub fn document_text(&self, document: &Document) -> Option<&str> {
         let mut block_start = 0;
         for block in &self.blocks {
@@ -267,18 +331,27 @@ mod tests {
                 Ok(n)
             }
         }
-        let rendered =
-            render_stream(Trickle(input.as_bytes()), rules, block).map_err(|e| e.to_string())?;
-        let mut out = Vec::new();
-        rendered.write(&mut out).map_err(|e| e.to_string())?;
-        assert_eq!(rendered.bytes, input.len());
-        let names = rendered
-            .rendered
-            .ingresses
-            .iter()
-            .map(|o| format!("{} {}", o.document, o.ingress))
-            .collect();
-        Ok((String::from_utf8(out).map_err(|e| e.to_string())?, names))
+        let answer = |keep: Keep| -> Result<(String, Vec<String>), String> {
+            let rendered = render_stream_keeping(Trickle(input.as_bytes()), rules, block, keep)
+                .map_err(|e| e.to_string())?;
+            let mut out = Vec::new();
+            rendered.write(&mut out).map_err(|e| e.to_string())?;
+            assert_eq!(rendered.bytes, input.len());
+            if keep == Keep::Output {
+                assert!(rendered.rendered.changed.is_empty());
+            }
+            let names = rendered
+                .rendered
+                .ingresses
+                .iter()
+                .map(|o| format!("{} {}", o.document, o.ingress))
+                .collect();
+            Ok((String::from_utf8(out).map_err(|e| e.to_string())?, names))
+        };
+        let kept_input = answer(Keep::Input);
+        // Keeping the output alone gives what keeping the input and the edits gives.
+        assert_eq!(answer(Keep::Output), kept_input, "block {block}");
+        kept_input
     }
 
     const INGRESS: &str = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  rules: []\n";
