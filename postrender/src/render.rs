@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::io::{self, Write};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use memchr::memmem;
 
@@ -145,13 +145,14 @@ impl RenderError {
     }
 }
 
-/// What happened to one Ingress.
+/// What happened to one Ingress. Every Ingress of a stream keeps one until the stream is
+/// written, so the class fields, which most Ingresses of a stream share, are shared.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IngressOutcome {
     pub document: DocumentName,
     pub ingress: IngressName,
-    pub before: ClassFields,
-    pub after: ClassFields,
+    pub before: Arc<ClassFields>,
+    pub after: Arc<ClassFields>,
     /// Whether any byte of the Ingress changed (a plain `on` re-quoted counts).
     pub edited: bool,
     pub warning: Option<NoClassWarning>,
@@ -509,13 +510,22 @@ fn enforce_one(
     outcomes.push(IngressOutcome {
         document: name.clone(),
         ingress: ingress_name,
-        before,
-        after: fields.clone(),
+        before: shared(before, outcomes.last()),
+        after: shared(fields.clone(), outcomes.last()),
         edited: !planned.is_empty(),
         warning,
     });
     edits.extend(planned);
     Ok(fields)
+}
+
+/// `fields`, shared with the outcome before when it has the same.
+fn shared(fields: ClassFields, previous: Option<&IngressOutcome>) -> Arc<ClassFields> {
+    previous
+        .into_iter()
+        .flat_map(|p| [&p.after, &p.before])
+        .find(|f| ***f == fields)
+        .map_or_else(|| Arc::new(fields), Arc::clone)
 }
 
 /// A List in the plain form of [`yaml_tree::plain_list`], read one item at a time so that
