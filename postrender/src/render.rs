@@ -202,8 +202,13 @@ pub struct RenderRules {
 
 /// Renders one block of the stream (whole documents), in one thread: the streaming
 /// pipeline runs blocks side by side. Document numbers, lines and offsets are counted
-/// from the block's start; the pipeline renumbers them.
-pub(crate) fn render_block(input: &[u8], rules: &RenderRules) -> Result<Rendered, RenderError> {
+/// from the block's start; the pipeline renumbers them. `documents` are the block's
+/// documents when the caller has already split it.
+pub(crate) fn render_block(
+    input: &[u8],
+    documents: Option<Vec<Document>>,
+    rules: &RenderRules,
+) -> Result<Rendered, RenderError> {
     let stream = match std::str::from_utf8(input) {
         Ok(text) => text,
         Err(e) => {
@@ -220,7 +225,7 @@ pub(crate) fn render_block(input: &[u8], rules: &RenderRules) -> Result<Rendered
             return Err(RenderError::NotUtf8 { document, offset });
         }
     };
-    let documents = documents::split(stream);
+    let documents = documents.unwrap_or_else(|| documents::split(stream));
     let mut rendered = render_documents(stream, &documents, rules)?;
     rendered.documents = documents.len();
     Ok(rendered)

@@ -106,7 +106,7 @@ pub fn render_stream_keeping(
                 continue;
             }
             next_attempt = block.len() + block_bytes;
-            if let Some(cut) = last_complete_cut(&block) {
+            if let Some((cut, documents)) = last_complete_cut(&block) {
                 next_attempt = block_bytes;
                 let rest = block.split_off(cut);
                 let full = std::mem::replace(
@@ -119,10 +119,12 @@ pub fn render_stream_keeping(
                 {
                     merged.push(join(oldest))?;
                 }
-                handles.push_back(scope.spawn(move || render_and_keep(full, rules, keep)));
+                handles.push_back(
+                    scope.spawn(move || render_and_keep(full, Some(documents), rules, keep)),
+                );
             }
         }
-        let last = render_and_keep(block, rules, keep);
+        let last = render_and_keep(block, None, rules, keep);
         for handle in handles {
             merged.push(join(handle))?;
         }
@@ -142,8 +144,15 @@ fn join(handle: std::thread::ScopedJoinHandle<'_, BlockResult>) -> BlockResult {
 
 /// Renders a block on its own and hands it back with its result, to be kept until the whole
 /// stream is checked.
-fn render_and_keep(mut block: Vec<u8>, rules: &RenderRules, keep: Keep) -> BlockResult {
-    let result = render::render_block(&block, rules);
+/// `documents` are the block's documents when the search for its end has already found
+/// them.
+fn render_and_keep(
+    mut block: Vec<u8>,
+    documents: Option<Vec<Document>>,
+    rules: &RenderRules,
+    keep: Keep,
+) -> BlockResult {
+    let result = render::render_block(&block, documents, rules);
     // A block kept until the whole stream is checked gives back the room it was read into
     // and does not use (memory the parse trees touched would otherwise stay resident).
     if keep == Keep::Input {
@@ -155,19 +164,19 @@ fn render_and_keep(mut block: Vec<u8>, rules: &RenderRules, keep: Keep) -> Block
 }
 
 /// The start of the last document of `block` whose lines are all there, when documents
-/// come before it: every document before that point is complete and final (a boundary
-/// never moves when more lines arrive, and only a trailing comment-only piece is ever
-/// joined to the document after it).
-fn last_complete_cut(block: &[u8]) -> Option<usize> {
+/// come before it, and the documents before it: every document before that point is
+/// complete and final (a boundary never moves when more lines arrive, and only a trailing
+/// comment-only piece is ever joined to the document after it).
+fn last_complete_cut(block: &[u8]) -> Option<(usize, Vec<Document>)> {
     let complete_lines = memchr::memrchr(b'\n', block)? + 1;
     let text = match std::str::from_utf8(&block[..complete_lines]) {
         Ok(text) => text,
         // A character cut by the read ends on a later line; invalid text fails the block.
         Err(e) => std::str::from_utf8(&block[..e.valid_up_to()]).ok()?,
     };
-    let documents = documents::split(text);
-    let last = documents.last()?;
-    (documents.len() >= 2 && last.range.start > 0).then_some(last.range.start)
+    let mut documents = documents::split(text);
+    let last = documents.pop()?;
+    (!documents.is_empty() && last.range.start > 0).then_some((last.range.start, documents))
 }
 
 /// The blocks' results joined in stream order, documents and lines renumbered.
