@@ -238,7 +238,12 @@ impl Merge {
 /// Appends `block` to `output` with the edits of its changed documents (ranges counted
 /// from the block's start, in order) in place of the bytes they replace.
 fn splice_into(block: &[u8], changed: &[render::ChangedDocument], output: &mut Vec<u8>) {
-    output.reserve(block.len());
+    // The block's output size, exactly: a first block reserves no spare room, which a
+    // stream of one large document (a List) would otherwise hold beside its input.
+    let edits = changed.iter().flat_map(|c| &c.edits);
+    let added: usize = edits.clone().map(|e| e.text.len()).sum();
+    let removed: usize = edits.map(|e| e.range.len()).sum();
+    output.reserve((block.len() + added).saturating_sub(removed));
     let mut at = 0;
     for document in changed {
         let start = document.document.range.start;
