@@ -436,7 +436,7 @@ fn verify(
     before: &Node<'_>,
     ingresses_before: &[&Node<'_>],
     after_text: &str,
-    desired: &[ClassFields],
+    desired: &[Arc<ClassFields>],
 ) -> Result<(), String> {
     let after = yaml_tree::parse_document(after_text)
         .map_err(|e| format!("the edited document does not parse ({e})"))?
@@ -453,7 +453,7 @@ fn verify(
     }
     for (ingress, want) in ingresses.iter().zip(desired) {
         let got = ingress_edit::read_class_fields(ingress).map_err(|e| e.to_string())?;
-        if &got != want {
+        if got != **want {
             return Err(format!(
                 "class fields read back as {got:?}, expected {want:?}"
             ));
@@ -480,7 +480,7 @@ fn enforce_one(
     rules: &RenderRules,
     outcomes: &mut Vec<IngressOutcome>,
     edits: &mut Vec<Edit>,
-) -> Result<ClassFields, RenderError> {
+) -> Result<Arc<ClassFields>, RenderError> {
     let ingress_name = ingress_name(ingress);
     let edit_error = |error| RenderError::Edit {
         document: name.clone(),
@@ -512,16 +512,17 @@ fn enforce_one(
     } else {
         ingress_edit::plan(text, ingress, &fields).map_err(edit_error)?
     };
+    let after = shared(fields, outcomes.last());
     outcomes.push(IngressOutcome {
         document: name.clone(),
         ingress: ingress_name,
         before: shared(before, outcomes.last()),
-        after: shared(fields.clone(), outcomes.last()),
+        after: Arc::clone(&after),
         edited: !planned.is_empty(),
         warning,
     });
     edits.extend(planned);
-    Ok(fields)
+    Ok(after)
 }
 
 /// `fields`, shared with the outcome before when it has the same.
@@ -547,7 +548,7 @@ fn render_plain_list(
     outcomes: &mut Vec<IngressOutcome>,
 ) -> Result<Option<Vec<Edit>>, RenderError> {
     let mut edits = Vec::new();
-    let mut desired: Vec<(usize, ClassFields)> = Vec::new();
+    let mut desired: Vec<(usize, Arc<ClassFields>)> = Vec::new();
     let mut digests = Vec::with_capacity(list.items);
     let syntax = |error: SyntaxError| RenderError::Syntax {
         error: error.shifted(name.first_line),
@@ -602,7 +603,7 @@ fn render_plain_list(
         let ingress = wanted.next_if(|(i, _)| *i == index);
         if let Some((_, want)) = ingress {
             let got = ingress_edit::read_class_fields(&item).map_err(|e| e.to_string())?;
-            if &got != want {
+            if got != **want {
                 return Err(format!(
                     "class fields read back as {got:?}, expected {want:?}"
                 ));
@@ -1091,7 +1092,7 @@ mod tests {
     fn verify_catches_changes_outside_the_class_fields() {
         let text = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: a\n  labels: {x: \"off\"}\nspec: {rules: []}\n";
         let root = yaml_tree::parse_document(text).unwrap().unwrap();
-        let want = [ClassFields::default()];
+        let want = [Arc::new(ClassFields::default())];
         assert!(verify(&root, &[&root], text, &want).is_ok());
         let changed = text.replace("\"off\"", "off");
         assert_eq!(
