@@ -6,9 +6,9 @@
 //! thread while the next one is read. Nothing is written before every block is done and
 //! checked, so an error still leaves stdout empty. The filter keeps only the output of
 //! each finished block ([`Keep::Output`]), so that the stream is held once, not as input
-//! and edits. This is the only pipeline: the filter,
-//! `check`, the fuzz targets and the tests (on a stream already in memory: `&[u8]` is a
-//! reader) all run it. The answer does not depend on where the blocks are cut: document numbers, line
+//! and edits. This is the only pipeline: the filter, `check`, the fuzz targets and the
+//! tests (on a stream already in memory: `&[u8]` is a reader) all run it. The answer does
+//! not depend on where the blocks are cut, nor on what is kept: document numbers, line
 //! numbers and the first error in stream order included (tested below with tiny blocks).
 
 use std::io::{self, Read, Write};
@@ -143,9 +143,8 @@ fn join(handle: std::thread::ScopedJoinHandle<'_, BlockResult>) -> BlockResult {
 }
 
 /// Renders a block on its own and hands it back with its result, to be kept until the whole
-/// stream is checked.
-/// `documents` are the block's documents when the search for its end has already found
-/// them.
+/// stream is checked. `documents` are the block's documents when the search for its end
+/// has already found them.
 fn render_and_keep(
     mut block: Vec<u8>,
     documents: Option<Vec<Document>>,
