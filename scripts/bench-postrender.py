@@ -269,21 +269,21 @@ def main():
             cat_t, _ = measure(["cat"], path, 3)
             st_t, st_m = measure(styrmin, path, 3)
             threads = peak_threads(styrmin, path)
-            measured.append((n, size, cat_t, st_t, st_m, threads))
+            measured.append((n, size, cat_t, st_t, st_m, threads, path))
             print(f"measured {n} {label}", file=sys.stderr)
         shapes.append((label, measured))
     lines.append("")
     lines.append("| shape | Ingresses | input | `cat` | styrmin-postrender | styrmin vs cat | peak RSS / input | peak threads |")
     lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
     for label, measured in shapes:
-        for n, size, cat_t, st_t, st_m, threads in measured:
+        for n, size, cat_t, st_t, st_m, threads, _ in measured:
             lines.append(
                 f"| {label} | {n:,} | {size / 1e6:.1f} MB | {cat_t * 1000:.1f} ms | {st_t * 1000:.0f} ms ({st_m / 1024:.0f} MiB) "
                 f"| {st_t / cat_t:.1f}× | {st_m * 1024 / size:.2f}× | {threads} |"
             )
     shape_checks = []
     for label, measured in shapes:
-        (n1, _, _, t1, _, _), (n2, size2, _, t2, m2, threads2) = measured
+        (n1, _, _, t1, _, _, _), (n2, size2, _, t2, m2, threads2, _) = measured
         per_1, per_2 = t1 / n1, t2 / n2
         lines.append(f"{label}: time per Ingress {per_1 * 1e6:.1f} µs at {n1:,}, {per_2 * 1e6:.1f} µs at {n2:,} (ratio {per_2 / per_1:.2f})")
         shape_checks += [
@@ -301,7 +301,12 @@ def main():
     if BASE_BIN:
         sides["previous build"] = [BASE_BIN, "--config", config]
     floor = fastest_interleaved(sides, s50k, rounds, sink_cat=True)
-    idle = fastest_interleaved({"styrmin": styrmin}, empty, rounds)["styrmin"][1]
+    # With STYRMIN_BENCH_BASE_BIN, the CPU and memory targets are measured for the previous
+    # build too, interleaved with this one.
+    builds = {"styrmin": styrmin}
+    if BASE_BIN:
+        builds["previous build"] = [BASE_BIN, "--config", config]
+    idle = {name: cpu for name, (_, cpu) in fastest_interleaved(builds, empty, rounds).items()}
     others = os.path.join(tmp, "stream-50000-no-ingress.yaml")
     with open(others, "w") as f:
         f.write(stream(50000, ingresses=False))
@@ -309,14 +314,23 @@ def main():
     ing = os.path.join(tmp, "ingress-20000.yaml")
     with open(ing, "w") as f:
         f.write(ingress_stream(20000))
-    cpu_others = fastest_interleaved({"styrmin": styrmin}, others, max(5, rounds // 3))["styrmin"][1]
-    cpu_ing = fastest_interleaved({"styrmin": styrmin}, ing, max(5, rounds // 3))["styrmin"][1]
-    per_other = (cpu_others - idle) / n_others
-    per_ingress = (cpu_ing - idle) / 20000
+    cpu_others = {name: cpu for name, (_, cpu) in fastest_interleaved(builds, others, max(5, rounds // 3)).items()}
+    cpu_ing = {name: cpu for name, (_, cpu) in fastest_interleaved(builds, ing, max(5, rounds // 3)).items()}
+    per_others = {name: (cpu_others[name] - idle[name]) / n_others for name in builds}
+    per_ingresses = {name: (cpu_ing[name] - idle[name]) / 20000 for name in builds}
+    per_other, per_ingress = per_others["styrmin"], per_ingresses["styrmin"]
     rss = [("50,000-document stream", s50k, by[50000][5], by[50000][1])]
     for label, measured in shapes:
-        for n, size, _, _, st_m, _ in measured:
-            rss.append((f"{label}: {n:,}", None, st_m, size))
+        for n, size, _, _, st_m, _, path in measured:
+            rss.append((f"{label}: {n:,}", path, st_m, size))
+    # The previous build's peak RSS on the same inputs, each beside a run of this one; each
+    # build's least of three runs.
+    base_rss = {}
+    if BASE_BIN:
+        for label, path, _, _ in rss:
+            pair = [(peak_rss_kib(styrmin, path), peak_rss_kib(builds["previous build"], path)) for _ in range(3)]
+            base_rss[label] = (min(p[0] for p in pair), min(p[1] for p in pair))
+        rss = [(label, path, base_rss[label][0], size) for label, path, _, size in rss]
     lines.append("")
     lines.append(f"Targets ({rounds} interleaved rounds, each side's fastest run):")
     lines.append("")
@@ -325,13 +339,26 @@ def main():
     for name, (wall, cpu) in floor.items():
         lines.append(f"| {name} | {wall * 1000:.1f} ms | {cpu * 1000:.1f} ms | {wall / floor['cat'][0]:.2f}× |")
     lines.append("")
-    lines.append(f"CPU per document that is not an Ingress: {per_other * 1e6:.2f} µs ({n_others:,} documents, {cpu_others * 1000:.0f} ms, less start-up {idle * 1000:.1f} ms)")
-    lines.append(f"CPU per Ingress: {per_ingress * 1e6:.1f} µs (20,000 Ingress documents, {cpu_ing * 1000:.0f} ms)")
+    lines.append("| CPU (least of the interleaved rounds, less start-up) | " + " | ".join(builds) + " |")
+    lines.append("|---|" + "---:|" * len(builds))
+    lines.append(f"| per document that is not an Ingress ({n_others:,} documents) | "
+                 + " | ".join(f"{per_others[n] * 1e6:.2f} µs" for n in builds) + " |")
+    lines.append("| per Ingress (20,000 Ingress documents) | "
+                 + " | ".join(f"{per_ingresses[n] * 1e6:.1f} µs" for n in builds) + " |")
+    lines.append("| start-up CPU (empty input) | " + " | ".join(f"{idle[n] * 1000:.1f} ms" for n in builds) + " |")
     lines.append("")
-    lines.append("| shape | input | peak RSS | RSS / input |")
-    lines.append("|---|---:|---:|---:|")
+    if BASE_BIN:
+        lines.append("| shape | input | peak RSS | RSS / input | previous build | its RSS / input |")
+        lines.append("|---|---:|---:|---:|---:|---:|")
+    else:
+        lines.append("| shape | input | peak RSS | RSS / input |")
+        lines.append("|---|---:|---:|---:|")
     for label, _, m, size in rss:
-        lines.append(f"| {label} | {size / 1e6:.1f} MB | {m / 1024:.0f} MiB | {m * 1024 / size:.2f}× |")
+        row = f"| {label} | {size / 1e6:.1f} MB | {m / 1024:.0f} MiB | {m * 1024 / size:.2f}× |"
+        if BASE_BIN:
+            b = base_rss[label][1]
+            row += f" {b / 1024:.0f} MiB | {b * 1024 / size:.2f}× |"
+        lines.append(row)
     target_checks = [
         ("target: at 50,000 documents within 3× of `cat < s | cat` (fastest runs)", floor["styrmin"][0] / floor["cat"][0] <= 3),
         ("target: at most 1 µs CPU per document that is not an Ingress", per_other <= 1e-6),

@@ -17,7 +17,7 @@ use base64::Engine as _;
 use ingress_rules::{INGRESS_API_VERSIONS, IngressTarget, Level, is_ingress_container_list};
 use postrender::config::StyrminConfig;
 use postrender::render::RenderRules;
-use postrender::{stream, streaming};
+use postrender::{documents, streaming};
 use serde_json::Value;
 use styrmin_webhook::admission::{Review, encode_review, parse_review};
 use styrmin_webhook::decide::{DecideOptions, Outcome, ReviewKind, decide_with};
@@ -102,7 +102,7 @@ pub fn rendered_stream(data: &[u8]) {
     let rendered = &stream.rendered;
     let text_in = std::str::from_utf8(input).expect("render accepted a stream that is not UTF-8");
     let text_out = std::str::from_utf8(&output).expect("the output is not UTF-8");
-    let (docs_in, docs_out) = (stream::split(text_in), stream::split(text_out));
+    let (docs_in, docs_out) = (documents::split(text_in), documents::split(text_out));
     assert_eq!(
         docs_in.len(),
         docs_out.len(),

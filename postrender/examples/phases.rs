@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use ingress_rules::{IngressTarget, LevelName, Origin, ResolvedIngress};
 use postrender::render::RenderRules;
-use postrender::{stream, streaming, yaml_tree};
+use postrender::{documents, streaming, yaml_tree};
 
 fn main() -> anyhow::Result<()> {
     let path = std::env::args()
@@ -22,7 +22,7 @@ fn main() -> anyhow::Result<()> {
         strict: false,
     };
     let t = Instant::now();
-    let documents = stream::split(text);
+    let documents = documents::split(text);
     println!(
         "split:            {:>8.1} ms ({} documents)",
         t.elapsed().as_secs_f64() * 1e3,

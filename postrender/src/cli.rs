@@ -278,7 +278,12 @@ fn filter(
                 .map(|file| (path, file))
         })
         .transpose()?;
-    let stream = streaming::render_stream(input, rules, streaming::BLOCK_BYTES)?;
+    let stream = streaming::render_stream_keeping(
+        input,
+        rules,
+        streaming::BLOCK_BYTES,
+        streaming::Keep::Output,
+    )?;
     let rendered = &stream.rendered;
     if let Some((path, file)) = &mut report_file {
         file.write_all(report::success(rendered).as_bytes())

@@ -107,8 +107,9 @@ impl<'n, 'a> Anchors<'n, 'a> {
     }
 }
 
-/// The string Go reads from a scalar (`None` for anything that is not a string to Go),
-/// and the tag that makes it doubtful.
+/// The string Go reads from a scalar (`None` for anything that is not a string to Go,
+/// or a `!!binary` value that is not base64 of UTF-8 text), and the tag that makes it
+/// doubtful (only a tag other than `!!str`, `!!binary` and a local one).
 fn go_string(node: &Node<'_>) -> (Option<String>, Option<String>) {
     match &node.value {
         NodeValue::Scalar { text, tag, .. } => match tag {
@@ -129,7 +130,8 @@ fn go_string(node: &Node<'_>) -> (Option<String>, Option<String>) {
     }
 }
 
-/// Whether a key is YAML's merge key as Go's readers see it (plain `<<`, or `!!merge`).
+/// Whether a key is YAML's merge key: a plain `<<`, tagged or not (`!!merge <<`); a quoted
+/// `"<<"` is an ordinary key.
 fn is_merge_key(key: &Node<'_>) -> bool {
     matches!(&key.value, NodeValue::Scalar { text, style: granit_parser::ScalarStyle::Plain, .. } if text == "<<")
 }
@@ -280,8 +282,9 @@ pub fn go_type<'n, 'a>(mapping: &'n Node<'a>, at: &str, anchors: &mut Anchors<'n
     out
 }
 
-/// The items of a List document as Go reads them: `Ok(None)` when `items` is not a
-/// sequence.
+/// The items of a List document as Go reads them (`None` when `items` is not a sequence),
+/// and the doubt that makes the reading uncertain when some candidate sequence holds an
+/// Ingress.
 pub fn list_items<'n, 'a>(
     list: &'n Node<'a>,
     at: &str,

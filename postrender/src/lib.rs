@@ -1,7 +1,7 @@
 //! `styrmin-postrender`: a Helm post-renderer that gives every Ingress of a rendered
 //! chart the class Styrmin's rules decide (rules R1–R9).
 //!
-//! The pipeline: [`stream::split`] cuts the stream into documents by bytes, a byte
+//! The pipeline: [`documents::split`] cuts the stream into documents by bytes, a byte
 //! pre-filter skips every document that cannot be an Ingress or a List to Go's readers,
 //! the rest are parsed whole into a [`yaml_tree::Node`] tree with byte spans and
 //! classified as Go reads them ([`go_readers`]), [`ingress_rules::enforce`] decides the
@@ -13,6 +13,7 @@
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod documents;
 pub mod explain;
 pub mod flux;
 pub mod go_readers;
@@ -20,6 +21,5 @@ pub mod ingress_edit;
 pub mod krm;
 pub mod render;
 pub mod report;
-pub mod stream;
 pub mod streaming;
 pub mod yaml_tree;

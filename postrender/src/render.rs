@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::io::{self, Write};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use memchr::memmem;
 
@@ -12,9 +12,9 @@ use ingress_rules::{
     RuleError, enforce,
 };
 
+use crate::documents::{self, Document};
 use crate::go_readers::{self, Anchors, Doubt};
 use crate::ingress_edit::{self, Edit, EditError};
-use crate::stream::{self, Document};
 use crate::yaml_tree::{self, Node, NodeValue, SyntaxError};
 
 /// How a document is named in messages: its position, and the template it came from
@@ -145,13 +145,14 @@ impl RenderError {
     }
 }
 
-/// What happened to one Ingress.
+/// What happened to one Ingress. Every Ingress of a stream keeps one until the stream is
+/// written, so the class fields, which most Ingresses of a stream share, are shared.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IngressOutcome {
     pub document: DocumentName,
     pub ingress: IngressName,
-    pub before: ClassFields,
-    pub after: ClassFields,
+    pub before: Arc<ClassFields>,
+    pub after: Arc<ClassFields>,
     /// Whether any byte of the Ingress changed (a plain `on` re-quoted counts).
     pub edited: bool,
     pub warning: Option<NoClassWarning>,
@@ -201,14 +202,19 @@ pub struct RenderRules {
 
 /// Renders one block of the stream (whole documents), in one thread: the streaming
 /// pipeline runs blocks side by side. Document numbers, lines and offsets are counted
-/// from the block's start; the pipeline renumbers them.
-pub(crate) fn render_block(input: &[u8], rules: &RenderRules) -> Result<Rendered, RenderError> {
+/// from the block's start; the pipeline renumbers them. `documents` are the block's
+/// documents when the caller has already split it.
+pub(crate) fn render_block(
+    input: &[u8],
+    documents: Option<Vec<Document>>,
+    rules: &RenderRules,
+) -> Result<Rendered, RenderError> {
     let stream = match std::str::from_utf8(input) {
         Ok(text) => text,
         Err(e) => {
             let offset = e.valid_up_to();
             let valid = std::str::from_utf8(&input[..offset]).unwrap_or_default();
-            let document = stream::split(valid)
+            let document = documents::split(valid)
                 .last()
                 .map(|d| name_of(valid, d, &mut LineCounter::default()))
                 .unwrap_or(DocumentName {
@@ -219,7 +225,7 @@ pub(crate) fn render_block(input: &[u8], rules: &RenderRules) -> Result<Rendered
             return Err(RenderError::NotUtf8 { document, offset });
         }
     };
-    let documents = stream::split(stream);
+    let documents = documents.unwrap_or_else(|| documents::split(stream));
     let mut rendered = render_documents(stream, &documents, rules)?;
     rendered.documents = documents.len();
     Ok(rendered)
@@ -378,10 +384,11 @@ fn render_document(
             doubt,
         });
     }
-    let ingresses = ingress_nodes(&root).map_err(|doubt| RenderError::Doubt {
-        document: name.clone(),
-        doubt,
-    })?;
+    let ingresses =
+        ingress_nodes(&root, &ty, &mut anchors).map_err(|doubt| RenderError::Doubt {
+            document: name.clone(),
+            doubt,
+        })?;
     if ingresses.is_empty() {
         return Ok(None);
     }
@@ -393,7 +400,7 @@ fn render_document(
     }
     let mut edits = Vec::new();
     let mut desired = Vec::new();
-    for ingress in ingresses {
+    for ingress in &ingresses {
         let fields = enforce_one(text, ingress, name, rules, outcomes, &mut edits)?;
         desired.push(fields);
     }
@@ -411,7 +418,7 @@ fn render_document(
     }
     // The edited text lives only as long as its check: what is kept is the edits.
     let new_text = ingress_edit::apply(text, &edits);
-    verify(&root, &new_text, &desired).map_err(|what| RenderError::Verify {
+    verify(&root, &ingresses, &new_text, &desired).map_err(|what| RenderError::Verify {
         document: name.clone(),
         ingress: outcomes
             .last()
@@ -425,11 +432,18 @@ fn render_document(
 /// document parses, every Ingress in it reads back as the rules said, a second pass
 /// would change nothing (R8), and with the two class fields set aside the document is
 /// the same tree as before, every scalar with the same value and quoting (R7).
-fn verify(before: &Node<'_>, after_text: &str, desired: &[ClassFields]) -> Result<(), String> {
+fn verify(
+    before: &Node<'_>,
+    ingresses_before: &[&Node<'_>],
+    after_text: &str,
+    desired: &[Arc<ClassFields>],
+) -> Result<(), String> {
     let after = yaml_tree::parse_document(after_text)
         .map_err(|e| format!("the edited document does not parse ({e})"))?
         .ok_or("the edited document is empty")?;
-    let ingresses = ingress_nodes(&after).map_err(|e| e.to_string())?;
+    let mut anchors_after = Anchors::new(&after);
+    let ty = go_readers::go_type(&after, "the top level", &mut anchors_after);
+    let ingresses = ingress_nodes(&after, &ty, &mut anchors_after).map_err(|e| e.to_string())?;
     if ingresses.len() != desired.len() {
         return Err(format!(
             "{} Ingresses before the edit, {} after",
@@ -437,9 +451,9 @@ fn verify(before: &Node<'_>, after_text: &str, desired: &[ClassFields]) -> Resul
             ingresses.len()
         ));
     }
-    for (ingress, want) in ingresses.into_iter().zip(desired) {
+    for (ingress, want) in ingresses.iter().zip(desired) {
         let got = ingress_edit::read_class_fields(ingress).map_err(|e| e.to_string())?;
-        if &got != want {
+        if got != **want {
             return Err(format!(
                 "class fields read back as {got:?}, expected {want:?}"
             ));
@@ -450,8 +464,8 @@ fn verify(before: &Node<'_>, after_text: &str, desired: &[ClassFields]) -> Resul
         }
     }
     let mut anchors_before = Anchors::new(before);
-    let mut anchors_after = Anchors::new(&after);
-    if canonical(before, true, &mut anchors_before) != canonical(&after, true, &mut anchors_after) {
+    let canonical_before = canonical(before, &mut &ingresses_before[..], &mut anchors_before);
+    if canonical_before != canonical(&after, &mut &ingresses[..], &mut anchors_after) {
         return Err("something besides the class fields changed".to_owned());
     }
     Ok(())
@@ -466,7 +480,7 @@ fn enforce_one(
     rules: &RenderRules,
     outcomes: &mut Vec<IngressOutcome>,
     edits: &mut Vec<Edit>,
-) -> Result<ClassFields, RenderError> {
+) -> Result<Arc<ClassFields>, RenderError> {
     let ingress_name = ingress_name(ingress);
     let edit_error = |error| RenderError::Edit {
         document: name.clone(),
@@ -498,16 +512,26 @@ fn enforce_one(
     } else {
         ingress_edit::plan(text, ingress, &fields).map_err(edit_error)?
     };
+    let after = shared(fields, outcomes.last());
     outcomes.push(IngressOutcome {
         document: name.clone(),
         ingress: ingress_name,
-        before,
-        after: fields.clone(),
+        before: shared(before, outcomes.last()),
+        after: Arc::clone(&after),
         edited: !planned.is_empty(),
         warning,
     });
     edits.extend(planned);
-    Ok(fields)
+    Ok(after)
+}
+
+/// `fields`, shared with the outcome before when it has the same.
+fn shared(fields: ClassFields, previous: Option<&IngressOutcome>) -> Arc<ClassFields> {
+    previous
+        .into_iter()
+        .flat_map(|p| [&p.after, &p.before])
+        .find(|f| ***f == fields)
+        .map_or_else(|| Arc::new(fields), Arc::clone)
 }
 
 /// A List in the plain form of [`yaml_tree::plain_list`], read one item at a time so that
@@ -524,7 +548,7 @@ fn render_plain_list(
     outcomes: &mut Vec<IngressOutcome>,
 ) -> Result<Option<Vec<Edit>>, RenderError> {
     let mut edits = Vec::new();
-    let mut desired: Vec<(usize, ClassFields)> = Vec::new();
+    let mut desired: Vec<(usize, Arc<ClassFields>)> = Vec::new();
     let mut digests = Vec::with_capacity(list.items);
     let syntax = |error: SyntaxError| RenderError::Syntax {
         error: error.shifted(name.first_line),
@@ -543,8 +567,10 @@ fn render_plain_list(
             }
             let fields = enforce_one(text, &item, name, rules, outcomes, &mut edits)?;
             desired.push((index, fields));
+            digests.push(digest(&item, true));
+        } else {
+            digests.push(digest(&item, false));
         }
-        digests.push(digest(&item));
         Ok(())
     })
     .map_err(|e| match e {
@@ -574,9 +600,10 @@ fn render_plain_list(
     let mut wanted = desired.iter().peekable();
     let mut checked = 0;
     yaml_tree::for_each_list_item(&new_text, |index, item| {
-        if let Some((_, want)) = wanted.next_if(|(i, _)| *i == index) {
+        let ingress = wanted.next_if(|(i, _)| *i == index);
+        if let Some((_, want)) = ingress {
             let got = ingress_edit::read_class_fields(&item).map_err(|e| e.to_string())?;
-            if &got != want {
+            if got != **want {
                 return Err(format!(
                     "class fields read back as {got:?}, expected {want:?}"
                 ));
@@ -586,7 +613,7 @@ fn render_plain_list(
                 return Err("a second pass would edit again (not idempotent)".to_owned());
             }
         }
-        if digests.get(index) != Some(&digest(&item)) {
+        if digests.get(index) != Some(&digest(&item, ingress.is_some())) {
             return Err("something besides the class fields changed".to_owned());
         }
         checked += 1;
@@ -606,20 +633,26 @@ fn render_plain_list(
     Ok(Some(edits))
 }
 
-/// A digest of an item's canonical form with the class fields of an Ingress set aside.
-fn digest(item: &Node<'_>) -> u64 {
+/// A digest of an item's canonical form, with its class fields set aside when it is an
+/// Ingress.
+fn digest(item: &Node<'_>, ingress: bool) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut anchors = Anchors::new(item);
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    canonical(item, true, &mut anchors).hash(&mut hasher);
+    let ingresses = [item];
+    let mut strip: &[&Node<'_>] = if ingress { &ingresses } else { &[] };
+    canonical(item, &mut strip, &mut anchors).hash(&mut hasher);
     hasher.finish()
 }
 
-/// The Ingress mappings of a document as Go reads it: the document itself, or the Ingress
-/// items of a List. A doubt about an item that may be an Ingress is an error.
-fn ingress_nodes<'n, 'a>(root: &'n Node<'a>) -> Result<Vec<&'n Node<'a>>, Doubt> {
-    let mut anchors = Anchors::new(root);
-    let ty = go_readers::go_type(root, "the top level", &mut anchors);
+/// The Ingress mappings of a document as Go reads it, in document order: the document
+/// itself, or the Ingress items of a List (`ty` is the document's type). A doubt about an
+/// item that may be an Ingress is an error.
+fn ingress_nodes<'n, 'a>(
+    root: &'n Node<'a>,
+    ty: &go_readers::GoType,
+    anchors: &mut Anchors<'n, 'a>,
+) -> Result<Vec<&'n Node<'a>>, Doubt> {
     let ours = ty.may_be_ingress() || ty.may_be_list();
     if let Some(doubt) = ty.doubt.clone().filter(|_| ours) {
         return Err(doubt);
@@ -630,7 +663,7 @@ fn ingress_nodes<'n, 'a>(root: &'n Node<'a>) -> Result<Vec<&'n Node<'a>>, Doubt>
     if !ty.is_list() {
         return Ok(Vec::new());
     }
-    let (items, doubt) = go_readers::list_items(root, "the List", &mut anchors);
+    let (items, doubt) = go_readers::list_items(root, "the List", anchors);
     if let Some(doubt) = doubt {
         return Err(doubt);
     }
@@ -638,7 +671,7 @@ fn ingress_nodes<'n, 'a>(root: &'n Node<'a>) -> Result<Vec<&'n Node<'a>>, Doubt>
     for (index, item) in items.unwrap_or_default().iter().enumerate() {
         let at = format!("items[{index}]");
         let resolved = anchors.resolve(item);
-        let ty = go_readers::go_type(resolved, &at, &mut anchors);
+        let ty = go_readers::go_type(resolved, &at, anchors);
         if !ty.may_be_ingress() {
             continue;
         }
@@ -664,8 +697,8 @@ fn ingress_name(ingress: &Node<'_>) -> IngressName {
 }
 
 /// A comparable form of a node: scalars by value and whether they are plain (which
-/// decides their type for Go's YAML readers); with `strip`, Ingresses lose their class
-/// fields and the containers those leave empty.
+/// decides their type for Go's YAML readers); Ingresses may lose their class fields and
+/// the containers those leave empty (see [`canonical`]).
 #[derive(Debug, PartialEq, Hash)]
 enum Canonical<'n> {
     Scalar {
@@ -679,11 +712,18 @@ enum Canonical<'n> {
     Alias,
 }
 
+/// The canonical form of `node`. `ingresses` are the Ingress nodes of the tree not yet
+/// met, in document order (as [`ingress_nodes`] gives them): each loses its class fields,
+/// so that a document is classified once, not again for each comparison.
 fn canonical<'n, 'a>(
     node: &'n Node<'a>,
-    strip: bool,
+    ingresses: &mut &[&'n Node<'a>],
     anchors: &mut Anchors<'n, 'a>,
 ) -> Canonical<'n> {
+    let is_ingress = ingresses.first().is_some_and(|i| std::ptr::eq(*i, node));
+    if is_ingress {
+        *ingresses = &ingresses[1..];
+    }
     let mut out = match &node.value {
         _ if node.is_null() => Canonical::Null,
         NodeValue::Scalar { text, style, tag } => Canonical::Scalar {
@@ -705,18 +745,21 @@ fn canonical<'n, 'a>(
                         _ => k,
                     };
                     (
-                        canonical(k, false, anchors),
-                        canonical(v, strip && k.as_str() == Some("items"), anchors),
+                        canonical(k, &mut &[][..], anchors),
+                        canonical(v, ingresses, anchors),
                     )
                 })
                 .collect(),
         ),
-        NodeValue::Sequence { items, .. } => {
-            Canonical::Sequence(items.iter().map(|i| canonical(i, strip, anchors)).collect())
-        }
+        NodeValue::Sequence { items, .. } => Canonical::Sequence(
+            items
+                .iter()
+                .map(|i| canonical(i, ingresses, anchors))
+                .collect(),
+        ),
         NodeValue::Alias(_) => Canonical::Alias,
     };
-    if strip && go_readers::go_type(node, "", anchors).is_ingress() {
+    if is_ingress {
         strip_class_fields(&mut out);
     }
     out
@@ -790,8 +833,8 @@ fn name_of(stream: &str, document: &Document, lines: &mut LineCounter) -> Docume
     let text = &stream[document.range.clone()];
     DocumentName {
         index: document.index,
-        source: stream::source_comment(text)
-            .or_else(|| stream::helm4_filename(text))
+        source: documents::source_comment(text)
+            .or_else(|| documents::helm4_filename(text))
             .map(str::to_owned),
         first_line: lines.line_of(stream, document.range.start),
     }
@@ -1049,16 +1092,16 @@ mod tests {
     fn verify_catches_changes_outside_the_class_fields() {
         let text = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: a\n  labels: {x: \"off\"}\nspec: {rules: []}\n";
         let root = yaml_tree::parse_document(text).unwrap().unwrap();
-        let want = [ClassFields::default()];
-        assert!(verify(&root, text, &want).is_ok());
+        let want = [Arc::new(ClassFields::default())];
+        assert!(verify(&root, &[&root], text, &want).is_ok());
         let changed = text.replace("\"off\"", "off");
         assert_eq!(
-            verify(&root, &changed, &want).unwrap_err(),
+            verify(&root, &[&root], &changed, &want).unwrap_err(),
             "something besides the class fields changed"
         );
         let with_class = text.replace("spec: {", "spec: {ingressClassName: a, ");
         assert!(
-            verify(&root, &with_class, &want)
+            verify(&root, &[&root], &with_class, &want)
                 .unwrap_err()
                 .contains("read back")
         );

@@ -63,11 +63,11 @@ pub fn describe_change(outcome: &IngressOutcome) -> String {
     let ClassFields {
         ingress_class_name: bc,
         class_annotation: ba,
-    } = before;
+    } = &**before;
     let ClassFields {
         ingress_class_name: ac,
         class_annotation: aa,
-    } = after;
+    } = &**after;
     let mut parts = Vec::new();
     if bc != ac || (ac.is_some()) {
         parts.push(field("spec.ingressClassName", bc, ac));

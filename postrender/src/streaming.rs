@@ -4,15 +4,17 @@
 //! parsing would leave the CPU idle during the read; instead the input is kept in blocks
 //! that each end at a document boundary, and every full block is rendered on its own
 //! thread while the next one is read. Nothing is written before every block is done and
-//! checked, so an error still leaves stdout empty. This is the only pipeline: the filter,
-//! `check`, the fuzz targets and the tests (on a stream already in memory: `&[u8]` is a
-//! reader) all run it. The answer does not depend on where the blocks are cut: document numbers, line
+//! checked, so an error still leaves stdout empty. The filter keeps only the output of
+//! each finished block ([`Keep::Output`]), so that the stream is held once, not as input
+//! and edits. This is the only pipeline: the filter, `check`, the fuzz targets and the
+//! tests (on a stream already in memory: `&[u8]` is a reader) all run it. The answer does
+//! not depend on where the blocks are cut, nor on what is kept: document numbers, line
 //! numbers and the first error in stream order included (tested below with tiny blocks).
 
 use std::io::{self, Read, Write};
 
+use crate::documents::{self, Document};
 use crate::render::{self, RenderError, RenderRules, Rendered};
-use crate::stream::{self, Document};
 
 /// A block is handed to a renderer once it holds this many bytes and a complete document.
 pub const BLOCK_BYTES: usize = 1 << 20;
@@ -22,9 +24,24 @@ pub const BLOCK_BYTES: usize = 1 << 20;
 /// whole stream).
 #[derive(Debug, Default)]
 pub struct StreamRendered {
+    /// The blocks as they came in ([`Keep::Input`]).
     blocks: Vec<Vec<u8>>,
+    /// The output, spliced block by block ([`Keep::Output`]).
+    output: Option<Vec<u8>>,
     pub rendered: Rendered,
     pub bytes: usize,
+}
+
+/// What the rendered stream keeps of its blocks until it is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// The blocks as they came in and each changed document's edits, for what reads the
+    /// documents before and after (`check`'s diff, the KRM function).
+    Input,
+    /// Only the output: each block is spliced as soon as it is merged and dropped, and
+    /// [`Rendered::changed`] stays empty. The one full copy of the stream the filter holds
+    /// before it writes.
+    Output,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -39,11 +56,21 @@ pub enum StreamError {
 /// lines it holds, to number the documents of the blocks after it.
 type BlockResult = (Vec<u8>, Result<Rendered, RenderError>, usize, usize);
 
-/// Reads `input` to the end, rendering full blocks as they arrive.
+/// Reads `input` to the end, rendering full blocks as they arrive; keeps the input.
 pub fn render_stream(
+    input: impl Read,
+    rules: &RenderRules,
+    block_bytes: usize,
+) -> Result<StreamRendered, StreamError> {
+    render_stream_keeping(input, rules, block_bytes, Keep::Input)
+}
+
+/// Reads `input` to the end, rendering full blocks as they arrive; keeps what `keep` says.
+pub fn render_stream_keeping(
     mut input: impl Read,
     rules: &RenderRules,
     block_bytes: usize,
+    keep: Keep,
 ) -> Result<StreamRendered, StreamError> {
     // At most this many blocks render at once: a long stream must not start a thread per
     // block (each block's renderer may use a few threads of its own).
@@ -54,7 +81,14 @@ pub fn render_stream(
         let mut handles = std::collections::VecDeque::new();
         // Each block's result is merged as soon as it is in, in stream order, so that the
         // outcomes are never held twice (once per block and once merged).
-        let mut merged = Merge::default();
+        let mut merged = Merge {
+            out: StreamRendered {
+                output: (keep == Keep::Output).then(Vec::new),
+                ..StreamRendered::default()
+            },
+            documents_before: 0,
+            lines_before: 0,
+        };
         let mut block: Vec<u8> = Vec::with_capacity(block_bytes * 2);
         let mut scratch = vec![0u8; 1 << 16];
         // A block with one huge document has no cut yet: look again only after another
@@ -72,7 +106,7 @@ pub fn render_stream(
                 continue;
             }
             next_attempt = block.len() + block_bytes;
-            if let Some(cut) = last_complete_cut(&block) {
+            if let Some((cut, documents)) = last_complete_cut(&block) {
                 next_attempt = block_bytes;
                 let rest = block.split_off(cut);
                 let full = std::mem::replace(
@@ -85,10 +119,12 @@ pub fn render_stream(
                 {
                     merged.push(join(oldest))?;
                 }
-                handles.push_back(scope.spawn(move || render_block(full, rules)));
+                handles.push_back(
+                    scope.spawn(move || render_and_keep(full, Some(documents), rules, keep)),
+                );
             }
         }
-        let last = render_block(block, rules);
+        let last = render_and_keep(block, None, rules, keep);
         for handle in handles {
             merged.push(join(handle))?;
         }
@@ -106,34 +142,43 @@ fn join(handle: std::thread::ScopedJoinHandle<'_, BlockResult>) -> BlockResult {
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
-fn render_block(mut block: Vec<u8>, rules: &RenderRules) -> BlockResult {
-    let result = render::render_block(&block, rules);
-    // The block is kept until the whole stream is checked: give back the room it was read
-    // into and does not use (memory the parse trees touched would otherwise stay resident).
-    block.shrink_to_fit();
+/// Renders a block on its own and hands it back with its result, to be kept until the whole
+/// stream is checked. `documents` are the block's documents when the search for its end
+/// has already found them.
+fn render_and_keep(
+    mut block: Vec<u8>,
+    documents: Option<Vec<Document>>,
+    rules: &RenderRules,
+    keep: Keep,
+) -> BlockResult {
+    let result = render::render_block(&block, documents, rules);
+    // A block kept until the whole stream is checked gives back the room it was read into
+    // and does not use (memory the parse trees touched would otherwise stay resident).
+    if keep == Keep::Input {
+        block.shrink_to_fit();
+    }
     let documents = result.as_ref().map_or(0, |r| r.documents);
     let lines = memchr::memchr_iter(b'\n', &block).count();
     (block, result, documents, lines)
 }
 
 /// The start of the last document of `block` whose lines are all there, when documents
-/// come before it: every document before that point is complete and final (a boundary
-/// never moves when more lines arrive, and only a trailing comment-only piece is ever
-/// joined to the document after it).
-fn last_complete_cut(block: &[u8]) -> Option<usize> {
+/// come before it, and the documents before it: every document before that point is
+/// complete and final (a boundary never moves when more lines arrive, and only a trailing
+/// comment-only piece is ever joined to the document after it).
+fn last_complete_cut(block: &[u8]) -> Option<(usize, Vec<Document>)> {
     let complete_lines = memchr::memrchr(b'\n', block)? + 1;
     let text = match std::str::from_utf8(&block[..complete_lines]) {
         Ok(text) => text,
         // A character cut by the read ends on a later line; invalid text fails the block.
         Err(e) => std::str::from_utf8(&block[..e.valid_up_to()]).ok()?,
     };
-    let documents = stream::split(text);
-    let last = documents.last()?;
-    (documents.len() >= 2 && last.range.start > 0).then_some(last.range.start)
+    let mut documents = documents::split(text);
+    let last = documents.pop()?;
+    (!documents.is_empty() && last.range.start > 0).then_some((last.range.start, documents))
 }
 
 /// The blocks' results joined in stream order, documents and lines renumbered.
-#[derive(Default)]
 struct Merge {
     out: StreamRendered,
     documents_before: usize,
@@ -151,6 +196,12 @@ impl Merge {
                 return Err(error.into());
             }
         };
+        if let Some(output) = &mut self.out.output {
+            // The block's edits are counted from its start: splice them now, then let the
+            // block and its edits go.
+            splice_into(&block, &rendered.changed, output);
+            rendered.changed = Vec::new();
+        }
         for changed in &mut rendered.changed {
             changed.document.index += self.documents_before;
             changed.document.range = changed.document.range.start + bytes_before
@@ -176,14 +227,41 @@ impl Merge {
         out.bytes += block.len();
         self.documents_before += documents;
         self.lines_before += lines;
-        out.blocks.push(block);
+        if out.output.is_none() {
+            out.blocks.push(block);
+        }
         Ok(())
     }
+}
+
+/// Appends `block` to `output` with the edits of its changed documents (ranges counted
+/// from the block's start, in order) in place of the bytes they replace.
+fn splice_into(block: &[u8], changed: &[render::ChangedDocument], output: &mut Vec<u8>) {
+    // The block's output size, exactly: a first block reserves no spare room, which a
+    // stream of one large document (a List) would otherwise hold beside its input.
+    let edits = changed.iter().flat_map(|c| &c.edits);
+    let added: usize = edits.clone().map(|e| e.text.len()).sum();
+    let removed: usize = edits.map(|e| e.range.len()).sum();
+    output.reserve((block.len() + added).saturating_sub(removed));
+    let mut at = 0;
+    for document in changed {
+        let start = document.document.range.start;
+        for edit in &document.edits {
+            output.extend_from_slice(&block[at..start + edit.range.start]);
+            output.extend_from_slice(edit.text.as_bytes());
+            at = start + edit.range.end;
+        }
+    }
+    output.extend_from_slice(&block[at..]);
 }
 
 impl StreamRendered {
     /// Writes the stream with the changed documents' edits spliced in.
     pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
+        if let Some(output) = &self.output {
+            out.write_all(output)?;
+            return out.flush();
+        }
         render::write_spliced(
             self.blocks.iter().map(Vec::as_slice),
             &self.rendered.changed,
@@ -192,7 +270,8 @@ impl StreamRendered {
     }
 
     /// The text of a document of the stream as it came in (a document never spans two
-    /// blocks); `None` for a range that is not one of its documents.
+    /// blocks); `None` for a range that is not one of its documents, and always with
+    /// [`Keep::Output`].
     pub fn document_text(&self, document: &Document) -> Option<&str> {
         let mut block_start = 0;
         for block in &self.blocks {
@@ -265,18 +344,27 @@ mod tests {
                 Ok(n)
             }
         }
-        let rendered =
-            render_stream(Trickle(input.as_bytes()), rules, block).map_err(|e| e.to_string())?;
-        let mut out = Vec::new();
-        rendered.write(&mut out).map_err(|e| e.to_string())?;
-        assert_eq!(rendered.bytes, input.len());
-        let names = rendered
-            .rendered
-            .ingresses
-            .iter()
-            .map(|o| format!("{} {}", o.document, o.ingress))
-            .collect();
-        Ok((String::from_utf8(out).map_err(|e| e.to_string())?, names))
+        let answer = |keep: Keep| -> Result<(String, Vec<String>), String> {
+            let rendered = render_stream_keeping(Trickle(input.as_bytes()), rules, block, keep)
+                .map_err(|e| e.to_string())?;
+            let mut out = Vec::new();
+            rendered.write(&mut out).map_err(|e| e.to_string())?;
+            assert_eq!(rendered.bytes, input.len());
+            if keep == Keep::Output {
+                assert!(rendered.rendered.changed.is_empty());
+            }
+            let names = rendered
+                .rendered
+                .ingresses
+                .iter()
+                .map(|o| format!("{} {}", o.document, o.ingress))
+                .collect();
+            Ok((String::from_utf8(out).map_err(|e| e.to_string())?, names))
+        };
+        let kept_input = answer(Keep::Input);
+        // Keeping the output alone gives what keeping the input and the edits gives.
+        assert_eq!(answer(Keep::Output), kept_input, "block {block}");
+        kept_input
     }
 
     const INGRESS: &str = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  rules: []\n";

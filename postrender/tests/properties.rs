@@ -20,7 +20,7 @@ mod ingress_gen;
 use ingress_rules::{INGRESS_API_VERSIONS, IngressTarget, Level, is_ingress_container_list};
 use postrender::config::StyrminConfig;
 use postrender::render::RenderRules;
-use postrender::{stream, streaming};
+use postrender::{documents, streaming};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -120,7 +120,7 @@ fn check_stream(stream_gen: &StreamGen, config: &ConfigGen) -> Result<(), TestCa
         config.postrender_yaml()
     );
 
-    let (docs_in, docs_out) = (stream::split(&input), stream::split(&output));
+    let (docs_in, docs_out) = (documents::split(&input), documents::split(&output));
     prop_assert_eq!(docs_in.len(), docs_out.len(), "document count\n{}", context);
     prop_assert_eq!(
         docs_in.len(),

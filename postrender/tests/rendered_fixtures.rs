@@ -6,7 +6,7 @@
 use ingress_rules::{IngressTarget, Level, resolve};
 use postrender::config::StyrminConfig;
 use postrender::render::RenderRules;
-use postrender::{stream, streaming};
+use postrender::{documents, streaming};
 use rendered::{is_ingress, rendered_streams};
 use resolution_table::RESOLUTION_TABLE;
 use serde_json::Value;
@@ -87,7 +87,7 @@ fn strip(ingress: &mut Value) {
 }
 
 fn parse_all(text: &str) -> Vec<Value> {
-    stream::split(text)
+    documents::split(text)
         .into_iter()
         .map(|d| {
             let doc = &text[d.range];
@@ -109,7 +109,7 @@ fn every_fixture_under_every_configuration() {
             let context = format!("{name} with config {config:?}");
 
             // R7: documents that are not Ingresses (nor Lists holding one) are byte-for-byte.
-            let (docs_in, docs_out) = (stream::split(&input), stream::split(&output));
+            let (docs_in, docs_out) = (documents::split(&input), documents::split(&output));
             assert_eq!(docs_in.len(), docs_out.len(), "{context}: document count");
             let (parsed_in, mut parsed_out) = (parse_all(&input), parse_all(&output));
             for (i, (a, b)) in docs_in.iter().zip(&docs_out).enumerate() {
@@ -169,8 +169,8 @@ fn helm4_filename_annotation_survives() {
     {
         let output = run(&input, &rules("cluster: {dedicated_ingress: {}}"));
         assert_eq!(
-            input.matches(stream::HELM4_FILENAME_ANNOTATION).count(),
-            output.matches(stream::HELM4_FILENAME_ANNOTATION).count(),
+            input.matches(documents::HELM4_FILENAME_ANNOTATION).count(),
+            output.matches(documents::HELM4_FILENAME_ANNOTATION).count(),
             "{name}"
         );
     }

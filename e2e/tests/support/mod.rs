@@ -65,7 +65,7 @@ pub fn without_null_metadata_maps(mut object: Value) -> Value {
 
 pub fn ingresses(text: &str) -> Vec<Value> {
     let mut found = Vec::new();
-    for document in postrender::stream::split(text) {
+    for document in postrender::documents::split(text) {
         let doc: Option<Value> = serde_saphyr::from_str(&text[document.range]).expect("YAML");
         let Some(doc) = doc else { continue };
         if is_ingress(&doc) {
