@@ -144,8 +144,12 @@ struct Envelope {
 }
 
 /// Reads the `functionConfig:` entry (its text, `functionConfig:` line included).
-/// `first_line` is the entry's line in the `ResourceList`, for messages.
-fn read_function_config(text: &str, first_line: usize) -> Result<Option<FunctionConfig>, KrmError> {
+/// `first_line` gives the entry's line in the `ResourceList`, for messages (counted only
+/// when there is one to write: that takes a pass over the items).
+fn read_function_config(
+    text: &str,
+    first_line: impl FnOnce() -> usize,
+) -> Result<Option<FunctionConfig>, KrmError> {
     let mut path = String::new();
     let parsed = serde_saphyr::with_deserializer_from_str(text, |de| {
         serde_path_to_error::deserialize::<_, Envelope>(de).map_err(|e| {
@@ -162,7 +166,7 @@ fn read_function_config(text: &str, first_line: usize) -> Result<Option<Function
             );
             message = format!(
                 "line {} column {}: {}",
-                at.line() as usize + first_line - 1,
+                at.line() as usize + first_line() - 1,
                 at.column(),
                 one_line(&message)
             );
@@ -357,6 +361,7 @@ fn cut(text: &str, mut checker: Option<&mut LineChecker>) -> Result<Layout, KrmE
     let mut item_column: Option<usize> = None;
     let mut offset = 0;
     let mut number = 0;
+    let mut openers = Openers::new(text.as_bytes());
     while offset < text.len() {
         number += 1;
         let start = offset;
@@ -364,6 +369,26 @@ fn cut(text: &str, mut checker: Option<&mut LineChecker>) -> Result<Layout, KrmE
             memchr::memchr(b'\n', &text.as_bytes()[start..]).map_or(text.len(), |i| start + i);
         offset = (end + 1).min(text.len());
         let content = &text[start..end];
+        // Most lines are indented lines of an item (the items in column 0) or of the
+        // functionConfig that nothing below would stop at: they are passed over without
+        // being read, which is what keeps the checks cheap beside the rendering.
+        if content.starts_with(' ') {
+            let passed = match checker.as_deref() {
+                Some(checker) if checker.in_block_content(content) => true,
+                Some(checker) if checker.block.is_some() => false,
+                _ if section == Section::FunctionConfig => true,
+                None => section == Section::Items && item_column == Some(0),
+                Some(_) => {
+                    section == Section::Items
+                        && item_column == Some(0)
+                        && !openers.within(start..end)
+                        && !ends_with_dash(content)
+                }
+            };
+            if passed {
+                continue;
+            }
+        }
         if checker.as_mut().is_some_and(|c| c.in_block_scalar(content)) {
             continue;
         }
@@ -505,6 +530,54 @@ const OPENERS: [bool; 256] = {
     table
 };
 
+/// Whether a line's last byte but spaces is a `-`.
+fn ends_with_dash(line: &str) -> bool {
+    match line.as_bytes().last() {
+        Some(b'-') => true,
+        Some(b' ') => line.trim_end_matches(' ').ends_with('-'),
+        _ => false,
+    }
+}
+
+/// Where the next byte of [`OPENERS`] is, searched for a few bytes at a time with `memchr3`
+/// and kept until passed, so that a line is known to hold none without reading it again.
+#[derive(Debug)]
+struct Openers<'t> {
+    text: &'t [u8],
+    /// For each group of opener bytes, its next position at or after the last line asked
+    /// about (the text's length when there is none).
+    next: [usize; OPENER_GROUPS.len()],
+    /// The least of `next`.
+    first: usize,
+}
+
+/// [`OPENERS`]'s bytes, three to a `memchr3` search.
+const OPENER_GROUPS: [[u8; 3]; 5] = [*b"\"'[", *b"{|>", *b"&*!", *b"%@`", *b"???"];
+
+impl<'t> Openers<'t> {
+    fn new(text: &'t [u8]) -> Self {
+        Self {
+            text,
+            next: [0; OPENER_GROUPS.len()],
+            first: 0,
+        }
+    }
+
+    /// Whether `line` (asked about in increasing order) holds an opener.
+    fn within(&mut self, line: Range<usize>) -> bool {
+        if self.first < line.start {
+            for (next, [a, b, c]) in self.next.iter_mut().zip(OPENER_GROUPS) {
+                if *next < line.start {
+                    *next = memchr::memchr3(a, b, c, &self.text[line.start..])
+                        .map_or(self.text.len(), |i| line.start + i);
+                }
+            }
+            self.first = self.next.iter().copied().min().unwrap_or(self.text.len());
+        }
+        self.first < line.end
+    }
+}
+
 /// Checks, line by line, that no scalar or collection runs over a line break except block
 /// scalars (`|`, `>`), whose lines are recognised by their indentation. Conservative: what
 /// it accepts, a YAML parser reads the same way line by line; what it is unsure of, it refuses.
@@ -515,6 +588,19 @@ struct LineChecker {
 }
 
 impl LineChecker {
+    /// Whether `line` is a line of the block scalar being read, once its content's
+    /// indentation is known, by its leading spaces alone ([`Self::in_block_scalar`] says
+    /// the same, and ends the block scalar when it is not).
+    fn in_block_content(&self, line: &str) -> bool {
+        match self.block {
+            Some((_, Some(column))) => line
+                .as_bytes()
+                .get(..column)
+                .is_some_and(|lead| lead.iter().all(|b| *b == b' ')),
+            _ => false,
+        }
+    }
+
     /// Whether `line` belongs to the block scalar being read (and ends it when not).
     fn in_block_scalar(&mut self, line: &str) -> bool {
         let Some((parent, content)) = self.block else {
@@ -541,9 +627,7 @@ impl LineChecker {
     fn check(&mut self, line: &str, number: usize) -> Result<(), KrmError> {
         // Most lines hold no byte that can open a quoted scalar, a flow collection, a block
         // scalar, an anchor, an alias or a tag: nothing of theirs can run on.
-        if !line.bytes().any(|b| OPENERS[usize::from(b)])
-            && !line.trim_end_matches(' ').ends_with('-')
-        {
+        if !line.bytes().any(|b| OPENERS[usize::from(b)]) && !ends_with_dash(line) {
             return Ok(());
         }
         let refuse = |why: &str| Err(shape(number, why.to_owned()));
@@ -962,7 +1046,7 @@ fn render_items<'t>(
     let function_config = layout
         .function_config
         .as_ref()
-        .map(|range| read_function_config(&text[range.clone()], line_of(text, range.start)))
+        .map(|range| read_function_config(&text[range.clone()], || line_of(text, range.start)))
         .transpose()?
         .flatten();
     let config = match function_config {
@@ -1319,6 +1403,15 @@ mod tests {
                 proptest::prop_assert_eq!(&item, want);
             }
         }
+    }
+
+    #[test]
+    fn the_opener_groups_are_the_openers() {
+        let mut table = [false; 256];
+        for byte in OPENER_GROUPS.iter().flatten() {
+            table[usize::from(*byte)] = true;
+        }
+        assert_eq!(table, OPENERS);
     }
 
     #[test]
