@@ -229,18 +229,16 @@ const PREFIX_BYTES: usize = 512;
 const KRM_INPUT_RESERVE: usize = 64 << 20;
 
 fn run_krm(
-    mut input: impl Read,
+    input: impl Read,
     fallback: krm::FunctionConfig,
     fallback_given: bool,
     report_path: Option<&PathBuf>,
 ) -> anyhow::Result<ExitCode> {
     // Room for most ResourceLists at once: reading a long one into a growing buffer copies
     // it again at every doubling (pages not written to are never touched).
-    let mut text = Vec::with_capacity(KRM_INPUT_RESERVE);
-    input
-        .read_to_end(&mut text)
-        .context("reading the ResourceList from stdin")?;
-    let outcome = krm::run(&text, fallback, fallback_given);
+    let (text, cut) =
+        krm::read(input, KRM_INPUT_RESERVE).context("reading the ResourceList from stdin")?;
+    let outcome = krm::run_cut(&text, cut, fallback, fallback_given);
     // The report holds what stderr gets (kustomize shows a function's stderr only on failure).
     if let Some(path) = report_path {
         let lines: String = outcome.messages.iter().map(|m| format!("{m}\n")).collect();

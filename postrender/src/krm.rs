@@ -19,6 +19,7 @@
 //! written otherwise is refused with the line that could not be read this way.
 
 use std::fmt;
+use std::io::Read;
 use std::ops::Range;
 
 use ingress_rules::{IngressTarget, KubernetesVersion, Level};
@@ -282,37 +283,144 @@ enum Section {
     FunctionConfig,
 }
 
-/// Cuts `text` into items and the function config, checking every line with
-/// [`plain_lines`] on the way.
+/// Cuts `text` into items and the function config; `checked`, checking every line with
+/// [`LineChecker`] on the way.
 fn layout(text: &str, checked: bool) -> Result<Layout, KrmError> {
-    if !checked {
-        return Ok(match quick_cut(text) {
-            Some(layout) => layout,
-            None => cut(text, None)?,
-        });
+    if !checked && let Some(layout) = quick_cut(text) {
+        return Ok(layout);
     }
-    if let Some(at) = memchr::memchr2(b'\t', b'\r', text.as_bytes()) {
-        let line = line_of(text, at);
-        return Err(shape(
-            line,
-            "a tab or a carriage return; this function reads ResourceLists as kustomize writes them (spaces, LF)",
-        ));
+    let mut cutter = Cutter::new(checked);
+    cutter.feed(text.as_bytes());
+    cutter.finish()
+}
+
+/// Ranges still open (an item, the functionConfig) end here until the next part starts
+/// or the input ends.
+const OPEN: usize = usize::MAX;
+
+/// A `ResourceList` cut into its parts, and checked when asked to, line by line as it is
+/// read: fed in pieces that each end at a line break (but the last), so that the cut and
+/// the checks are done by the time the input is.
+#[derive(Debug)]
+struct Cutter {
+    out: Layout,
+    section: Section,
+    seen: Vec<Section>,
+    item_column: Option<usize>,
+    /// Lines read so far.
+    number: usize,
+    checker: Option<LineChecker>,
+    /// Bytes fed so far.
+    bytes: usize,
+    /// The first error of each kind, in the order they are reported: invalid UTF-8, a tab
+    /// or CR, a Unicode line break (these over the whole input), then what the cut found
+    /// (the cut stops at it).
+    not_utf8: Option<KrmError>,
+    tab: Option<KrmError>,
+    line_break: Option<KrmError>,
+    cut: Option<KrmError>,
+}
+
+impl Cutter {
+    fn new(checked: bool) -> Self {
+        Self {
+            out: Layout::default(),
+            section: Section::Prologue,
+            seen: Vec::new(),
+            item_column: None,
+            number: 0,
+            checker: checked.then(LineChecker::default),
+            bytes: 0,
+            not_utf8: None,
+            tab: None,
+            line_break: None,
+            cut: None,
+        }
     }
-    // NEL is C2 85, LINE and PARAGRAPH SEPARATOR E2 80 A8/A9: look at C2 and E2 bytes only.
-    for at in memchr::memchr2_iter(0xc2, 0xe2, text.as_bytes()) {
-        let what = match text.as_bytes().get(at..at + 3) {
-            Some([0xc2, 0x85, _]) => "NEL (U+0085)",
-            Some([0xe2, 0x80, 0xa8]) => "LINE SEPARATOR (U+2028)",
-            Some([0xe2, 0x80, 0xa9]) => "PARAGRAPH SEPARATOR (U+2029)",
-            _ if text.as_bytes().get(at..at + 2) == Some(&[0xc2, 0x85]) => "NEL (U+0085)",
-            _ => continue,
+
+    /// Reads the next piece of the input: whole lines, but at the end of the input.
+    fn feed(&mut self, piece: &[u8]) {
+        let base = self.bytes;
+        self.bytes += piece.len();
+        if self.not_utf8.is_some() {
+            return;
+        }
+        let text = match std::str::from_utf8(piece) {
+            Ok(text) => text,
+            Err(e) => {
+                self.not_utf8 = Some(KrmError::NotUtf8 {
+                    offset: base + e.valid_up_to(),
+                });
+                return;
+            }
         };
-        return Err(shape(
-            line_of(text, at),
-            format!("a {what}, which Go's YAML readers read as a line break"),
-        ));
+        let lines_before = self.number;
+        if self.checker.is_some() && self.tab.is_none() {
+            self.find_unreadable_bytes(text, lines_before);
+        }
+        let stopped = self.tab.is_some() || self.line_break.is_some() || self.cut.is_some();
+        if !stopped && let Err(error) = self.cut_lines(base, text) {
+            self.cut = Some(error);
+        }
+        if stopped || self.cut.is_some() {
+            // Lines are still counted for the messages of the whole-input checks.
+            self.number = lines_before + memchr::memchr_iter(b'\n', piece).count();
+        }
     }
-    cut(text, Some(&mut LineChecker::default()))
+
+    /// The whole-input checks of a checked cut, on one piece that starts after `lines`
+    /// lines: tabs and CR, and the Unicode line breaks Go reads as such.
+    fn find_unreadable_bytes(&mut self, text: &str, lines: usize) {
+        if let Some(at) = memchr::memchr2(b'\t', b'\r', text.as_bytes()) {
+            self.tab = Some(shape(
+                lines + line_of(text, at),
+                "a tab or a carriage return; this function reads ResourceLists as kustomize writes them (spaces, LF)",
+            ));
+            return;
+        }
+        if self.line_break.is_some() {
+            return;
+        }
+        // NEL is C2 85, LINE and PARAGRAPH SEPARATOR E2 80 A8/A9: look at C2 and E2 bytes only.
+        for at in memchr::memchr2_iter(0xc2, 0xe2, text.as_bytes()) {
+            let what = match text.as_bytes().get(at..at + 3) {
+                Some([0xc2, 0x85, _]) => "NEL (U+0085)",
+                Some([0xe2, 0x80, 0xa8]) => "LINE SEPARATOR (U+2028)",
+                Some([0xe2, 0x80, 0xa9]) => "PARAGRAPH SEPARATOR (U+2029)",
+                _ if text.as_bytes().get(at..at + 2) == Some(&[0xc2, 0x85]) => "NEL (U+0085)",
+                _ => continue,
+            };
+            self.line_break = Some(shape(
+                lines + line_of(text, at),
+                format!("a {what}, which Go's YAML readers read as a line break"),
+            ));
+            return;
+        }
+    }
+
+    /// The cut, once the whole input is read.
+    fn finish(self) -> Result<Layout, KrmError> {
+        if let Some(error) = self.not_utf8.or(self.tab).or(self.line_break).or(self.cut) {
+            return Err(error);
+        }
+        if !self.seen.contains(&Section::Kind) || !self.seen.contains(&Section::ApiVersion) {
+            return Err(shape(
+                1,
+                format!(
+                    "not a ResourceList: expected apiVersion {RESOURCE_LIST_API_VERSION} and kind ResourceList"
+                ),
+            ));
+        }
+        let mut out = self.out;
+        let end = self.bytes;
+        for range in out.items.iter_mut().chain(out.function_config.as_mut()) {
+            if range.end == OPEN {
+                range.end = end;
+            }
+        }
+        out.item_column = self.item_column.unwrap_or(0);
+        Ok(out)
+    }
 }
 
 /// The cut of a `ResourceList` as kustomize writes it (`items:` with its `- ` in column 0,
@@ -353,163 +461,168 @@ fn quick_cut(text: &str) -> Option<Layout> {
     Some(layout)
 }
 
-/// Cuts `text` into its parts, checking every line with `checker` when there is one.
-fn cut(text: &str, mut checker: Option<&mut LineChecker>) -> Result<Layout, KrmError> {
-    let mut out = Layout::default();
-    let mut section = Section::Prologue;
-    let mut seen = Vec::new();
-    let mut item_column: Option<usize> = None;
-    let mut offset = 0;
-    let mut number = 0;
-    let mut openers = Openers::new(text.as_bytes());
-    while offset < text.len() {
-        number += 1;
-        let start = offset;
-        let end =
-            memchr::memchr(b'\n', &text.as_bytes()[start..]).map_or(text.len(), |i| start + i);
-        offset = (end + 1).min(text.len());
-        let content = &text[start..end];
-        // Most lines are indented lines of an item (the items in column 0) or of the
-        // functionConfig that nothing below would stop at: they are passed over without
-        // being read, which is what keeps the checks cheap beside the rendering.
-        if content.starts_with(' ') {
-            let passed = match checker.as_deref() {
-                Some(checker) if checker.in_block_content(content) => true,
-                Some(checker) if checker.block.is_some() => false,
-                _ if section == Section::FunctionConfig => true,
-                None => section == Section::Items && item_column == Some(0),
-                Some(_) => {
-                    section == Section::Items
-                        && item_column == Some(0)
-                        && !openers.within(start..end)
-                        && !ends_with_dash(content)
+impl Cutter {
+    /// Cuts the lines of one piece that starts at byte `base`, checking each with the
+    /// checker when there is one.
+    fn cut_lines(&mut self, base: usize, text: &str) -> Result<(), KrmError> {
+        let mut out = std::mem::take(&mut self.out);
+        let mut section = self.section;
+        let mut seen = std::mem::take(&mut self.seen);
+        let mut item_column = self.item_column;
+        let mut number = self.number;
+        let mut checker = self.checker.as_mut();
+        let mut offset = 0;
+        let mut openers = Openers::new(text.as_bytes());
+        let result = (|| -> Result<(), KrmError> {
+            while offset < text.len() {
+                number += 1;
+                let start = offset;
+                let end = memchr::memchr(b'\n', &text.as_bytes()[start..])
+                    .map_or(text.len(), |i| start + i);
+                offset = (end + 1).min(text.len());
+                let content = &text[start..end];
+                // Most lines are indented lines of an item (the items in column 0) or of the
+                // functionConfig that nothing below would stop at: they are passed over without
+                // being read, which is what keeps the checks cheap beside the rendering.
+                if content.starts_with(' ') {
+                    let passed = match checker.as_deref() {
+                        Some(checker) if checker.in_block_content(content) => true,
+                        Some(checker) if checker.block.is_some() => false,
+                        _ if section == Section::FunctionConfig => true,
+                        None => section == Section::Items && item_column == Some(0),
+                        Some(_) => {
+                            section == Section::Items
+                                && item_column == Some(0)
+                                && !openers.within(start..end)
+                                && !ends_with_dash(content)
+                        }
+                    };
+                    if passed {
+                        continue;
+                    }
                 }
-            };
-            if passed {
-                continue;
-            }
-        }
-        if checker.as_mut().is_some_and(|c| c.in_block_scalar(content)) {
-            continue;
-        }
-        let indent = content.len() - content.trim_start_matches(' ').len();
-        let rest = &content[indent..];
-        if rest.is_empty() || rest.starts_with('#') {
-            continue;
-        }
-        if indent == 0 && (rest == "---" || rest == "..." || rest.starts_with("--- ")) {
-            if section == Section::Prologue && rest == "---" {
-                continue;
-            }
-            return Err(shape(number, "more than one YAML document"));
-        }
-        // An item of `items`: a `-` line in the items' column.
-        if section == Section::Items && (rest.starts_with("- ") || rest == "-") {
-            let column = *item_column.get_or_insert(indent);
-            if indent == column {
-                if rest == "-" {
-                    return Err(shape(
-                        number,
-                        "an item that starts on the line after its `-`",
-                    ));
+                if checker.as_mut().is_some_and(|c| c.in_block_scalar(content)) {
+                    continue;
                 }
-                if let Some(last) = out.items.last_mut() {
-                    last.end = start;
+                let indent = content.len() - content.trim_start_matches(' ').len();
+                let rest = &content[indent..];
+                if rest.is_empty() || rest.starts_with('#') {
+                    continue;
                 }
-                out.items.push(start..text.len());
+                if indent == 0 && (rest == "---" || rest == "..." || rest.starts_with("--- ")) {
+                    if section == Section::Prologue && rest == "---" {
+                        continue;
+                    }
+                    return Err(shape(number, "more than one YAML document"));
+                }
+                // An item of `items`: a `-` line in the items' column.
+                if section == Section::Items && (rest.starts_with("- ") || rest == "-") {
+                    let column = *item_column.get_or_insert(indent);
+                    if indent == column {
+                        if rest == "-" {
+                            return Err(shape(
+                                number,
+                                "an item that starts on the line after its `-`",
+                            ));
+                        }
+                        if let Some(last) = out.items.last_mut() {
+                            last.end = base + start;
+                        }
+                        out.items.push(base + start..OPEN);
+                        if let Some(checker) = checker.as_mut() {
+                            checker.check(content, number)?;
+                        }
+                        continue;
+                    }
+                }
+                if indent == 0 && rest.starts_with('-') {
+                    return Err(shape(number, "a sequence entry outside `items`"));
+                }
+                if indent > 0 {
+                    if section == Section::Prologue {
+                        return Err(shape(number, "the ResourceList is not a block mapping"));
+                    }
+                    if section == Section::Items && item_column.is_none_or(|c| indent < c) {
+                        return Err(shape(number, "a line of `items` outside its items"));
+                    }
+                    // The functionConfig is read by a YAML parser: a construct cut at a column-0
+                    // line does not parse, so its lines need no check.
+                    if section != Section::FunctionConfig
+                        && let Some(checker) = checker.as_mut()
+                    {
+                        checker.check(content, number)?;
+                    }
+                    continue;
+                }
+                // A top-level key.
+                if let Some(last) = out.items.last_mut().filter(|_| section == Section::Items) {
+                    last.end = base + start;
+                }
+                if let Some(range) = out.function_config.as_mut()
+                    && section == Section::FunctionConfig
+                {
+                    range.end = base + start;
+                }
+                let (key, value) = match rest.split_once(':') {
+                    Some((key, value)) if value.is_empty() || value.starts_with(' ') => {
+                        (key, value.trim())
+                    }
+                    _ => {
+                        return Err(shape(
+                            number,
+                            "expected a top-level key of the ResourceList",
+                        ));
+                    }
+                };
+                section = match (key, value) {
+                    ("apiVersion", RESOURCE_LIST_API_VERSION) => Section::ApiVersion,
+                    ("kind", "ResourceList") => Section::Kind,
+                    ("apiVersion" | "kind", other) => {
+                        return Err(shape(
+                            number,
+                            format!(
+                                "{key}: expected {RESOURCE_LIST_API_VERSION} ResourceList, found {other}"
+                            ),
+                        ));
+                    }
+                    ("items", "" | "[]") => Section::Items,
+                    ("functionConfig", _) => {
+                        out.function_config = Some(base + start..OPEN);
+                        Section::FunctionConfig
+                    }
+                    ("results", _) => {
+                        return Err(shape(
+                            number,
+                            "the ResourceList already has results; this function writes its own",
+                        ));
+                    }
+                    (other, _) => {
+                        return Err(shape(
+                            number,
+                            format!(
+                                "`{}` is not a key of a ResourceList (apiVersion, kind, items, functionConfig)",
+                                other.escape_debug()
+                            ),
+                        ));
+                    }
+                };
+                if seen.contains(&section) {
+                    return Err(shape(number, format!("`{key}` appears more than once")));
+                }
+                seen.push(section);
                 if let Some(checker) = checker.as_mut() {
                     checker.check(content, number)?;
                 }
-                continue;
             }
-        }
-        if indent == 0 && rest.starts_with('-') {
-            return Err(shape(number, "a sequence entry outside `items`"));
-        }
-        if indent > 0 {
-            if section == Section::Prologue {
-                return Err(shape(number, "the ResourceList is not a block mapping"));
-            }
-            if section == Section::Items && item_column.is_none_or(|c| indent < c) {
-                return Err(shape(number, "a line of `items` outside its items"));
-            }
-            // The functionConfig is read by a YAML parser: a construct cut at a column-0
-            // line does not parse, so its lines need no check.
-            if section != Section::FunctionConfig
-                && let Some(checker) = checker.as_mut()
-            {
-                checker.check(content, number)?;
-            }
-            continue;
-        }
-        // A top-level key.
-        if let Some(last) = out.items.last_mut().filter(|_| section == Section::Items) {
-            last.end = start;
-        }
-        if let Some(range) = out.function_config.as_mut()
-            && section == Section::FunctionConfig
-        {
-            range.end = start;
-        }
-        let (key, value) = match rest.split_once(':') {
-            Some((key, value)) if value.is_empty() || value.starts_with(' ') => (key, value.trim()),
-            _ => {
-                return Err(shape(
-                    number,
-                    "expected a top-level key of the ResourceList",
-                ));
-            }
-        };
-        section = match (key, value) {
-            ("apiVersion", RESOURCE_LIST_API_VERSION) => Section::ApiVersion,
-            ("kind", "ResourceList") => Section::Kind,
-            ("apiVersion" | "kind", other) => {
-                return Err(shape(
-                    number,
-                    format!(
-                        "{key}: expected {RESOURCE_LIST_API_VERSION} ResourceList, found {other}"
-                    ),
-                ));
-            }
-            ("items", "" | "[]") => Section::Items,
-            ("functionConfig", _) => {
-                out.function_config = Some(start..text.len());
-                Section::FunctionConfig
-            }
-            ("results", _) => {
-                return Err(shape(
-                    number,
-                    "the ResourceList already has results; this function writes its own",
-                ));
-            }
-            (other, _) => {
-                return Err(shape(
-                    number,
-                    format!(
-                        "`{}` is not a key of a ResourceList (apiVersion, kind, items, functionConfig)",
-                        other.escape_debug()
-                    ),
-                ));
-            }
-        };
-        if seen.contains(&section) {
-            return Err(shape(number, format!("`{key}` appears more than once")));
-        }
-        seen.push(section);
-        if let Some(checker) = checker.as_mut() {
-            checker.check(content, number)?;
-        }
+            Ok(())
+        })();
+        self.out = out;
+        self.section = section;
+        self.seen = seen;
+        self.item_column = item_column;
+        self.number = number;
+        result
     }
-    if !seen.contains(&Section::Kind) || !seen.contains(&Section::ApiVersion) {
-        return Err(shape(
-            1,
-            format!(
-                "not a ResourceList: expected apiVersion {RESOURCE_LIST_API_VERSION} and kind ResourceList"
-            ),
-        ));
-    }
-    out.item_column = item_column.unwrap_or(0);
-    Ok(out)
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -847,7 +960,19 @@ impl Outcome<'_> {
 /// line, used when the `ResourceList` has no functionConfig; `fallback_given` says whether
 /// any of it was given explicitly (both at once is an error).
 pub fn run(input: &[u8], fallback: FunctionConfig, fallback_given: bool) -> Outcome<'_> {
-    match process(input, fallback, fallback_given) {
+    let mut cutter = Cutter::new(true);
+    cutter.feed(input);
+    run_cut(input, ListCut(cutter.finish()), fallback, fallback_given)
+}
+
+/// [`run`] on a `ResourceList` already cut by [`read`].
+pub fn run_cut(
+    input: &[u8],
+    cut: ListCut,
+    fallback: FunctionConfig,
+    fallback_given: bool,
+) -> Outcome<'_> {
+    match process(input, cut, fallback, fallback_given) {
         Ok((text, edits, rendered, warned)) => {
             let mut results = Vec::new();
             let mut messages = Vec::new();
@@ -1009,31 +1134,75 @@ type Processed<'t> = (&'t str, Vec<Edit>, Rendered, Vec<ItemInfo>);
 
 fn process(
     input: &[u8],
+    cut: ListCut,
     fallback: FunctionConfig,
     fallback_given: bool,
 ) -> Result<Processed<'_>, KrmError> {
+    let layout = cut.0?;
+    // Valid: the cut read every byte as UTF-8 (this only gets the `str`).
     let text = std::str::from_utf8(input).map_err(|e| KrmError::NotUtf8 {
         offset: e.valid_up_to(),
     })?;
-    // The lines are checked on a thread of their own while the items render: the cut
-    // (the same with and without the checks, when the checks pass) is ready sooner, and
-    // nothing is written before both are done.
+    render_items(text, &layout, fallback, fallback_given)
+}
+
+/// The cut of a `ResourceList`, its lines checked: made while it is read ([`read`]) or
+/// at once ([`run`]).
+#[derive(Debug)]
+pub struct ListCut(Result<Layout, KrmError>);
+
+/// How many bytes are read at a time; the cut gets them as whole lines.
+const READ_PIECE: u64 = 1 << 20;
+
+/// Reads a `ResourceList` to its end (into room for `reserve` bytes) and cuts it: the
+/// lines are cut and checked on a thread of their own while the rest is read, from a copy
+/// of each piece (the text grows meanwhile), so the cut is ready when the input ends.
+pub fn read(mut input: impl Read, reserve: usize) -> std::io::Result<(Vec<u8>, ListCut)> {
+    let mut text = Vec::with_capacity(reserve);
+    let (pieces, received) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+    let (returned, spare) = std::sync::mpsc::channel::<Vec<u8>>();
     std::thread::scope(|scope| {
-        let checked = scope.spawn(|| layout(text, true));
-        let rendered = layout(text, false).and_then(|quick| {
-            render_items(text, &quick, fallback, fallback_given).map(|r| (r, quick))
+        let cutter = scope.spawn(move || {
+            let mut cutter = Cutter::new(true);
+            for piece in received {
+                cutter.feed(&piece);
+                // The piece's buffer goes back to the reader for the next piece.
+                let _ = returned.send(piece);
+            }
+            cutter.finish()
         });
-        let checked = checked
+        let mut sent = 0;
+        let read = (|| -> std::io::Result<()> {
+            loop {
+                let n = (&mut input).take(READ_PIECE).read_to_end(&mut text)?;
+                let end = if n == 0 {
+                    text.len()
+                } else {
+                    match memchr::memrchr(b'\n', &text[sent..]) {
+                        Some(i) => sent + i + 1,
+                        None => continue,
+                    }
+                };
+                if end > sent {
+                    let mut piece = spare.try_recv().unwrap_or_default();
+                    piece.clear();
+                    piece.extend_from_slice(&text[sent..end]);
+                    sent = end;
+                    if pieces.send(piece).is_err() {
+                        // The cutter stopped (a panic, which the join passes on).
+                        return Ok(());
+                    }
+                }
+                if n == 0 {
+                    return Ok(());
+                }
+            }
+        })();
+        drop(pieces);
+        let layout = cutter
             .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-        let (processed, quick) = rendered?;
-        if checked != quick {
-            return Err(shape(
-                1,
-                "internal check failed: the items cut with and without the line checks differ. Please report this with the ResourceList.",
-            ));
-        }
-        Ok(processed)
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        read.map(|()| (text, ListCut(layout)))
     })
 }
 
@@ -1402,6 +1571,43 @@ mod tests {
                     serde_saphyr::from_str(&item_document(&text, range, layout.item_column)).expect("an item parses alone");
                 proptest::prop_assert_eq!(&item, want);
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// The cut made while the input is read, in pieces of whole lines, is the cut of the
+        /// whole input: the same items, or the same refusal.
+        #[test]
+        fn a_cut_in_pieces_is_the_cut_of_the_whole(
+            items in proptest::collection::vec(proptest::collection::vec(0..FRAGMENTS.len(), 0..5), 1..5),
+            breaks in proptest::collection::vec(proptest::bool::ANY, 64),
+            tab in proptest::option::of(0..64usize),
+        ) {
+            let mut text = String::from("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n");
+            for (i, fragments) in items.iter().enumerate() {
+                text.push_str(&format!("- kind: K{i}\n"));
+                for f in fragments {
+                    text.push_str(FRAGMENTS[*f]);
+                }
+            }
+            text.push_str("functionConfig:\n  kind: X\n");
+            // A tab somewhere, refused wherever it is.
+            if let Some(line) = tab
+                && let Some((at, _)) = text.match_indices('\n').nth(line)
+            {
+                text.insert(at, '\t');
+            }
+            let whole = layout(&text, true).map_err(|e| e.to_string());
+            let mut cutter = Cutter::new(true);
+            let mut piece = 0;
+            for (line, (at, _)) in text.match_indices('\n').enumerate() {
+                if breaks.get(line).copied().unwrap_or(false) {
+                    cutter.feed(&text.as_bytes()[piece..=at]);
+                    piece = at + 1;
+                }
+            }
+            cutter.feed(&text.as_bytes()[piece..]);
+            proptest::prop_assert_eq!(cutter.finish().map_err(|e| e.to_string()), whole);
         }
     }
 
