@@ -312,10 +312,11 @@ struct Cutter {
     checker: Option<LineChecker>,
     /// Bytes fed so far.
     bytes: usize,
-    /// The first error of each kind, in the order they are reported: invalid UTF-8, a tab
-    /// or CR, a Unicode line break (these over the whole input), then what the cut found
-    /// (the cut stops at it).
-    not_utf8: Option<KrmError>,
+    /// The first error of each kind, in the order they are reported: a tab or CR, a
+    /// Unicode line break (these over the whole input), then what the cut found (the cut
+    /// stops at it; invalid UTF-8 among them, in a line it reads: the lines it passes over
+    /// are the items', which the pipeline reads as UTF-8, and the functionConfig's, which
+    /// its parser does).
     tab: Option<KrmError>,
     line_break: Option<KrmError>,
     cut: Option<KrmError>,
@@ -331,7 +332,6 @@ impl Cutter {
             number: 0,
             checker: checked.then(LineChecker::default),
             bytes: 0,
-            not_utf8: None,
             tab: None,
             line_break: None,
             cut: None,
@@ -342,18 +342,7 @@ impl Cutter {
     fn feed(&mut self, piece: &[u8]) {
         let base = self.bytes;
         self.bytes += piece.len();
-        if self.not_utf8.is_some() {
-            return;
-        }
-        let text = match std::str::from_utf8(piece) {
-            Ok(text) => text,
-            Err(e) => {
-                self.not_utf8 = Some(KrmError::NotUtf8 {
-                    offset: base + e.valid_up_to(),
-                });
-                return;
-            }
-        };
+        let text = piece;
         let lines_before = self.number;
         if self.checker.is_some() && self.tab.is_none() {
             self.find_unreadable_bytes(text, lines_before);
@@ -370,8 +359,8 @@ impl Cutter {
 
     /// The whole-input checks of a checked cut, on one piece that starts after `lines`
     /// lines: tabs and CR, and the Unicode line breaks Go reads as such.
-    fn find_unreadable_bytes(&mut self, text: &str, lines: usize) {
-        if let Some(at) = memchr::memchr2(b'\t', b'\r', text.as_bytes()) {
+    fn find_unreadable_bytes(&mut self, text: &[u8], lines: usize) {
+        if let Some(at) = memchr::memchr2(b'\t', b'\r', text) {
             self.tab = Some(shape(
                 lines + line_of(text, at),
                 "a tab or a carriage return; this function reads ResourceLists as kustomize writes them (spaces, LF)",
@@ -382,12 +371,12 @@ impl Cutter {
             return;
         }
         // NEL is C2 85, LINE and PARAGRAPH SEPARATOR E2 80 A8/A9: look at C2 and E2 bytes only.
-        for at in memchr::memchr2_iter(0xc2, 0xe2, text.as_bytes()) {
-            let what = match text.as_bytes().get(at..at + 3) {
+        for at in memchr::memchr2_iter(0xc2, 0xe2, text) {
+            let what = match text.get(at..at + 3) {
                 Some([0xc2, 0x85, _]) => "NEL (U+0085)",
                 Some([0xe2, 0x80, 0xa8]) => "LINE SEPARATOR (U+2028)",
                 Some([0xe2, 0x80, 0xa9]) => "PARAGRAPH SEPARATOR (U+2029)",
-                _ if text.as_bytes().get(at..at + 2) == Some(&[0xc2, 0x85]) => "NEL (U+0085)",
+                _ if text.get(at..at + 2) == Some(&[0xc2, 0x85]) => "NEL (U+0085)",
                 _ => continue,
             };
             self.line_break = Some(shape(
@@ -400,7 +389,7 @@ impl Cutter {
 
     /// The cut, once the whole input is read.
     fn finish(self) -> Result<Layout, KrmError> {
-        if let Some(error) = self.not_utf8.or(self.tab).or(self.line_break).or(self.cut) {
+        if let Some(error) = self.tab.or(self.line_break).or(self.cut) {
             return Err(error);
         }
         if !self.seen.contains(&Section::Kind) || !self.seen.contains(&Section::ApiVersion) {
@@ -464,7 +453,7 @@ fn quick_cut(text: &str) -> Option<Layout> {
 impl Cutter {
     /// Cuts the lines of one piece that starts at byte `base`, checking each with the
     /// checker when there is one.
-    fn cut_lines(&mut self, base: usize, text: &str) -> Result<(), KrmError> {
+    fn cut_lines(&mut self, base: usize, text: &[u8]) -> Result<(), KrmError> {
         let mut out = std::mem::take(&mut self.out);
         let mut section = self.section;
         let mut seen = std::mem::take(&mut self.seen);
@@ -472,21 +461,20 @@ impl Cutter {
         let mut number = self.number;
         let mut checker = self.checker.as_mut();
         let mut offset = 0;
-        let mut openers = Openers::new(text.as_bytes());
+        let mut openers = Openers::new(text);
         let result = (|| -> Result<(), KrmError> {
             while offset < text.len() {
                 number += 1;
                 let start = offset;
-                let end = memchr::memchr(b'\n', &text.as_bytes()[start..])
-                    .map_or(text.len(), |i| start + i);
+                let end = memchr::memchr(b'\n', &text[start..]).map_or(text.len(), |i| start + i);
                 offset = (end + 1).min(text.len());
-                let content = &text[start..end];
+                let line = &text[start..end];
                 // Most lines are indented lines of an item (the items in column 0) or of the
                 // functionConfig that nothing below would stop at: they are passed over without
                 // being read, which is what keeps the checks cheap beside the rendering.
-                if content.starts_with(' ') {
+                if line.first() == Some(&b' ') {
                     let passed = match checker.as_deref() {
-                        Some(checker) if checker.in_block_content(content) => true,
+                        Some(checker) if checker.in_block_content(line) => true,
                         Some(checker) if checker.block.is_some() => false,
                         _ if section == Section::FunctionConfig => true,
                         None => section == Section::Items && item_column == Some(0),
@@ -494,13 +482,16 @@ impl Cutter {
                             section == Section::Items
                                 && item_column == Some(0)
                                 && !openers.within(start..end)
-                                && !ends_with_dash(content)
+                                && !ends_with_dash(line)
                         }
                     };
                     if passed {
                         continue;
                     }
                 }
+                let content = std::str::from_utf8(line).map_err(|e| KrmError::NotUtf8 {
+                    offset: base + start + e.valid_up_to(),
+                })?;
                 if checker.as_mut().is_some_and(|c| c.in_block_scalar(content)) {
                     continue;
                 }
@@ -625,8 +616,8 @@ impl Cutter {
     }
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
-    memchr::memchr_iter(b'\n', &text.as_bytes()[..offset]).count() + 1
+fn line_of(text: &(impl AsRef<[u8]> + ?Sized), offset: usize) -> usize {
+    memchr::memchr_iter(b'\n', &text.as_ref()[..offset]).count() + 1
 }
 
 /// The bytes that may open something that runs past its line (or that this checker
@@ -644,10 +635,10 @@ const OPENERS: [bool; 256] = {
 };
 
 /// Whether a line's last byte but spaces is a `-`.
-fn ends_with_dash(line: &str) -> bool {
-    match line.as_bytes().last() {
+fn ends_with_dash(line: &[u8]) -> bool {
+    match line.last() {
         Some(b'-') => true,
-        Some(b' ') => line.trim_end_matches(' ').ends_with('-'),
+        Some(b' ') => line.trim_ascii_end().ends_with(b"-"),
         _ => false,
     }
 }
@@ -704,10 +695,9 @@ impl LineChecker {
     /// Whether `line` is a line of the block scalar being read, once its content's
     /// indentation is known, by its leading spaces alone ([`Self::in_block_scalar`] says
     /// the same, and ends the block scalar when it is not).
-    fn in_block_content(&self, line: &str) -> bool {
+    fn in_block_content(&self, line: &[u8]) -> bool {
         match self.block {
             Some((_, Some(column))) => line
-                .as_bytes()
                 .get(..column)
                 .is_some_and(|lead| lead.iter().all(|b| *b == b' ')),
             _ => false,
@@ -740,7 +730,7 @@ impl LineChecker {
     fn check(&mut self, line: &str, number: usize) -> Result<(), KrmError> {
         // Most lines hold no byte that can open a quoted scalar, a flow collection, a block
         // scalar, an anchor, an alias or a tag: nothing of theirs can run on.
-        if !line.bytes().any(|b| OPENERS[usize::from(b)]) && !ends_with_dash(line) {
+        if !line.bytes().any(|b| OPENERS[usize::from(b)]) && !ends_with_dash(line.as_bytes()) {
             return Ok(());
         }
         let refuse = |why: &str| Err(shape(number, why.to_owned()));
@@ -926,7 +916,7 @@ fn plain_key(text: &str) -> Option<(usize, &str)> {
 /// spliced in, then `results`), and whether it failed.
 #[derive(Debug)]
 pub struct Outcome<'t> {
-    text: &'t str,
+    text: &'t [u8],
     edits: Vec<Edit>,
     tail: String,
     pub failed: bool,
@@ -939,18 +929,18 @@ impl Outcome<'_> {
     pub fn write(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         let mut at = 0;
         for edit in &self.edits {
-            out.write_all(&self.text.as_bytes()[at..edit.range.start])?;
+            out.write_all(&self.text[at..edit.range.start])?;
             out.write_all(edit.text.as_bytes())?;
             at = edit.range.end;
         }
-        out.write_all(&self.text.as_bytes()[at..])?;
+        out.write_all(&self.text[at..])?;
         out.write_all(self.tail.as_bytes())?;
         out.flush()
     }
 
     /// The `ResourceList` as text.
     pub fn output(&self) -> String {
-        let mut text = ingress_edit::apply(self.text, &self.edits);
+        let mut text = ingress_edit::apply(&String::from_utf8_lossy(self.text), &self.edits);
         text.push_str(&self.tail);
         text
     }
@@ -991,7 +981,7 @@ pub fn run_cut(
             }
             let mut tail = String::new();
             if !results.is_empty() {
-                if !text.ends_with('\n') && !text.is_empty() {
+                if !text.ends_with(b"\n") && !text.is_empty() {
                     tail.push('\n');
                 }
                 tail.push_str("results:\n");
@@ -1024,7 +1014,7 @@ pub fn run_cut(
                 field.as_deref(),
             ));
             Outcome {
-                text: "",
+                text: b"",
                 edits: Vec::new(),
                 tail: output,
                 failed: true,
@@ -1054,15 +1044,15 @@ fn item_reference(input: &[u8], item: &ItemRef) -> Option<ResourceRef> {
     let layout = layout(text, false).ok()?;
     let range = layout.items.get(item.index)?;
     Some(reference_of(&item_document(
-        text,
+        text.as_bytes(),
         range,
         layout.item_column,
     )))
 }
 
 /// An item's text as a document of its own: `- ` becomes two spaces.
-fn item_document(text: &str, range: &Range<usize>, column: usize) -> String {
-    let mut document = text[range.clone()].to_owned();
+fn item_document(text: &[u8], range: &Range<usize>, column: usize) -> String {
+    let mut document = String::from_utf8_lossy(&text[range.clone()]).into_owned();
     document.replace_range(column..column + 1, " ");
     document
 }
@@ -1130,7 +1120,7 @@ fn result(
 }
 
 /// The text, its edits (sorted), what the pipeline found, and each warning's item.
-type Processed<'t> = (&'t str, Vec<Edit>, Rendered, Vec<ItemInfo>);
+type Processed<'t> = (&'t [u8], Vec<Edit>, Rendered, Vec<ItemInfo>);
 
 fn process(
     input: &[u8],
@@ -1139,11 +1129,7 @@ fn process(
     fallback_given: bool,
 ) -> Result<Processed<'_>, KrmError> {
     let layout = cut.0?;
-    // Valid: the cut read every byte as UTF-8 (this only gets the `str`).
-    let text = std::str::from_utf8(input).map_err(|e| KrmError::NotUtf8 {
-        offset: e.valid_up_to(),
-    })?;
-    render_items(text, &layout, fallback, fallback_given)
+    render_items(input, &layout, fallback, fallback_given)
 }
 
 /// The cut of a `ResourceList`, its lines checked: made while it is read ([`read`]) or
@@ -1152,62 +1138,81 @@ fn process(
 pub struct ListCut(Result<Layout, KrmError>);
 
 /// How many bytes are read at a time; the cut gets them as whole lines.
-const READ_PIECE: u64 = 1 << 20;
+const READ_PIECE: usize = 1 << 20;
 
-/// Reads a `ResourceList` to its end (into room for `reserve` bytes) and cuts it: the
-/// lines are cut and checked on a thread of their own while the rest is read, from a copy
-/// of each piece (the text grows meanwhile), so the cut is ready when the input ends.
+/// Reads a `ResourceList` to its end and cuts it. The input is read into room for
+/// `reserve` bytes (zeroed room: the system maps its pages only once they are written),
+/// and each part read, as whole lines, is lent to a thread that cuts it and checks its
+/// lines while the rest is read into the room after it: the cut is ready when the input
+/// ends, and nothing is copied. A longer input is read on after the room is full, and the
+/// rest cut then.
 pub fn read(mut input: impl Read, reserve: usize) -> std::io::Result<(Vec<u8>, ListCut)> {
-    let mut text = Vec::with_capacity(reserve);
-    let (pieces, received) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
-    let (returned, spare) = std::sync::mpsc::channel::<Vec<u8>>();
-    std::thread::scope(|scope| {
-        let cutter = scope.spawn(move || {
+    let mut text = vec![0u8; reserve];
+    let mut filled = 0;
+    let mut sent = 0;
+    let (read, mut cutter) = std::thread::scope(|scope| {
+        let (pieces, received) = std::sync::mpsc::channel::<&[u8]>();
+        let worker = scope.spawn(move || {
             let mut cutter = Cutter::new(true);
             for piece in received {
-                cutter.feed(&piece);
-                // The piece's buffer goes back to the reader for the next piece.
-                let _ = returned.send(piece);
+                cutter.feed(piece);
             }
-            cutter.finish()
+            cutter
         });
-        let mut sent = 0;
-        let read = (|| -> std::io::Result<()> {
-            loop {
-                let n = (&mut input).take(READ_PIECE).read_to_end(&mut text)?;
-                let end = if n == 0 {
-                    text.len()
-                } else {
-                    match memchr::memrchr(b'\n', &text[sent..]) {
-                        Some(i) => sent + i + 1,
-                        None => continue,
-                    }
-                };
-                if end > sent {
-                    let mut piece = spare.try_recv().unwrap_or_default();
-                    piece.clear();
-                    piece.extend_from_slice(&text[sent..end]);
-                    sent = end;
-                    if pieces.send(piece).is_err() {
-                        // The cutter stopped (a panic, which the join passes on).
-                        return Ok(());
-                    }
-                }
-                if n == 0 {
-                    return Ok(());
+        // `rest` is the room not yet lent; its first `pending` bytes are read, a line not
+        // yet ended.
+        let mut rest: &mut [u8] = &mut text;
+        let mut pending = 0;
+        let read = loop {
+            let room = (rest.len() - pending).min(READ_PIECE);
+            if room == 0 {
+                break Ok(false);
+            }
+            let n = match input.read(&mut rest[pending..pending + room]) {
+                Ok(0) => break Ok(true),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => break Err(e),
+            };
+            filled += n;
+            pending += n;
+            if let Some(i) = memchr::memrchr(b'\n', &rest[pending - n..pending]) {
+                let lines = pending - n + i + 1;
+                let (piece, after) = std::mem::take(&mut rest).split_at_mut(lines);
+                rest = after;
+                pending -= lines;
+                sent += lines;
+                if pieces.send(piece).is_err() {
+                    // The cutter stopped (a panic, which the join passes on).
+                    break Ok(true);
                 }
             }
-        })();
+        };
         drop(pieces);
-        let layout = cutter
+        let cutter = worker
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        read.map(|()| (text, ListCut(layout)))
+        (read, cutter)
+    });
+    text.truncate(filled);
+    if !read? {
+        input.read_to_end(&mut text)?;
+    }
+    cutter.feed(&text[sent..]);
+    Ok((text, ListCut(cutter.finish())))
+}
+
+/// A part of the `ResourceList` as text: a part that starts and ends at a line's start
+/// (the cut read each line as UTF-8).
+fn text_of(text: &[u8], range: Range<usize>) -> Result<&str, KrmError> {
+    let start = range.start;
+    std::str::from_utf8(&text[range]).map_err(|e| KrmError::NotUtf8 {
+        offset: start + e.valid_up_to(),
     })
 }
 
 fn render_items<'t>(
-    text: &'t str,
+    text: &'t [u8],
     layout: &Layout,
     fallback: FunctionConfig,
     fallback_given: bool,
@@ -1215,7 +1220,9 @@ fn render_items<'t>(
     let function_config = layout
         .function_config
         .as_ref()
-        .map(|range| read_function_config(&text[range.clone()], || line_of(text, range.start)))
+        .map(|range| {
+            read_function_config(text_of(text, range.clone())?, || line_of(text, range.start))
+        })
         .transpose()?
         .flatten();
     let config = match function_config {
@@ -1240,7 +1247,7 @@ fn render_items<'t>(
         length += SEPARATOR.len() + range.len();
     }
     let stream = ItemStream {
-        text: text.as_bytes(),
+        text,
         items: &layout.items,
         column,
         item: 0,
@@ -1303,8 +1310,10 @@ fn render_items<'t>(
             item_edits.push(moved);
         }
         // The edited item, read as a document, is exactly the document the pipeline edited.
-        let mut edited =
-            ingress_edit::apply(&text[range.clone()], &shifted(&item_edits, range.start));
+        let mut edited = ingress_edit::apply(
+            text_of(text, range.clone())?,
+            &shifted(&item_edits, range.start),
+        );
         edited.replace_range(column..column + 1, " ");
         let document = rendered
             .document_text(&changed.document)
@@ -1404,7 +1413,7 @@ impl std::io::Read for ItemStream<'_> {
 /// A refusal, named by the item and the line of the `ResourceList`: the item that failed is
 /// rendered again alone, after as many blank lines as come before it, so the pipeline's own
 /// message counts lines as the `ResourceList` does.
-fn render_error(text: &str, layout: &Layout, rules: &RenderRules, error: RenderError) -> KrmError {
+fn render_error(text: &[u8], layout: &Layout, rules: &RenderRules, error: RenderError) -> KrmError {
     let index = error_document(&error).map_or(0, |d| d.saturating_sub(1));
     let Some(range) = layout.items.get(index) else {
         return KrmError::Render {
@@ -1412,6 +1421,11 @@ fn render_error(text: &str, layout: &Layout, rules: &RenderRules, error: RenderE
             error: error.to_string(),
         };
     };
+    // The lines the cut passed over were left to the pipeline to read as UTF-8: a byte
+    // that is not is named by its offset in the ResourceList.
+    if let Err(error) = text_of(text, range.clone()) {
+        return error;
+    }
     let item = ItemRef {
         index,
         line: line_of(text, range.start),
@@ -1568,7 +1582,7 @@ mod tests {
             proptest::prop_assert_eq!(&layout, &super::layout(&text, false).expect("the quick cut"));
             for (range, want) in layout.items.iter().zip(parsed_items) {
                 let item: serde_json::Value =
-                    serde_saphyr::from_str(&item_document(&text, range, layout.item_column)).expect("an item parses alone");
+                    serde_saphyr::from_str(&item_document(text.as_bytes(), range, layout.item_column)).expect("an item parses alone");
                 proptest::prop_assert_eq!(&item, want);
             }
         }
@@ -1608,6 +1622,70 @@ mod tests {
             }
             cutter.feed(&text.as_bytes()[piece..]);
             proptest::prop_assert_eq!(cutter.finish().map_err(|e| e.to_string()), whole);
+        }
+    }
+
+    /// A reader that hands out a few bytes at a time, as a pipe may.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.1.min(buf.len()).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn reading_in_pieces_gives_the_whole_run() {
+        let input = format!(
+            "{LIST}functionConfig:\n  apiVersion: styrmin.io/v1alpha1\n  kind: StyrminPostRender\n  spec:\n    deployment:\n      ingress_class: haproxy\n"
+        );
+        let whole = run(input.as_bytes(), FunctionConfig::default(), false);
+        assert!(!whole.failed, "{:?}", whole.messages);
+        // Room for all, for part of it (the rest read and cut after), for nothing.
+        for (piece, reserve) in [(7, 1 << 16), (1, 100), (64, 0), (1 << 20, 1 << 16)] {
+            let (text, cut) = read(Trickle(input.as_bytes(), piece), reserve).expect("reads");
+            assert_eq!(text, input.as_bytes());
+            let outcome = run_cut(&text, cut, FunctionConfig::default(), false);
+            assert_eq!(
+                outcome.output(),
+                whole.output(),
+                "pieces of {piece}, room for {reserve}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_byte_that_is_not_utf8_is_named_by_its_offset_wherever_it_is() {
+        let header = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n";
+        let item = "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: a";
+        let function_config = "functionConfig:\n  apiVersion: styrmin.io/v1alpha1\n  kind: StyrminPostRender\n  spec: {}";
+        // In a line the cut passes over (an item's, the functionConfig's), in one it reads.
+        for (before, after) in [
+            (format!("{header}{item}"), "\n".to_owned()),
+            (
+                format!("{header}{item}\n{function_config}"),
+                "\n".to_owned(),
+            ),
+            (
+                "apiVersion: config.kubernetes.io/v1\nkind: ResourceList".to_owned(),
+                format!("\nitems:\n{item}\n"),
+            ),
+        ] {
+            let mut input = before.clone().into_bytes();
+            input.push(0xff);
+            input.extend_from_slice(after.as_bytes());
+            let outcome = run(&input, class("haproxy"), false);
+            assert!(outcome.failed);
+            assert_eq!(
+                outcome.messages,
+                [format!(
+                    "error: the ResourceList is not UTF-8 text: invalid byte at offset {}",
+                    before.len()
+                )]
+            );
         }
     }
 
