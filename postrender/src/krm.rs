@@ -151,14 +151,36 @@ fn read_function_config(
     text: &str,
     first_line: impl FnOnce() -> usize,
 ) -> Result<Option<FunctionConfig>, KrmError> {
+    let envelope: Envelope = parse_config(text, first_line, "functionConfig")?;
+    let Some(typed) = envelope.function_config else {
+        return Ok(None);
+    };
+    typed.into_config("functionConfig.").map(Some)
+}
+
+/// Reads the config file kubectl's kustomize hands an exec plugin (its path is the
+/// plugin's first argument): a `StyrminPostRender` document, the functionConfig's kind.
+/// Fields are named from the document's root (`spec.deployment.ingress_class`).
+pub fn read_plugin_config(text: &str) -> Result<FunctionConfig, KrmError> {
+    let typed: TypedConfig = parse_config(text, || 1, "the plugin config")?;
+    typed.into_config("")
+}
+
+/// Parses a config, an error naming the field by its path and the line from `first_line`
+/// (the config's first line in a larger text); `root` names the whole.
+fn parse_config<T: serde::de::DeserializeOwned>(
+    text: &str,
+    first_line: impl FnOnce() -> usize,
+    root: &str,
+) -> Result<T, KrmError> {
     let mut path = String::new();
     let parsed = serde_saphyr::with_deserializer_from_str(text, |de| {
-        serde_path_to_error::deserialize::<_, Envelope>(de).map_err(|e| {
+        serde_path_to_error::deserialize::<_, T>(de).map_err(|e| {
             path = e.path().to_string();
             e.into_inner()
         })
     });
-    let envelope = parsed.map_err(|e| {
+    parsed.map_err(|e| {
         let mut message = e.without_snippet().to_string();
         if let Some(at) = e.location() {
             message = message.replace(
@@ -174,57 +196,61 @@ fn read_function_config(
         }
         KrmError::FunctionConfig {
             field: if path.is_empty() || path == "." {
-                "functionConfig".to_owned()
+                root.to_owned()
             } else {
                 path.escape_debug().to_string()
             },
             message: one_line_keep_line(&message),
         }
-    })?;
-    let Some(typed) = envelope.function_config else {
-        return Ok(None);
-    };
-    let wrong = |field: &str, message: String| KrmError::FunctionConfig {
-        field: format!("functionConfig.{field}"),
-        message,
-    };
-    if typed.api_version.as_deref() != Some(FUNCTION_CONFIG_API_VERSION) {
-        return Err(wrong(
-            "apiVersion",
-            format!(
-                "expected {FUNCTION_CONFIG_API_VERSION}, found {}",
-                typed.api_version.as_deref().unwrap_or("nothing")
-            ),
-        ));
-    }
-    if typed.kind.as_deref() != Some(FUNCTION_CONFIG_KIND) {
-        return Err(wrong(
-            "kind",
-            format!(
-                "expected {FUNCTION_CONFIG_KIND}, found {}",
-                typed.kind.as_deref().unwrap_or("nothing")
-            ),
-        ));
-    }
-    let spec = typed.spec.unwrap_or_default();
-    let kubernetes = spec
-        .kube_version
-        .as_deref()
-        .map(|v| {
-            v.parse::<KubernetesVersion>()
-                .map_err(|e| wrong("spec.kube_version", e.to_string()))
+    })
+}
+
+impl TypedConfig {
+    /// The config, once its kind is checked; fields named after `prefix`.
+    fn into_config(self, prefix: &str) -> Result<FunctionConfig, KrmError> {
+        let typed = self;
+        let wrong = |field: &str, message: String| KrmError::FunctionConfig {
+            field: format!("{prefix}{field}"),
+            message,
+        };
+        if typed.api_version.as_deref() != Some(FUNCTION_CONFIG_API_VERSION) {
+            return Err(wrong(
+                "apiVersion",
+                format!(
+                    "expected {FUNCTION_CONFIG_API_VERSION}, found {}",
+                    typed.api_version.as_deref().unwrap_or("nothing")
+                ),
+            ));
+        }
+        if typed.kind.as_deref() != Some(FUNCTION_CONFIG_KIND) {
+            return Err(wrong(
+                "kind",
+                format!(
+                    "expected {FUNCTION_CONFIG_KIND}, found {}",
+                    typed.kind.as_deref().unwrap_or("nothing")
+                ),
+            ));
+        }
+        let spec = typed.spec.unwrap_or_default();
+        let kubernetes = spec
+            .kube_version
+            .as_deref()
+            .map(|v| {
+                v.parse::<KubernetesVersion>()
+                    .map_err(|e| wrong("spec.kube_version", e.to_string()))
+            })
+            .transpose()?;
+        Ok(FunctionConfig {
+            config: StyrminConfig {
+                cluster: spec.cluster,
+                environment: spec.environment,
+                deployment: spec.deployment,
+                last_deployed: spec.last_deployed,
+            },
+            kubernetes,
+            strict: spec.strict.unwrap_or(false),
         })
-        .transpose()?;
-    Ok(Some(FunctionConfig {
-        config: StyrminConfig {
-            cluster: spec.cluster,
-            environment: spec.environment,
-            deployment: spec.deployment,
-            last_deployed: spec.last_deployed,
-        },
-        kubernetes,
-        strict: spec.strict.unwrap_or(false),
-    }))
+    }
 }
 
 /// A message on one line, its own `line N column M:` prefix kept.
@@ -1687,6 +1713,33 @@ mod tests {
                 )]
             );
         }
+    }
+
+    #[test]
+    fn a_plugin_config_is_read_as_the_function_config_with_its_fields_named_from_its_root() {
+        let config = read_plugin_config(
+            "apiVersion: styrmin.io/v1alpha1\nkind: StyrminPostRender\nmetadata:\n  name: s\nspec:\n  deployment:\n    ingress_class: haproxy\n  strict: true\n",
+        )
+        .expect("reads");
+        assert!(config.strict);
+        assert_eq!(
+            config.config.settings(&Level::default()).resolved,
+            class("haproxy").config.settings(&Level::default()).resolved
+        );
+        let field = |text: &str| match read_plugin_config(text) {
+            Err(KrmError::FunctionConfig { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            field(
+                "apiVersion: styrmin.io/v1alpha1\nkind: StyrminPostRender\nspec:\n  deployment:\n    ingress_clas: x\n"
+            ),
+            "spec.deployment.ingress_clas"
+        );
+        assert_eq!(
+            field("apiVersion: styrmin.io/v1alpha1\nkind: Other\n"),
+            "kind"
+        );
     }
 
     #[test]
