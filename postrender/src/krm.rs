@@ -928,7 +928,7 @@ fn plain_key(text: &str) -> Option<(usize, &str)> {
     let mut from = 0;
     while let Some(i) = memchr::memchr(b':', &bytes[from..]).map(|i| i + from) {
         if bytes.get(i + 1).is_none_or(|n| *n == b' ') {
-            if memchr::memmem::find(&bytes[..i], b" #").is_some() {
+            if memchr::memchr_iter(b'#', &bytes[..i]).any(|j| j > 0 && bytes[j - 1] == b' ') {
                 return None;
             }
             return Some((i, text[i + 1..].trim_start_matches(' ')));
