@@ -382,7 +382,8 @@ def krm_main():
     """The KRM route (`styrmin-postrender` reading a ResourceList, as kustomize runs it) against
     the post-renderer on the same objects, in one run: the two run in turn for many rounds
     (which goes first alternates), each side's fastest wall time and least CPU time count.
-    Returns whether the KRM route is within 1.2x of the post-renderer at 50,000 documents."""
+    Returns whether the KRM route is within 1.2x of the post-renderer at 50,000 documents, on
+    wall time and on CPU time."""
     if not os.path.exists(BIN):
         sys.exit("build first: cargo build --release")
     os.makedirs(OUT, exist_ok=True)
@@ -427,17 +428,19 @@ def krm_main():
         for label, _ in builds:
             (pw, pc), (kw, kc) = best[f"{label}post"], best[f"{label}krm"]
             if not label:
-                ratios[documents] = kw / pw
+                ratios[documents] = (kw / pw, kc / pc)
             lines.append(f"| {label}{documents:,} | {os.path.getsize(stream_path) / 1e6:.1f} MB "
                          f"| {pw * 1000:.1f} ms | {kw * 1000:.1f} ms | {kw / pw:.2f}× "
                          f"| {pc * 1000:.1f} ms | {kc * 1000:.1f} ms | {kc / pc:.2f}× |")
         print(f"measured the KRM route on {documents} documents", file=sys.stderr)
-    ok = ratios[50000] <= 1.2
+    # Wall time is what a user waits for; CPU time is what a busy machine cannot hide.
+    ok = max(ratios[50000]) <= 1.2
     lines.append("")
     lines.append("Baseline steadiness (the post-renderer's median wall time over its fastest): "
                  + ", ".join(f"{steadiness[d]:.2f} at {d:,}" for d in steadiness)
                  + " (1.00 = every round alike; well above 1, the wall ratios do not hold, the CPU ratios still do).")
-    lines.append(f"- {'PASS' if ok else 'FAIL'}: KRM route within 1.2× of the post-renderer at 50,000 documents (wall)")
+    lines.append(f"- {'PASS' if ok else 'FAIL'}: KRM route within 1.2× of the post-renderer at 50,000 documents, wall and CPU "
+                 f"({ratios[50000][0]:.2f}×, {ratios[50000][1]:.2f}×)")
     report = "\n".join(lines) + "\n"
     print(report)
     with open(os.path.join(OUT, "krm.md"), "w") as f:
