@@ -12,11 +12,12 @@
 //!
 //! Cutting by lines is exact only when no quoted scalar or flow collection runs over a line
 //! break: a line that starts in the item column inside such a scalar would look like the
-//! next item. So every line is checked first ([`plain_lines`]), conservatively: a quoted
-//! scalar must close on its line, flow collections may only be `[]` or `{}`, and anchors,
-//! aliases, tags, tabs, CR and Unicode line breaks are not accepted. kustomize writes its
+//! next item. So every line is checked ([`LineChecker`]), conservatively: a quoted scalar
+//! must close on its line, flow collections may only be `[]` or `{}`, and anchors, aliases,
+//! tags, tabs, CR and Unicode line breaks are not accepted. kustomize writes its
 //! `ResourceList` that way (it round-trips every resource through JSON); a `ResourceList`
-//! written otherwise is refused with the line that could not be read this way.
+//! written otherwise is refused with the line that could not be read this way. The cut and
+//! the checks run while the input is read ([`read`]), on a thread of their own.
 
 use std::fmt;
 use std::io::Read;
