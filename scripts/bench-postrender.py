@@ -407,8 +407,10 @@ def resource_list(text, spec):
 
 def krm_main():
     """The KRM route (`styrmin-postrender` reading a ResourceList, as kustomize runs it) against
-    the post-renderer on the same objects, runs interleaved in one loop. Returns whether the
-    KRM route is within 1.2x of the post-renderer."""
+    the post-renderer on the same objects, in one run: the two run in turn for many rounds
+    (which goes first alternates), each side's fastest wall time and least CPU time count.
+    Returns whether the KRM route is within 1.2x of the post-renderer at 50,000 documents, on
+    wall time and on CPU time."""
     if not os.path.exists(BIN):
         sys.exit("build first: cargo build --release")
     os.makedirs(OUT, exist_ok=True)
@@ -417,12 +419,18 @@ def krm_main():
     config = os.path.join(tmp, "styrmin.yaml")
     with open(config, "w") as f:
         f.write(spec)
+    rounds = int(os.environ.get("STYRMIN_BENCH_KRM_ROUNDS", "15"))
+    builds = [("", BIN)] + ([("previous build: ", BASE_BIN)] if BASE_BIN else [])
     lines = [
-        "| documents | input (stream) | styrmin-postrender | KRM function (ResourceList) | KRM / post-renderer | rounds |",
-        "|---:|---:|---:|---:|---:|---:|",
+        f"KRM route against the post-renderer ({rounds} interleaved rounds, each side's fastest "
+        "wall time and least CPU time, stdin from a file, stdout into `cat`):",
+        "",
+        "| documents | input (stream) | post-renderer wall | KRM wall | KRM / post (wall) "
+        "| post-renderer CPU | KRM CPU | KRM / post (CPU) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     ratios = {}
-    rounds = 7
+    steadiness = {}
     for documents in (10000, 50000):
         text = block_style(stream(documents))
         stream_path = os.path.join(tmp, f"stream-{documents}.yaml")
@@ -431,18 +439,35 @@ def krm_main():
             f.write(text)
         with open(list_path, "w") as f:
             f.write(resource_list(text, spec))
-        post, krm = [], []
-        for _ in range(rounds):
-            post.append(run([BIN, "--config", config], stream_path)[0])
-            krm.append(run([BIN], list_path)[0])
-        post_t, krm_t = statistics.median(post), statistics.median(krm)
-        ratios[documents] = krm_t / post_t
-        lines.append(f"| {documents:,} | {os.path.getsize(stream_path) / 1e6:.1f} MB | {post_t * 1000:.0f} ms "
-                     f"| {krm_t * 1000:.0f} ms | {krm_t / post_t:.2f}× | {rounds} |")
+        sides = []
+        for label, binary in builds:
+            sides.append((f"{label}post", [binary, "--config", config], stream_path))
+            sides.append((f"{label}krm", [binary], list_path))
+        best = {name: (float("inf"), float("inf")) for name, _, _ in sides}
+        walls = {name: [] for name, _, _ in sides}
+        for r in range(rounds):
+            for name, argv, path in (sides if r % 2 == 0 else sides[::-1]):
+                wall, cpu = run_cpu(argv, path, sink_cat=True)
+                walls[name].append(wall)
+                best[name] = (min(best[name][0], wall), min(best[name][1], cpu))
+        # How steady the baseline was: its median wall time against its fastest.
+        steadiness[documents] = statistics.median(walls["post"]) / best["post"][0]
+        for label, _ in builds:
+            (pw, pc), (kw, kc) = best[f"{label}post"], best[f"{label}krm"]
+            if not label:
+                ratios[documents] = (kw / pw, kc / pc)
+            lines.append(f"| {label}{documents:,} | {os.path.getsize(stream_path) / 1e6:.1f} MB "
+                         f"| {pw * 1000:.1f} ms | {kw * 1000:.1f} ms | {kw / pw:.2f}× "
+                         f"| {pc * 1000:.1f} ms | {kc * 1000:.1f} ms | {kc / pc:.2f}× |")
         print(f"measured the KRM route on {documents} documents", file=sys.stderr)
-    ok = ratios[50000] <= 1.2
+    # Wall time is what a user waits for; CPU time is what a busy machine cannot hide.
+    ok = max(ratios[50000]) <= 1.2
     lines.append("")
-    lines.append(f"- {'PASS' if ok else 'FAIL'}: KRM route within 1.2× of the post-renderer at 50,000 documents")
+    lines.append("Baseline steadiness (the post-renderer's median wall time over its fastest): "
+                 + ", ".join(f"{steadiness[d]:.2f} at {d:,}" for d in steadiness)
+                 + " (1.00 = every round alike; well above 1, the wall ratios do not hold, the CPU ratios still do).")
+    lines.append(f"- {'PASS' if ok else 'FAIL'}: KRM route within 1.2× of the post-renderer at 50,000 documents, wall and CPU "
+                 f"({ratios[50000][0]:.2f}×, {ratios[50000][1]:.2f}×)")
     report = "\n".join(lines) + "\n"
     print(report)
     with open(os.path.join(OUT, "krm.md"), "w") as f:

@@ -118,6 +118,34 @@ enum Command {
     /// starts with `apiVersion: config.kubernetes.io/v1` and `kind: ResourceList` is read
     /// this way too (kustomize runs an exec function with no arguments).
     Krm,
+    /// Run as a kustomize exec plugin (`kubectl kustomize --enable-alpha-plugins`, whose
+    /// built-in kustomize runs no KRM exec functions): CONFIG is the plugin's config file as
+    /// kustomize passes it (kind StyrminPostRender, the functionConfig's kind), stdin the
+    /// resources as a YAML stream, stdout the same stream with every Ingress edited as the
+    /// filter edits it. Installed as a link named StyrminPostRender in
+    /// $XDG_CONFIG_HOME/kustomize/plugin/styrmin.io/v1alpha1/styrminpostrender/; run under
+    /// that name, the program takes this subcommand (docs/kustomize-argocd.md).
+    KustomizePlugin {
+        /// The plugin's config file.
+        #[arg(value_name = "CONFIG")]
+        plugin_config: PathBuf,
+    },
+}
+
+/// The name kustomize runs an exec plugin by: its kind.
+pub const KUSTOMIZE_PLUGIN_NAME: &str = "StyrminPostRender";
+
+/// The program's arguments; run as the kustomize exec plugin (by its name), with the
+/// plugin's subcommand put first.
+pub fn arguments() -> Vec<std::ffi::OsString> {
+    let mut args: Vec<_> = std::env::args_os().collect();
+    let as_plugin = args.first().is_some_and(|program| {
+        std::path::Path::new(program).file_name() == Some(KUSTOMIZE_PLUGIN_NAME.as_ref())
+    });
+    if as_plugin {
+        args.insert(1, "kustomize-plugin".into());
+    }
+    args
 }
 
 /// `styrmin-postrender flux`'s exit code when there is no post-renderer to print (R5).
@@ -187,6 +215,25 @@ impl Cli {
                     config_given,
                     report.as_ref(),
                 ),
+                Some(Command::KustomizePlugin { plugin_config }) => {
+                    if config_given {
+                        anyhow::bail!(
+                            "the plugin config {} and --config, --ingress-class, --dedicated-ingress, --last-deployed, --kube-version or --strict (or their STYRMIN_ variables) were both given: the plugin config is the whole configuration",
+                            plugin_config.display()
+                        );
+                    }
+                    let text = std::fs::read_to_string(&plugin_config).with_context(|| {
+                        format!("cannot read the plugin config {}", plugin_config.display())
+                    })?;
+                    let plugin = krm::read_plugin_config(&text)
+                        .with_context(|| format!("plugin config {}", plugin_config.display()))?;
+                    let rules = RenderRules {
+                        resolved: plugin.config.settings(&default_cluster).resolved,
+                        kubernetes: plugin.kubernetes,
+                        strict: plugin.strict,
+                    };
+                    filter(std::io::stdin().lock(), &rules, report.as_ref())
+                }
                 Some(Command::Explain) => {
                     print!("{}", explain::explain(&config, &settings));
                     Ok(ExitCode::SUCCESS)
@@ -229,18 +276,16 @@ const PREFIX_BYTES: usize = 512;
 const KRM_INPUT_RESERVE: usize = 64 << 20;
 
 fn run_krm(
-    mut input: impl Read,
+    input: impl Read,
     fallback: krm::FunctionConfig,
     fallback_given: bool,
     report_path: Option<&PathBuf>,
 ) -> anyhow::Result<ExitCode> {
     // Room for most ResourceLists at once: reading a long one into a growing buffer copies
     // it again at every doubling (pages not written to are never touched).
-    let mut text = Vec::with_capacity(KRM_INPUT_RESERVE);
-    input
-        .read_to_end(&mut text)
-        .context("reading the ResourceList from stdin")?;
-    let outcome = krm::run(&text, fallback, fallback_given);
+    let (text, cut) =
+        krm::read(input, KRM_INPUT_RESERVE).context("reading the ResourceList from stdin")?;
+    let outcome = krm::run_cut(&text, cut, fallback, fallback_given);
     // The report holds what stderr gets (kustomize shows a function's stderr only on failure).
     if let Some(path) = report_path {
         let lines: String = outcome.messages.iter().map(|m| format!("{m}\n")).collect();

@@ -12,13 +12,15 @@
 //!
 //! Cutting by lines is exact only when no quoted scalar or flow collection runs over a line
 //! break: a line that starts in the item column inside such a scalar would look like the
-//! next item. So every line is checked first ([`plain_lines`]), conservatively: a quoted
-//! scalar must close on its line, flow collections may only be `[]` or `{}`, and anchors,
-//! aliases, tags, tabs, CR and Unicode line breaks are not accepted. kustomize writes its
+//! next item. So every line is checked ([`LineChecker`]), conservatively: a quoted scalar
+//! must close on its line, flow collections may only be `[]` or `{}`, and anchors, aliases,
+//! tags, tabs, CR and Unicode line breaks are not accepted. kustomize writes its
 //! `ResourceList` that way (it round-trips every resource through JSON); a `ResourceList`
-//! written otherwise is refused with the line that could not be read this way.
+//! written otherwise is refused with the line that could not be read this way. The cut and
+//! the checks run while the input is read ([`read`]), on a thread of their own.
 
 use std::fmt;
+use std::io::Read;
 use std::ops::Range;
 
 use ingress_rules::{IngressTarget, KubernetesVersion, Level};
@@ -144,16 +146,42 @@ struct Envelope {
 }
 
 /// Reads the `functionConfig:` entry (its text, `functionConfig:` line included).
-/// `first_line` is the entry's line in the `ResourceList`, for messages.
-fn read_function_config(text: &str, first_line: usize) -> Result<Option<FunctionConfig>, KrmError> {
+/// `first_line` gives the entry's line in the `ResourceList`, for messages (counted only
+/// when there is one to write: that takes a pass over the items).
+fn read_function_config(
+    text: &str,
+    first_line: impl FnOnce() -> usize,
+) -> Result<Option<FunctionConfig>, KrmError> {
+    let envelope: Envelope = parse_config(text, first_line, "functionConfig")?;
+    let Some(typed) = envelope.function_config else {
+        return Ok(None);
+    };
+    typed.into_config("functionConfig.").map(Some)
+}
+
+/// Reads the config file kubectl's kustomize hands an exec plugin (its path is the
+/// plugin's first argument): a `StyrminPostRender` document, the functionConfig's kind.
+/// Fields are named from the document's root (`spec.deployment.ingress_class`).
+pub fn read_plugin_config(text: &str) -> Result<FunctionConfig, KrmError> {
+    let typed: TypedConfig = parse_config(text, || 1, "the plugin config")?;
+    typed.into_config("")
+}
+
+/// Parses a config, an error naming the field by its path and the line from `first_line`
+/// (the config's first line in a larger text); `root` names the whole.
+fn parse_config<T: serde::de::DeserializeOwned>(
+    text: &str,
+    first_line: impl FnOnce() -> usize,
+    root: &str,
+) -> Result<T, KrmError> {
     let mut path = String::new();
     let parsed = serde_saphyr::with_deserializer_from_str(text, |de| {
-        serde_path_to_error::deserialize::<_, Envelope>(de).map_err(|e| {
+        serde_path_to_error::deserialize::<_, T>(de).map_err(|e| {
             path = e.path().to_string();
             e.into_inner()
         })
     });
-    let envelope = parsed.map_err(|e| {
+    parsed.map_err(|e| {
         let mut message = e.without_snippet().to_string();
         if let Some(at) = e.location() {
             message = message.replace(
@@ -162,64 +190,68 @@ fn read_function_config(text: &str, first_line: usize) -> Result<Option<Function
             );
             message = format!(
                 "line {} column {}: {}",
-                at.line() as usize + first_line - 1,
+                at.line() as usize + first_line() - 1,
                 at.column(),
                 one_line(&message)
             );
         }
         KrmError::FunctionConfig {
             field: if path.is_empty() || path == "." {
-                "functionConfig".to_owned()
+                root.to_owned()
             } else {
                 path.escape_debug().to_string()
             },
             message: one_line_keep_line(&message),
         }
-    })?;
-    let Some(typed) = envelope.function_config else {
-        return Ok(None);
-    };
-    let wrong = |field: &str, message: String| KrmError::FunctionConfig {
-        field: format!("functionConfig.{field}"),
-        message,
-    };
-    if typed.api_version.as_deref() != Some(FUNCTION_CONFIG_API_VERSION) {
-        return Err(wrong(
-            "apiVersion",
-            format!(
-                "expected {FUNCTION_CONFIG_API_VERSION}, found {}",
-                typed.api_version.as_deref().unwrap_or("nothing")
-            ),
-        ));
-    }
-    if typed.kind.as_deref() != Some(FUNCTION_CONFIG_KIND) {
-        return Err(wrong(
-            "kind",
-            format!(
-                "expected {FUNCTION_CONFIG_KIND}, found {}",
-                typed.kind.as_deref().unwrap_or("nothing")
-            ),
-        ));
-    }
-    let spec = typed.spec.unwrap_or_default();
-    let kubernetes = spec
-        .kube_version
-        .as_deref()
-        .map(|v| {
-            v.parse::<KubernetesVersion>()
-                .map_err(|e| wrong("spec.kube_version", e.to_string()))
+    })
+}
+
+impl TypedConfig {
+    /// The config, once its kind is checked; fields named after `prefix`.
+    fn into_config(self, prefix: &str) -> Result<FunctionConfig, KrmError> {
+        let typed = self;
+        let wrong = |field: &str, message: String| KrmError::FunctionConfig {
+            field: format!("{prefix}{field}"),
+            message,
+        };
+        if typed.api_version.as_deref() != Some(FUNCTION_CONFIG_API_VERSION) {
+            return Err(wrong(
+                "apiVersion",
+                format!(
+                    "expected {FUNCTION_CONFIG_API_VERSION}, found {}",
+                    typed.api_version.as_deref().unwrap_or("nothing")
+                ),
+            ));
+        }
+        if typed.kind.as_deref() != Some(FUNCTION_CONFIG_KIND) {
+            return Err(wrong(
+                "kind",
+                format!(
+                    "expected {FUNCTION_CONFIG_KIND}, found {}",
+                    typed.kind.as_deref().unwrap_or("nothing")
+                ),
+            ));
+        }
+        let spec = typed.spec.unwrap_or_default();
+        let kubernetes = spec
+            .kube_version
+            .as_deref()
+            .map(|v| {
+                v.parse::<KubernetesVersion>()
+                    .map_err(|e| wrong("spec.kube_version", e.to_string()))
+            })
+            .transpose()?;
+        Ok(FunctionConfig {
+            config: StyrminConfig {
+                cluster: spec.cluster,
+                environment: spec.environment,
+                deployment: spec.deployment,
+                last_deployed: spec.last_deployed,
+            },
+            kubernetes,
+            strict: spec.strict.unwrap_or(false),
         })
-        .transpose()?;
-    Ok(Some(FunctionConfig {
-        config: StyrminConfig {
-            cluster: spec.cluster,
-            environment: spec.environment,
-            deployment: spec.deployment,
-            last_deployed: spec.last_deployed,
-        },
-        kubernetes,
-        strict: spec.strict.unwrap_or(false),
-    }))
+    }
 }
 
 /// A message on one line, its own `line N column M:` prefix kept.
@@ -278,37 +310,133 @@ enum Section {
     FunctionConfig,
 }
 
-/// Cuts `text` into items and the function config, checking every line with
-/// [`plain_lines`] on the way.
+/// Cuts `text` into items and the function config; `checked`, checking every line with
+/// [`LineChecker`] on the way.
 fn layout(text: &str, checked: bool) -> Result<Layout, KrmError> {
-    if !checked {
-        return Ok(match quick_cut(text) {
-            Some(layout) => layout,
-            None => cut(text, None)?,
-        });
+    if !checked && let Some(layout) = quick_cut(text) {
+        return Ok(layout);
     }
-    if let Some(at) = memchr::memchr2(b'\t', b'\r', text.as_bytes()) {
-        let line = line_of(text, at);
-        return Err(shape(
-            line,
-            "a tab or a carriage return; this function reads ResourceLists as kustomize writes them (spaces, LF)",
-        ));
+    let mut cutter = Cutter::new(checked);
+    cutter.feed(text.as_bytes());
+    cutter.finish()
+}
+
+/// Ranges still open (an item, the functionConfig) end here until the next part starts
+/// or the input ends.
+const OPEN: usize = usize::MAX;
+
+/// A `ResourceList` cut into its parts, and checked when asked to, line by line as it is
+/// read: fed in pieces that each end at a line break (but the last), so that the cut and
+/// the checks are done by the time the input is.
+#[derive(Debug)]
+struct Cutter {
+    out: Layout,
+    section: Section,
+    seen: Vec<Section>,
+    item_column: Option<usize>,
+    /// Lines read so far.
+    number: usize,
+    checker: Option<LineChecker>,
+    /// Bytes fed so far.
+    bytes: usize,
+    /// The first error of each kind, in the order they are reported: a tab or CR, a
+    /// Unicode line break (these over the whole input), then what the cut found (the cut
+    /// stops at it; invalid UTF-8 among them, in a line it reads: the lines it passes over
+    /// are the items', which the pipeline reads as UTF-8, and the functionConfig's, which
+    /// its parser does).
+    tab: Option<KrmError>,
+    line_break: Option<KrmError>,
+    cut: Option<KrmError>,
+}
+
+impl Cutter {
+    fn new(checked: bool) -> Self {
+        Self {
+            out: Layout::default(),
+            section: Section::Prologue,
+            seen: Vec::new(),
+            item_column: None,
+            number: 0,
+            checker: checked.then(LineChecker::default),
+            bytes: 0,
+            tab: None,
+            line_break: None,
+            cut: None,
+        }
     }
-    // NEL is C2 85, LINE and PARAGRAPH SEPARATOR E2 80 A8/A9: look at C2 and E2 bytes only.
-    for at in memchr::memchr2_iter(0xc2, 0xe2, text.as_bytes()) {
-        let what = match text.as_bytes().get(at..at + 3) {
-            Some([0xc2, 0x85, _]) => "NEL (U+0085)",
-            Some([0xe2, 0x80, 0xa8]) => "LINE SEPARATOR (U+2028)",
-            Some([0xe2, 0x80, 0xa9]) => "PARAGRAPH SEPARATOR (U+2029)",
-            _ if text.as_bytes().get(at..at + 2) == Some(&[0xc2, 0x85]) => "NEL (U+0085)",
-            _ => continue,
-        };
-        return Err(shape(
-            line_of(text, at),
-            format!("a {what}, which Go's YAML readers read as a line break"),
-        ));
+
+    /// Reads the next piece of the input: whole lines, but at the end of the input.
+    fn feed(&mut self, piece: &[u8]) {
+        let base = self.bytes;
+        self.bytes += piece.len();
+        let text = piece;
+        let lines_before = self.number;
+        if self.checker.is_some() && self.tab.is_none() {
+            self.find_unreadable_bytes(text, lines_before);
+        }
+        let stopped = self.tab.is_some() || self.line_break.is_some() || self.cut.is_some();
+        if !stopped && let Err(error) = self.cut_lines(base, text) {
+            self.cut = Some(error);
+        }
+        if stopped || self.cut.is_some() {
+            // Lines are still counted for the messages of the whole-input checks.
+            self.number = lines_before + memchr::memchr_iter(b'\n', piece).count();
+        }
     }
-    cut(text, Some(&mut LineChecker::default()))
+
+    /// The whole-input checks of a checked cut, on one piece that starts after `lines`
+    /// lines: tabs and CR, and the Unicode line breaks Go reads as such.
+    fn find_unreadable_bytes(&mut self, text: &[u8], lines: usize) {
+        if let Some(at) = memchr::memchr2(b'\t', b'\r', text) {
+            self.tab = Some(shape(
+                lines + line_of(text, at),
+                "a tab or a carriage return; this function reads ResourceLists as kustomize writes them (spaces, LF)",
+            ));
+            return;
+        }
+        if self.line_break.is_some() {
+            return;
+        }
+        // NEL is C2 85, LINE and PARAGRAPH SEPARATOR E2 80 A8/A9: look at C2 and E2 bytes only.
+        for at in memchr::memchr2_iter(0xc2, 0xe2, text) {
+            let what = match text.get(at..at + 3) {
+                Some([0xc2, 0x85, _]) => "NEL (U+0085)",
+                Some([0xe2, 0x80, 0xa8]) => "LINE SEPARATOR (U+2028)",
+                Some([0xe2, 0x80, 0xa9]) => "PARAGRAPH SEPARATOR (U+2029)",
+                _ if text.get(at..at + 2) == Some(&[0xc2, 0x85]) => "NEL (U+0085)",
+                _ => continue,
+            };
+            self.line_break = Some(shape(
+                lines + line_of(text, at),
+                format!("a {what}, which Go's YAML readers read as a line break"),
+            ));
+            return;
+        }
+    }
+
+    /// The cut, once the whole input is read.
+    fn finish(self) -> Result<Layout, KrmError> {
+        if let Some(error) = self.tab.or(self.line_break).or(self.cut) {
+            return Err(error);
+        }
+        if !self.seen.contains(&Section::Kind) || !self.seen.contains(&Section::ApiVersion) {
+            return Err(shape(
+                1,
+                format!(
+                    "not a ResourceList: expected apiVersion {RESOURCE_LIST_API_VERSION} and kind ResourceList"
+                ),
+            ));
+        }
+        let mut out = self.out;
+        let end = self.bytes;
+        for range in out.items.iter_mut().chain(out.function_config.as_mut()) {
+            if range.end == OPEN {
+                range.end = end;
+            }
+        }
+        out.item_column = self.item_column.unwrap_or(0);
+        Ok(out)
+    }
 }
 
 /// The cut of a `ResourceList` as kustomize writes it (`items:` with its `- ` in column 0,
@@ -349,146 +477,174 @@ fn quick_cut(text: &str) -> Option<Layout> {
     Some(layout)
 }
 
-/// Cuts `text` into its parts, checking every line with `checker` when there is one.
-fn cut(text: &str, mut checker: Option<&mut LineChecker>) -> Result<Layout, KrmError> {
-    let mut out = Layout::default();
-    let mut section = Section::Prologue;
-    let mut seen = Vec::new();
-    let mut item_column: Option<usize> = None;
-    let mut offset = 0;
-    let mut number = 0;
-    while offset < text.len() {
-        number += 1;
-        let start = offset;
-        let end =
-            memchr::memchr(b'\n', &text.as_bytes()[start..]).map_or(text.len(), |i| start + i);
-        offset = (end + 1).min(text.len());
-        let content = &text[start..end];
-        if checker.as_mut().is_some_and(|c| c.in_block_scalar(content)) {
-            continue;
-        }
-        let indent = content.len() - content.trim_start_matches(' ').len();
-        let rest = &content[indent..];
-        if rest.is_empty() || rest.starts_with('#') {
-            continue;
-        }
-        if indent == 0 && (rest == "---" || rest == "..." || rest.starts_with("--- ")) {
-            if section == Section::Prologue && rest == "---" {
-                continue;
-            }
-            return Err(shape(number, "more than one YAML document"));
-        }
-        // An item of `items`: a `-` line in the items' column.
-        if section == Section::Items && (rest.starts_with("- ") || rest == "-") {
-            let column = *item_column.get_or_insert(indent);
-            if indent == column {
-                if rest == "-" {
-                    return Err(shape(
-                        number,
-                        "an item that starts on the line after its `-`",
-                    ));
+impl Cutter {
+    /// Cuts the lines of one piece that starts at byte `base`, checking each with the
+    /// checker when there is one.
+    fn cut_lines(&mut self, base: usize, text: &[u8]) -> Result<(), KrmError> {
+        let mut out = std::mem::take(&mut self.out);
+        let mut section = self.section;
+        let mut seen = std::mem::take(&mut self.seen);
+        let mut item_column = self.item_column;
+        let mut number = self.number;
+        let mut checker = self.checker.as_mut();
+        let mut offset = 0;
+        let mut openers = Openers::new(text);
+        let result = (|| -> Result<(), KrmError> {
+            while offset < text.len() {
+                number += 1;
+                let start = offset;
+                let end = memchr::memchr(b'\n', &text[start..]).map_or(text.len(), |i| start + i);
+                offset = (end + 1).min(text.len());
+                let line = &text[start..end];
+                // Most lines are indented lines of an item (the items in column 0) or of the
+                // functionConfig that nothing below would stop at: they are passed over without
+                // being read, which is what keeps the checks cheap beside the rendering.
+                if line.first() == Some(&b' ') {
+                    let passed = match checker.as_deref() {
+                        Some(checker) if checker.in_block_content(line) => true,
+                        Some(checker) if checker.block.is_some() => false,
+                        _ if section == Section::FunctionConfig => true,
+                        None => section == Section::Items && item_column == Some(0),
+                        Some(_) => {
+                            section == Section::Items
+                                && item_column == Some(0)
+                                && !openers.within(start..end)
+                                && !ends_with_dash(line)
+                        }
+                    };
+                    if passed {
+                        continue;
+                    }
                 }
-                if let Some(last) = out.items.last_mut() {
-                    last.end = start;
+                let content = std::str::from_utf8(line).map_err(|e| KrmError::NotUtf8 {
+                    offset: base + start + e.valid_up_to(),
+                })?;
+                if checker.as_mut().is_some_and(|c| c.in_block_scalar(content)) {
+                    continue;
                 }
-                out.items.push(start..text.len());
+                let indent = content.len() - content.trim_start_matches(' ').len();
+                let rest = &content[indent..];
+                if rest.is_empty() || rest.starts_with('#') {
+                    continue;
+                }
+                if indent == 0 && (rest == "---" || rest == "..." || rest.starts_with("--- ")) {
+                    if section == Section::Prologue && rest == "---" {
+                        continue;
+                    }
+                    return Err(shape(number, "more than one YAML document"));
+                }
+                // An item of `items`: a `-` line in the items' column.
+                if section == Section::Items && (rest.starts_with("- ") || rest == "-") {
+                    let column = *item_column.get_or_insert(indent);
+                    if indent == column {
+                        if rest == "-" {
+                            return Err(shape(
+                                number,
+                                "an item that starts on the line after its `-`",
+                            ));
+                        }
+                        if let Some(last) = out.items.last_mut() {
+                            last.end = base + start;
+                        }
+                        out.items.push(base + start..OPEN);
+                        if let Some(checker) = checker.as_mut() {
+                            checker.check(content, number)?;
+                        }
+                        continue;
+                    }
+                }
+                if indent == 0 && rest.starts_with('-') {
+                    return Err(shape(number, "a sequence entry outside `items`"));
+                }
+                if indent > 0 {
+                    if section == Section::Prologue {
+                        return Err(shape(number, "the ResourceList is not a block mapping"));
+                    }
+                    if section == Section::Items && item_column.is_none_or(|c| indent < c) {
+                        return Err(shape(number, "a line of `items` outside its items"));
+                    }
+                    // The functionConfig is read by a YAML parser: a construct cut at a column-0
+                    // line does not parse, so its lines need no check.
+                    if section != Section::FunctionConfig
+                        && let Some(checker) = checker.as_mut()
+                    {
+                        checker.check(content, number)?;
+                    }
+                    continue;
+                }
+                // A top-level key.
+                if let Some(last) = out.items.last_mut().filter(|_| section == Section::Items) {
+                    last.end = base + start;
+                }
+                if let Some(range) = out.function_config.as_mut()
+                    && section == Section::FunctionConfig
+                {
+                    range.end = base + start;
+                }
+                let (key, value) = match rest.split_once(':') {
+                    Some((key, value)) if value.is_empty() || value.starts_with(' ') => {
+                        (key, value.trim())
+                    }
+                    _ => {
+                        return Err(shape(
+                            number,
+                            "expected a top-level key of the ResourceList",
+                        ));
+                    }
+                };
+                section = match (key, value) {
+                    ("apiVersion", RESOURCE_LIST_API_VERSION) => Section::ApiVersion,
+                    ("kind", "ResourceList") => Section::Kind,
+                    ("apiVersion" | "kind", other) => {
+                        return Err(shape(
+                            number,
+                            format!(
+                                "{key}: expected {RESOURCE_LIST_API_VERSION} ResourceList, found {other}"
+                            ),
+                        ));
+                    }
+                    ("items", "" | "[]") => Section::Items,
+                    ("functionConfig", _) => {
+                        out.function_config = Some(base + start..OPEN);
+                        Section::FunctionConfig
+                    }
+                    ("results", _) => {
+                        return Err(shape(
+                            number,
+                            "the ResourceList already has results; this function writes its own",
+                        ));
+                    }
+                    (other, _) => {
+                        return Err(shape(
+                            number,
+                            format!(
+                                "`{}` is not a key of a ResourceList (apiVersion, kind, items, functionConfig)",
+                                other.escape_debug()
+                            ),
+                        ));
+                    }
+                };
+                if seen.contains(&section) {
+                    return Err(shape(number, format!("`{key}` appears more than once")));
+                }
+                seen.push(section);
                 if let Some(checker) = checker.as_mut() {
                     checker.check(content, number)?;
                 }
-                continue;
             }
-        }
-        if indent == 0 && rest.starts_with('-') {
-            return Err(shape(number, "a sequence entry outside `items`"));
-        }
-        if indent > 0 {
-            if section == Section::Prologue {
-                return Err(shape(number, "the ResourceList is not a block mapping"));
-            }
-            if section == Section::Items && item_column.is_none_or(|c| indent < c) {
-                return Err(shape(number, "a line of `items` outside its items"));
-            }
-            // The functionConfig is read by a YAML parser: a construct cut at a column-0
-            // line does not parse, so its lines need no check.
-            if section != Section::FunctionConfig
-                && let Some(checker) = checker.as_mut()
-            {
-                checker.check(content, number)?;
-            }
-            continue;
-        }
-        // A top-level key.
-        if let Some(last) = out.items.last_mut().filter(|_| section == Section::Items) {
-            last.end = start;
-        }
-        if let Some(range) = out.function_config.as_mut()
-            && section == Section::FunctionConfig
-        {
-            range.end = start;
-        }
-        let (key, value) = match rest.split_once(':') {
-            Some((key, value)) if value.is_empty() || value.starts_with(' ') => (key, value.trim()),
-            _ => {
-                return Err(shape(
-                    number,
-                    "expected a top-level key of the ResourceList",
-                ));
-            }
-        };
-        section = match (key, value) {
-            ("apiVersion", RESOURCE_LIST_API_VERSION) => Section::ApiVersion,
-            ("kind", "ResourceList") => Section::Kind,
-            ("apiVersion" | "kind", other) => {
-                return Err(shape(
-                    number,
-                    format!(
-                        "{key}: expected {RESOURCE_LIST_API_VERSION} ResourceList, found {other}"
-                    ),
-                ));
-            }
-            ("items", "" | "[]") => Section::Items,
-            ("functionConfig", _) => {
-                out.function_config = Some(start..text.len());
-                Section::FunctionConfig
-            }
-            ("results", _) => {
-                return Err(shape(
-                    number,
-                    "the ResourceList already has results; this function writes its own",
-                ));
-            }
-            (other, _) => {
-                return Err(shape(
-                    number,
-                    format!(
-                        "`{}` is not a key of a ResourceList (apiVersion, kind, items, functionConfig)",
-                        other.escape_debug()
-                    ),
-                ));
-            }
-        };
-        if seen.contains(&section) {
-            return Err(shape(number, format!("`{key}` appears more than once")));
-        }
-        seen.push(section);
-        if let Some(checker) = checker.as_mut() {
-            checker.check(content, number)?;
-        }
+            Ok(())
+        })();
+        self.out = out;
+        self.section = section;
+        self.seen = seen;
+        self.item_column = item_column;
+        self.number = number;
+        result
     }
-    if !seen.contains(&Section::Kind) || !seen.contains(&Section::ApiVersion) {
-        return Err(shape(
-            1,
-            format!(
-                "not a ResourceList: expected apiVersion {RESOURCE_LIST_API_VERSION} and kind ResourceList"
-            ),
-        ));
-    }
-    out.item_column = item_column.unwrap_or(0);
-    Ok(out)
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
-    memchr::memchr_iter(b'\n', &text.as_bytes()[..offset]).count() + 1
+fn line_of(text: &(impl AsRef<[u8]> + ?Sized), offset: usize) -> usize {
+    memchr::memchr_iter(b'\n', &text.as_ref()[..offset]).count() + 1
 }
 
 /// The bytes that may open something that runs past its line (or that this checker
@@ -505,6 +661,54 @@ const OPENERS: [bool; 256] = {
     table
 };
 
+/// Whether a line's last byte but spaces is a `-`.
+fn ends_with_dash(line: &[u8]) -> bool {
+    match line.last() {
+        Some(b'-') => true,
+        Some(b' ') => line.trim_ascii_end().ends_with(b"-"),
+        _ => false,
+    }
+}
+
+/// Where the next byte of [`OPENERS`] is, searched for a few bytes at a time with `memchr3`
+/// and kept until passed, so that a line is known to hold none without reading it again.
+#[derive(Debug)]
+struct Openers<'t> {
+    text: &'t [u8],
+    /// For each group of opener bytes, its next position at or after the last line asked
+    /// about (the text's length when there is none).
+    next: [usize; OPENER_GROUPS.len()],
+    /// The least of `next`.
+    first: usize,
+}
+
+/// [`OPENERS`]'s bytes, three to a `memchr3` search.
+const OPENER_GROUPS: [[u8; 3]; 5] = [*b"\"'[", *b"{|>", *b"&*!", *b"%@`", *b"???"];
+
+impl<'t> Openers<'t> {
+    fn new(text: &'t [u8]) -> Self {
+        Self {
+            text,
+            next: [0; OPENER_GROUPS.len()],
+            first: 0,
+        }
+    }
+
+    /// Whether `line` (asked about in increasing order) holds an opener.
+    fn within(&mut self, line: Range<usize>) -> bool {
+        if self.first < line.start {
+            for (next, [a, b, c]) in self.next.iter_mut().zip(OPENER_GROUPS) {
+                if *next < line.start {
+                    *next = memchr::memchr3(a, b, c, &self.text[line.start..])
+                        .map_or(self.text.len(), |i| line.start + i);
+                }
+            }
+            self.first = self.next.iter().copied().min().unwrap_or(self.text.len());
+        }
+        self.first < line.end
+    }
+}
+
 /// Checks, line by line, that no scalar or collection runs over a line break except block
 /// scalars (`|`, `>`), whose lines are recognised by their indentation. Conservative: what
 /// it accepts, a YAML parser reads the same way line by line; what it is unsure of, it refuses.
@@ -515,6 +719,18 @@ struct LineChecker {
 }
 
 impl LineChecker {
+    /// Whether `line` is a line of the block scalar being read, once its content's
+    /// indentation is known, by its leading spaces alone ([`Self::in_block_scalar`] says
+    /// the same, and ends the block scalar when it is not).
+    fn in_block_content(&self, line: &[u8]) -> bool {
+        match self.block {
+            Some((_, Some(column))) => line
+                .get(..column)
+                .is_some_and(|lead| lead.iter().all(|b| *b == b' ')),
+            _ => false,
+        }
+    }
+
     /// Whether `line` belongs to the block scalar being read (and ends it when not).
     fn in_block_scalar(&mut self, line: &str) -> bool {
         let Some((parent, content)) = self.block else {
@@ -541,9 +757,7 @@ impl LineChecker {
     fn check(&mut self, line: &str, number: usize) -> Result<(), KrmError> {
         // Most lines hold no byte that can open a quoted scalar, a flow collection, a block
         // scalar, an anchor, an alias or a tag: nothing of theirs can run on.
-        if !line.bytes().any(|b| OPENERS[usize::from(b)])
-            && !line.trim_end_matches(' ').ends_with('-')
-        {
+        if !line.bytes().any(|b| OPENERS[usize::from(b)]) && !ends_with_dash(line.as_bytes()) {
             return Ok(());
         }
         let refuse = |why: &str| Err(shape(number, why.to_owned()));
@@ -715,7 +929,7 @@ fn plain_key(text: &str) -> Option<(usize, &str)> {
     let mut from = 0;
     while let Some(i) = memchr::memchr(b':', &bytes[from..]).map(|i| i + from) {
         if bytes.get(i + 1).is_none_or(|n| *n == b' ') {
-            if memchr::memmem::find(&bytes[..i], b" #").is_some() {
+            if memchr::memchr_iter(b'#', &bytes[..i]).any(|j| j > 0 && bytes[j - 1] == b' ') {
                 return None;
             }
             return Some((i, text[i + 1..].trim_start_matches(' ')));
@@ -729,7 +943,7 @@ fn plain_key(text: &str) -> Option<(usize, &str)> {
 /// spliced in, then `results`), and whether it failed.
 #[derive(Debug)]
 pub struct Outcome<'t> {
-    text: &'t str,
+    text: &'t [u8],
     edits: Vec<Edit>,
     tail: String,
     pub failed: bool,
@@ -742,18 +956,18 @@ impl Outcome<'_> {
     pub fn write(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         let mut at = 0;
         for edit in &self.edits {
-            out.write_all(&self.text.as_bytes()[at..edit.range.start])?;
+            out.write_all(&self.text[at..edit.range.start])?;
             out.write_all(edit.text.as_bytes())?;
             at = edit.range.end;
         }
-        out.write_all(&self.text.as_bytes()[at..])?;
+        out.write_all(&self.text[at..])?;
         out.write_all(self.tail.as_bytes())?;
         out.flush()
     }
 
     /// The `ResourceList` as text.
     pub fn output(&self) -> String {
-        let mut text = ingress_edit::apply(self.text, &self.edits);
+        let mut text = ingress_edit::apply(&String::from_utf8_lossy(self.text), &self.edits);
         text.push_str(&self.tail);
         text
     }
@@ -763,7 +977,19 @@ impl Outcome<'_> {
 /// line, used when the `ResourceList` has no functionConfig; `fallback_given` says whether
 /// any of it was given explicitly (both at once is an error).
 pub fn run(input: &[u8], fallback: FunctionConfig, fallback_given: bool) -> Outcome<'_> {
-    match process(input, fallback, fallback_given) {
+    let mut cutter = Cutter::new(true);
+    cutter.feed(input);
+    run_cut(input, ListCut(cutter.finish()), fallback, fallback_given)
+}
+
+/// [`run`] on a `ResourceList` already cut by [`read`].
+pub fn run_cut(
+    input: &[u8],
+    cut: ListCut,
+    fallback: FunctionConfig,
+    fallback_given: bool,
+) -> Outcome<'_> {
+    match process(input, cut, fallback, fallback_given) {
         Ok((text, edits, rendered, warned)) => {
             let mut results = Vec::new();
             let mut messages = Vec::new();
@@ -782,7 +1008,7 @@ pub fn run(input: &[u8], fallback: FunctionConfig, fallback_given: bool) -> Outc
             }
             let mut tail = String::new();
             if !results.is_empty() {
-                if !text.ends_with('\n') && !text.is_empty() {
+                if !text.ends_with(b"\n") && !text.is_empty() {
                     tail.push('\n');
                 }
                 tail.push_str("results:\n");
@@ -815,7 +1041,7 @@ pub fn run(input: &[u8], fallback: FunctionConfig, fallback_given: bool) -> Outc
                 field.as_deref(),
             ));
             Outcome {
-                text: "",
+                text: b"",
                 edits: Vec::new(),
                 tail: output,
                 failed: true,
@@ -845,15 +1071,15 @@ fn item_reference(input: &[u8], item: &ItemRef) -> Option<ResourceRef> {
     let layout = layout(text, false).ok()?;
     let range = layout.items.get(item.index)?;
     Some(reference_of(&item_document(
-        text,
+        text.as_bytes(),
         range,
         layout.item_column,
     )))
 }
 
 /// An item's text as a document of its own: `- ` becomes two spaces.
-fn item_document(text: &str, range: &Range<usize>, column: usize) -> String {
-    let mut document = text[range.clone()].to_owned();
+fn item_document(text: &[u8], range: &Range<usize>, column: usize) -> String {
+    let mut document = String::from_utf8_lossy(&text[range.clone()]).into_owned();
     document.replace_range(column..column + 1, " ");
     document
 }
@@ -921,40 +1147,99 @@ fn result(
 }
 
 /// The text, its edits (sorted), what the pipeline found, and each warning's item.
-type Processed<'t> = (&'t str, Vec<Edit>, Rendered, Vec<ItemInfo>);
+type Processed<'t> = (&'t [u8], Vec<Edit>, Rendered, Vec<ItemInfo>);
 
 fn process(
     input: &[u8],
+    cut: ListCut,
     fallback: FunctionConfig,
     fallback_given: bool,
 ) -> Result<Processed<'_>, KrmError> {
-    let text = std::str::from_utf8(input).map_err(|e| KrmError::NotUtf8 {
-        offset: e.valid_up_to(),
-    })?;
-    // The lines are checked on a thread of their own while the items render: the cut
-    // (the same with and without the checks, when the checks pass) is ready sooner, and
-    // nothing is written before both are done.
-    std::thread::scope(|scope| {
-        let checked = scope.spawn(|| layout(text, true));
-        let rendered = layout(text, false).and_then(|quick| {
-            render_items(text, &quick, fallback, fallback_given).map(|r| (r, quick))
+    let layout = cut.0?;
+    render_items(input, &layout, fallback, fallback_given)
+}
+
+/// The cut of a `ResourceList`, its lines checked: made while it is read ([`read`]) or
+/// at once ([`run`]).
+#[derive(Debug)]
+pub struct ListCut(Result<Layout, KrmError>);
+
+/// How many bytes are read at a time; the cut gets them as whole lines.
+const READ_PIECE: usize = 1 << 20;
+
+/// Reads a `ResourceList` to its end and cuts it. The input is read into room for
+/// `reserve` bytes (zeroed room: the system maps its pages only once they are written),
+/// and each part read, as whole lines, is lent to a thread that cuts it and checks its
+/// lines while the rest is read into the room after it: the cut is ready when the input
+/// ends, and nothing is copied. A longer input is read on after the room is full, and the
+/// rest cut then.
+pub fn read(mut input: impl Read, reserve: usize) -> std::io::Result<(Vec<u8>, ListCut)> {
+    let mut text = vec![0u8; reserve];
+    let mut filled = 0;
+    let mut sent = 0;
+    let (read, mut cutter) = std::thread::scope(|scope| {
+        let (pieces, received) = std::sync::mpsc::channel::<&[u8]>();
+        let worker = scope.spawn(move || {
+            let mut cutter = Cutter::new(true);
+            for piece in received {
+                cutter.feed(piece);
+            }
+            cutter
         });
-        let checked = checked
+        // `rest` is the room not yet lent; its first `pending` bytes are read, a line not
+        // yet ended.
+        let mut rest: &mut [u8] = &mut text;
+        let mut pending = 0;
+        let read = loop {
+            let room = (rest.len() - pending).min(READ_PIECE);
+            if room == 0 {
+                break Ok(false);
+            }
+            let n = match input.read(&mut rest[pending..pending + room]) {
+                Ok(0) => break Ok(true),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => break Err(e),
+            };
+            filled += n;
+            pending += n;
+            if let Some(i) = memchr::memrchr(b'\n', &rest[pending - n..pending]) {
+                let lines = pending - n + i + 1;
+                let (piece, after) = std::mem::take(&mut rest).split_at_mut(lines);
+                rest = after;
+                pending -= lines;
+                sent += lines;
+                if pieces.send(piece).is_err() {
+                    // The cutter stopped (a panic, which the join passes on).
+                    break Ok(true);
+                }
+            }
+        };
+        drop(pieces);
+        let cutter = worker
             .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-        let (processed, quick) = rendered?;
-        if checked != quick {
-            return Err(shape(
-                1,
-                "internal check failed: the items cut with and without the line checks differ. Please report this with the ResourceList.",
-            ));
-        }
-        Ok(processed)
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (read, cutter)
+    });
+    text.truncate(filled);
+    if !read? {
+        input.read_to_end(&mut text)?;
+    }
+    cutter.feed(&text[sent..]);
+    Ok((text, ListCut(cutter.finish())))
+}
+
+/// A part of the `ResourceList` as text: a part that starts and ends at a line's start
+/// (the cut read each line as UTF-8).
+fn text_of(text: &[u8], range: Range<usize>) -> Result<&str, KrmError> {
+    let start = range.start;
+    std::str::from_utf8(&text[range]).map_err(|e| KrmError::NotUtf8 {
+        offset: start + e.valid_up_to(),
     })
 }
 
 fn render_items<'t>(
-    text: &'t str,
+    text: &'t [u8],
     layout: &Layout,
     fallback: FunctionConfig,
     fallback_given: bool,
@@ -962,7 +1247,9 @@ fn render_items<'t>(
     let function_config = layout
         .function_config
         .as_ref()
-        .map(|range| read_function_config(&text[range.clone()], line_of(text, range.start)))
+        .map(|range| {
+            read_function_config(text_of(text, range.clone())?, || line_of(text, range.start))
+        })
         .transpose()?
         .flatten();
     let config = match function_config {
@@ -987,7 +1274,7 @@ fn render_items<'t>(
         length += SEPARATOR.len() + range.len();
     }
     let stream = ItemStream {
-        text: text.as_bytes(),
+        text,
         items: &layout.items,
         column,
         item: 0,
@@ -1050,8 +1337,10 @@ fn render_items<'t>(
             item_edits.push(moved);
         }
         // The edited item, read as a document, is exactly the document the pipeline edited.
-        let mut edited =
-            ingress_edit::apply(&text[range.clone()], &shifted(&item_edits, range.start));
+        let mut edited = ingress_edit::apply(
+            text_of(text, range.clone())?,
+            &shifted(&item_edits, range.start),
+        );
         edited.replace_range(column..column + 1, " ");
         let document = rendered
             .document_text(&changed.document)
@@ -1151,7 +1440,7 @@ impl std::io::Read for ItemStream<'_> {
 /// A refusal, named by the item and the line of the `ResourceList`: the item that failed is
 /// rendered again alone, after as many blank lines as come before it, so the pipeline's own
 /// message counts lines as the `ResourceList` does.
-fn render_error(text: &str, layout: &Layout, rules: &RenderRules, error: RenderError) -> KrmError {
+fn render_error(text: &[u8], layout: &Layout, rules: &RenderRules, error: RenderError) -> KrmError {
     let index = error_document(&error).map_or(0, |d| d.saturating_sub(1));
     let Some(range) = layout.items.get(index) else {
         return KrmError::Render {
@@ -1159,6 +1448,11 @@ fn render_error(text: &str, layout: &Layout, rules: &RenderRules, error: RenderE
             error: error.to_string(),
         };
     };
+    // The lines the cut passed over were left to the pipeline to read as UTF-8: a byte
+    // that is not is named by its offset in the ResourceList.
+    if let Err(error) = text_of(text, range.clone()) {
+        return error;
+    }
     let item = ItemRef {
         index,
         line: line_of(text, range.start),
@@ -1315,10 +1609,147 @@ mod tests {
             proptest::prop_assert_eq!(&layout, &super::layout(&text, false).expect("the quick cut"));
             for (range, want) in layout.items.iter().zip(parsed_items) {
                 let item: serde_json::Value =
-                    serde_saphyr::from_str(&item_document(&text, range, layout.item_column)).expect("an item parses alone");
+                    serde_saphyr::from_str(&item_document(text.as_bytes(), range, layout.item_column)).expect("an item parses alone");
                 proptest::prop_assert_eq!(&item, want);
             }
         }
+    }
+
+    proptest::proptest! {
+        /// The cut made while the input is read, in pieces of whole lines, is the cut of the
+        /// whole input: the same items, or the same refusal.
+        #[test]
+        fn a_cut_in_pieces_is_the_cut_of_the_whole(
+            items in proptest::collection::vec(proptest::collection::vec(0..FRAGMENTS.len(), 0..5), 1..5),
+            breaks in proptest::collection::vec(proptest::bool::ANY, 64),
+            tab in proptest::option::of(0..64usize),
+        ) {
+            let mut text = String::from("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n");
+            for (i, fragments) in items.iter().enumerate() {
+                text.push_str(&format!("- kind: K{i}\n"));
+                for f in fragments {
+                    text.push_str(FRAGMENTS[*f]);
+                }
+            }
+            text.push_str("functionConfig:\n  kind: X\n");
+            // A tab somewhere, refused wherever it is.
+            if let Some(line) = tab
+                && let Some((at, _)) = text.match_indices('\n').nth(line)
+            {
+                text.insert(at, '\t');
+            }
+            let whole = layout(&text, true).map_err(|e| e.to_string());
+            let mut cutter = Cutter::new(true);
+            let mut piece = 0;
+            for (line, (at, _)) in text.match_indices('\n').enumerate() {
+                if breaks.get(line).copied().unwrap_or(false) {
+                    cutter.feed(&text.as_bytes()[piece..=at]);
+                    piece = at + 1;
+                }
+            }
+            cutter.feed(&text.as_bytes()[piece..]);
+            proptest::prop_assert_eq!(cutter.finish().map_err(|e| e.to_string()), whole);
+        }
+    }
+
+    /// A reader that hands out a few bytes at a time, as a pipe may.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.1.min(buf.len()).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn reading_in_pieces_gives_the_whole_run() {
+        let input = format!(
+            "{LIST}functionConfig:\n  apiVersion: styrmin.io/v1alpha1\n  kind: StyrminPostRender\n  spec:\n    deployment:\n      ingress_class: haproxy\n"
+        );
+        let whole = run(input.as_bytes(), FunctionConfig::default(), false);
+        assert!(!whole.failed, "{:?}", whole.messages);
+        // Room for all, for part of it (the rest read and cut after), for nothing.
+        for (piece, reserve) in [(7, 1 << 16), (1, 100), (64, 0), (1 << 20, 1 << 16)] {
+            let (text, cut) = read(Trickle(input.as_bytes(), piece), reserve).expect("reads");
+            assert_eq!(text, input.as_bytes());
+            let outcome = run_cut(&text, cut, FunctionConfig::default(), false);
+            assert_eq!(
+                outcome.output(),
+                whole.output(),
+                "pieces of {piece}, room for {reserve}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_byte_that_is_not_utf8_is_named_by_its_offset_wherever_it_is() {
+        let header = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n";
+        let item = "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: a";
+        let function_config = "functionConfig:\n  apiVersion: styrmin.io/v1alpha1\n  kind: StyrminPostRender\n  spec: {}";
+        // In a line the cut passes over (an item's, the functionConfig's), in one it reads.
+        for (before, after) in [
+            (format!("{header}{item}"), "\n".to_owned()),
+            (
+                format!("{header}{item}\n{function_config}"),
+                "\n".to_owned(),
+            ),
+            (
+                "apiVersion: config.kubernetes.io/v1\nkind: ResourceList".to_owned(),
+                format!("\nitems:\n{item}\n"),
+            ),
+        ] {
+            let mut input = before.clone().into_bytes();
+            input.push(0xff);
+            input.extend_from_slice(after.as_bytes());
+            let outcome = run(&input, class("haproxy"), false);
+            assert!(outcome.failed);
+            assert_eq!(
+                outcome.messages,
+                [format!(
+                    "error: the ResourceList is not UTF-8 text: invalid byte at offset {}",
+                    before.len()
+                )]
+            );
+        }
+    }
+
+    #[test]
+    fn a_plugin_config_is_read_as_the_function_config_with_its_fields_named_from_its_root() {
+        let config = read_plugin_config(
+            "apiVersion: styrmin.io/v1alpha1\nkind: StyrminPostRender\nmetadata:\n  name: s\nspec:\n  deployment:\n    ingress_class: haproxy\n  strict: true\n",
+        )
+        .expect("reads");
+        assert!(config.strict);
+        assert_eq!(
+            config.config.settings(&Level::default()).resolved,
+            class("haproxy").config.settings(&Level::default()).resolved
+        );
+        let field = |text: &str| match read_plugin_config(text) {
+            Err(KrmError::FunctionConfig { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            field(
+                "apiVersion: styrmin.io/v1alpha1\nkind: StyrminPostRender\nspec:\n  deployment:\n    ingress_clas: x\n"
+            ),
+            "spec.deployment.ingress_clas"
+        );
+        assert_eq!(
+            field("apiVersion: styrmin.io/v1alpha1\nkind: Other\n"),
+            "kind"
+        );
+    }
+
+    #[test]
+    fn the_opener_groups_are_the_openers() {
+        let mut table = [false; 256];
+        for byte in OPENER_GROUPS.iter().flatten() {
+            table[usize::from(*byte)] = true;
+        }
+        assert_eq!(table, OPENERS);
     }
 
     #[test]

@@ -1,0 +1,311 @@
+//! `styrmin-postrender` as a kustomize exec plugin under kubectl's built-in kustomize
+//! (`kubectl kustomize --enable-alpha-plugins`, which runs no KRM exec functions): the program
+//! linked as `$XDG_CONFIG_HOME/kustomize/plugin/styrmin.io/v1alpha1/styrminpostrender/StyrminPostRender`,
+//! a `StyrminPostRender` config in `transformers:`.
+//!
+//! - Over the real rendered streams of `postrender/tests/data/rendered/`: every Ingress equals
+//!   what the post-renderer makes of the same stream with the same config, every other object
+//!   equals kustomize's output without the plugin.
+//! - Over `helm template` of the e2e chart (subcharts, a `List`): every Ingress equals
+//!   Helm 3's `helm template --post-renderer styrmin-postrender`.
+//! - A bad plugin config fails the build naming the field, with nothing on stdout.
+//!
+//! Kustomize unwraps `List`s, re-sorts, drops comments and reformats, so objects are compared
+//! parsed, never as bytes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use e2e::{Scratch, copy_dir, data, describe, release_binary, run, tool, utf8};
+use serde_json::Value;
+use support::{
+    RESOLUTION_TABLE, is_ingress, kustomize_objects as objects, rendered_streams,
+    without_null_metadata_maps,
+};
+
+mod support;
+
+fn by_id(stream: &str, what: &str) -> BTreeMap<String, Value> {
+    let mut map = BTreeMap::new();
+    for object in objects(stream).into_iter().map(without_null_metadata_maps) {
+        let field = |key: &str| object["metadata"][key].as_str().unwrap_or_default();
+        let key = format!(
+            "{} {} {}/{}",
+            object["apiVersion"].as_str().unwrap_or_default(),
+            object["kind"].as_str().unwrap_or_default(),
+            field("namespace"),
+            field("name")
+        );
+        assert!(
+            map.insert(key.clone(), object).is_none(),
+            "{what}: two objects with the id {key}"
+        );
+    }
+    map
+}
+
+/// The plugin's config: a `StyrminPostRender` whose spec is the config file's sections (no
+/// function annotation: kustomize looks the kind up among its plugins).
+fn plugin_config(config_yaml: &str) -> String {
+    let spec: String = config_yaml.lines().map(|l| format!("  {l}\n")).collect();
+    format!(
+        "apiVersion: styrmin.io/v1alpha1\nkind: StyrminPostRender\nmetadata:\n  name: styrmin\nspec:{}\n{spec}",
+        if spec.is_empty() { " {}" } else { "" }
+    )
+}
+
+/// The plugin installed the documented way, a link to the program, under `home`.
+fn install_plugin(home: &Path) -> std::path::PathBuf {
+    let xdg = home.join("xdg");
+    let dir = xdg.join("kustomize/plugin/styrmin.io/v1alpha1/styrminpostrender");
+    std::fs::create_dir_all(&dir).expect("plugin dir");
+    let link = dir.join("StyrminPostRender");
+    if !link.exists() {
+        std::os::unix::fs::symlink(release_binary("styrmin-postrender"), &link).expect("link");
+    }
+    xdg
+}
+
+/// `kubectl kustomize --enable-alpha-plugins dir`, the plugin home set and no STYRMIN_
+/// variables.
+fn kubectl_kustomize(dir: &Path, home: &Path) -> Output {
+    let mut cmd = Command::new(tool("kubectl"));
+    cmd.args(["kustomize", "--enable-alpha-plugins"]).arg(dir);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("STYRMIN_") {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.env("XDG_CONFIG_HOME", install_plugin(home))
+        .env("HOME", home)
+        .env("KUBECONFIG", home.join("no-such-kubeconfig"));
+    run(&mut cmd, None)
+}
+
+fn kubectl_kustomize_ok(dir: &Path, home: &Path) -> String {
+    let output = kubectl_kustomize(dir, home);
+    assert!(
+        output.status.success(),
+        "kubectl kustomize {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    utf8(output.stdout, "kubectl kustomize output")
+}
+
+fn post_render(stream: &[u8], config_path: &Path) -> String {
+    let mut cmd = Command::new(release_binary("styrmin-postrender"));
+    cmd.arg("--config").arg(config_path);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("STYRMIN_") {
+            cmd.env_remove(&key);
+        }
+    }
+    let output = run(&mut cmd, Some(stream));
+    assert!(
+        output.status.success(),
+        "{} failed: {}",
+        describe(&cmd),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    utf8(output.stdout, "post-renderer output")
+}
+
+/// Ingresses equal the post-renderer's, everything else equals kustomize's without the
+/// plugin; the number of Ingresses compared.
+fn compare(
+    context: &str,
+    with_plugin: &BTreeMap<String, Value>,
+    without: &BTreeMap<String, Value>,
+    post_rendered: &BTreeMap<String, Value>,
+) -> Result<usize, String> {
+    let ids = |m: &BTreeMap<String, Value>| m.keys().cloned().collect::<Vec<_>>();
+    if ids(with_plugin) != ids(without) {
+        return Err(format!(
+            "{context}: objects {:?} with the plugin, {:?} without",
+            ids(with_plugin),
+            ids(without)
+        ));
+    }
+    let mut compared = 0;
+    for (key, plain) in without {
+        let got = &with_plugin[key];
+        if is_ingress(plain) {
+            let want = post_rendered
+                .get(key)
+                .ok_or_else(|| format!("{context}: the post-renderer has no {key}"))?;
+            if got != want {
+                return Err(format!(
+                    "{context}: {key}\nexec plugin:    {got}\npost-renderer:  {want}"
+                ));
+            }
+            compared += 1;
+        } else if got != plain {
+            return Err(format!(
+                "{context}: the plugin changed {key}\nwithout: {plain}\nwith:    {got}"
+            ));
+        }
+    }
+    Ok(compared)
+}
+
+/// The default class, R5 (no class), classes YAML would misread, a dedicated ingress.
+const SOME_CONFIGS: [usize; 5] = [0, 2, 9, 10, 11];
+
+#[test]
+fn plugin_over_rendered_streams_equals_the_post_renderer() {
+    let scratch = Scratch::new("exec-plugin-plain");
+    let mut compared = 0;
+    let mut failures = Vec::new();
+    for (s, (name, path)) in rendered_streams().iter().enumerate() {
+        let stream = std::fs::read(path).expect("read stream");
+        let dir = scratch.join(&format!("s{s}"));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("stream.yaml"), &stream).expect("stream");
+        std::fs::write(dir.join("kustomization.yaml"), "resources: [stream.yaml]\n")
+            .expect("kustomization");
+        let without = by_id(&kubectl_kustomize_ok(&dir, scratch.path()), name);
+        for c in SOME_CONFIGS {
+            let config = &RESOLUTION_TABLE[c];
+            let context = format!("{name} with config {config:?}");
+            let config_path = scratch.write(&format!("config-{c}.yaml"), &config.config_yaml());
+            let post_rendered = by_id(&post_render(&stream, &config_path), &context);
+            std::fs::write(
+                dir.join("styrmin.yaml"),
+                plugin_config(&config.config_yaml()),
+            )
+            .expect("plugin config");
+            std::fs::write(
+                dir.join("kustomization.yaml"),
+                "resources: [stream.yaml]\ntransformers: [styrmin.yaml]\n",
+            )
+            .expect("kustomization");
+            let with_plugin = by_id(&kubectl_kustomize_ok(&dir, scratch.path()), &context);
+            match compare(&context, &with_plugin, &without, &post_rendered) {
+                Ok(n) => compared += n,
+                Err(e) => failures.push(e),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(compared >= 100, "only {compared} Ingresses compared");
+}
+
+/// `helm template` of the e2e chart through kubectl's kustomize and the plugin, against
+/// Helm 3's `helm template --post-renderer styrmin-postrender` (Helm 4 runs the same program
+/// through its plugin, tested with the Helm routes).
+#[test]
+fn plugin_over_helm_template_equals_helm_with_the_post_renderer() {
+    let scratch = Scratch::new("exec-plugin-helm");
+    let chart = scratch.join("chart");
+    copy_dir(&data("charts/styrmin-e2e"), &chart);
+    let helm = |helm: &str, extra: &[&str]| {
+        let mut cmd = Command::new(tool(helm));
+        cmd.args(["template", "web"])
+            .arg(&chart)
+            .args(["--namespace", "apps"])
+            .args(extra)
+            .env("HELM_CONFIG_HOME", scratch.join("config"))
+            .env("HELM_CACHE_HOME", scratch.join("cache"))
+            .env("HELM_DATA_HOME", scratch.join("data"))
+            .env("KUBECONFIG", scratch.join("no-such-kubeconfig"));
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("STYRMIN_") {
+                cmd.env_remove(&key);
+            }
+        }
+        let output = run(&mut cmd, None);
+        assert!(
+            output.status.success(),
+            "{}: {}",
+            describe(&cmd),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        utf8(output.stdout, "helm template")
+    };
+    let dir = scratch.join("k");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let mut compared = 0;
+    for helm_name in ["helm3"] {
+        // Hooks left out: Helm never hands them to a post-renderer.
+        let rendered = helm(helm_name, &["--no-hooks"]);
+        std::fs::write(dir.join("chart.yaml"), &rendered).expect("rendered");
+        for c in SOME_CONFIGS {
+            let config = &RESOLUTION_TABLE[c];
+            let context = format!("{helm_name} with config {config:?}");
+            let config_path = scratch.write(&format!("config-{c}.yaml"), &config.config_yaml());
+            let config_arg = format!("--config={}", config_path.display());
+            let post_renderer = release_binary("styrmin-postrender");
+            let post_renderer = post_renderer.to_string_lossy();
+            let helm_post_rendered = by_id(
+                &helm(
+                    helm_name,
+                    &[
+                        "--no-hooks",
+                        "--post-renderer",
+                        &post_renderer,
+                        "--post-renderer-args",
+                        &config_arg,
+                    ],
+                ),
+                &context,
+            );
+            std::fs::write(
+                dir.join("styrmin.yaml"),
+                plugin_config(&config.config_yaml()),
+            )
+            .expect("plugin config");
+            std::fs::write(
+                dir.join("kustomization.yaml"),
+                "resources: [chart.yaml]\ntransformers: [styrmin.yaml]\n",
+            )
+            .expect("kustomization");
+            let with_plugin = by_id(&kubectl_kustomize_ok(&dir, scratch.path()), &context);
+            let ingresses: Vec<_> = helm_post_rendered
+                .iter()
+                .filter(|(_, o)| is_ingress(o))
+                .collect();
+            assert!(
+                ingresses.len() >= 5,
+                "{context}: {} Ingresses",
+                ingresses.len()
+            );
+            for (key, want) in ingresses {
+                assert_eq!(with_plugin.get(key), Some(want), "{context}: {key}");
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared >= 25, "only {compared} Ingresses compared");
+}
+
+#[test]
+fn a_bad_plugin_config_fails_the_build_naming_the_field() {
+    let scratch = Scratch::new("exec-plugin-bad-config");
+    let dir = scratch.join("k");
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(
+        dir.join("res.yaml"),
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  ingressClassName: nginx\n",
+    )
+    .expect("resources");
+    std::fs::write(
+        dir.join("styrmin.yaml"),
+        plugin_config("deployment: {ingress_class: nginx, dedicated_ingress: true}\n"),
+    )
+    .expect("plugin config");
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        "resources: [res.yaml]\ntransformers: [styrmin.yaml]\n",
+    )
+    .expect("kustomization");
+    let output = kubectl_kustomize(&dir, scratch.path());
+    assert!(!output.status.success(), "kubectl kustomize succeeded");
+    assert!(output.stdout.is_empty(), "{:?}", output.stdout);
+    let stderr = utf8(output.stderr, "stderr");
+    assert!(
+        stderr.contains("spec.deployment.dedicated_ingress"),
+        "{stderr}"
+    );
+}
