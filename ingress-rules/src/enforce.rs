@@ -111,7 +111,7 @@ pub fn enforce(
 }
 
 /// The field changes that turn `from` into `to`.
-pub(crate) fn changes_between(from: &ClassFields, to: &ClassFields) -> Vec<FieldChange> {
+pub fn changes_between(from: &ClassFields, to: &ClassFields) -> Vec<FieldChange> {
     let mut changes = Vec::new();
     if from.ingress_class_name != to.ingress_class_name {
         changes.push(match &to.ingress_class_name {

@@ -33,17 +33,21 @@ mod enforce;
 mod flux;
 mod kube_version;
 mod level;
+mod mode;
 mod record;
 mod resolve;
 mod target;
 
-pub use enforce::{ClassFields, Enforcement, FieldChange, NoClassWarning, RuleError, enforce};
+pub use enforce::{
+    ClassFields, Enforcement, FieldChange, NoClassWarning, RuleError, changes_between, enforce,
+};
 pub use flux::{
     FLUX_PATCH_NAME, FLUX_PATCH_TARGET_KIND, FluxPostRenderer, KustomizePatch, PatchTarget,
     double_quoted, flux_post_renderer,
 };
 pub use kube_version::{KubernetesVersion, ParseVersionError};
 pub use level::{DedicatedIngress, Level, LevelName, Setting};
+pub use mode::{EnforcementMode, ParseModeError, ResolvedMode, resolve_mode, would_change};
 pub use record::{AppliedSettings, SettingsSource, settings_for};
 pub use resolve::{Levels, Origin, ResolvedIngress, resolve};
 pub use target::{ClassName, IngressTarget, ParseTargetError};

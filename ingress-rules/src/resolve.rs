@@ -135,6 +135,7 @@ mod tests {
             } else {
                 Setting::Absent
             },
+            ..Level::default()
         }
     }
 

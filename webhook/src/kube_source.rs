@@ -221,6 +221,7 @@ pub fn level(settings: &IngressSettings) -> Result<Level, serde_json::Error> {
     Ok(Level {
         ingress_class: settings.ingress_class.clone(),
         dedicated_ingress,
+        ..Level::default()
     })
 }
 
