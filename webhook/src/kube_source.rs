@@ -225,6 +225,18 @@ pub fn level(settings: &IngressSettings) -> Result<Level, serde_json::Error> {
     })
 }
 
+/// A spec's level: its two ingress keys and its `enforcementMode`.
+fn level_with_mode(
+    settings: &IngressSettings,
+    mode: Option<ingress_rules::EnforcementMode>,
+) -> Result<Level, serde_json::Error> {
+    let mut level = level(settings)?;
+    if let Some(mode) = mode {
+        level.enforcement_mode = Setting::Value(mode);
+    }
+    Ok(level)
+}
+
 /// A `status.lastDeployed` record (W5), written as one level read like a cluster level.
 pub fn deployed(settings: &IngressSettings) -> Result<IngressTarget, serde_json::Error> {
     level(settings).map(|level| IngressTarget::from_record_level(&level))
@@ -298,7 +310,8 @@ pub fn deployment(object: &StyrminDeployment) -> Result<Deployment, InvalidObjec
             DeploymentRole::IngressController => Role::IngressController,
         },
         phase,
-        level: level(&spec.settings).map_err(invalid("spec.dedicatedIngress"))?,
+        level: level_with_mode(&spec.settings, spec.enforcement_mode)
+            .map_err(invalid("spec.dedicatedIngress"))?,
         last_deployed,
     })
 }
@@ -326,12 +339,14 @@ pub fn build_view(
             ));
             continue;
         }
-        cluster = level(&object.spec.settings).map_err(|source| InvalidObject {
-            kind: "StyrminCluster",
-            name,
-            field: "spec.dedicatedIngress",
-            source,
-        })?;
+        cluster = level_with_mode(&object.spec.settings, object.spec.enforcement_mode).map_err(
+            |source| InvalidObject {
+                kind: "StyrminCluster",
+                name,
+                field: "spec.dedicatedIngress",
+                source,
+            },
+        )?;
         cluster_class_applied_null = matches!(cluster.ingress_class, Setting::Value(_))
             && last_applied_class_is_null(object);
     }
@@ -339,7 +354,7 @@ pub fn build_view(
         .iter()
         .map(|object| {
             let name = object.name_any();
-            match level(&object.spec.settings) {
+            match level_with_mode(&object.spec.settings, object.spec.enforcement_mode) {
                 Ok(level) => Ok((name, level)),
                 Err(source) => Err(InvalidObject {
                     kind: "StyrminEnvironment",

@@ -22,6 +22,7 @@ pub mod kube_source;
 pub mod metrics;
 pub mod open_files;
 pub mod patch;
+pub mod plan;
 pub mod policy_file;
 pub mod server;
 pub mod telemetry;
