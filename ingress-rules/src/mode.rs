@@ -106,16 +106,20 @@ pub fn resolve_mode(levels: &Levels<'_>) -> ResolvedMode {
 /// What one field change would do, for a `warn` report: `would set spec.ingressClassName
 /// "haproxy" (now "nginx")`, `would remove annotation kubernetes.io/ingress.class (now
 /// "nginx")`. `current` is the Ingress's fields before the change.
+///
+/// A value longer than [`SHOWN_VALUE_CHARS`] is cut there (`"…"` marks it), so that the line
+/// fits an admission warning, which the API server may cut at 256 characters.
 pub fn would_change(change: &FieldChange, current: &ClassFields) -> String {
     let now = |value: &Option<String>| match value {
-        Some(value) => format!("{value:?}"),
+        Some(value) => shown(value),
         None => "not set".to_owned(),
     };
     let class_name = "spec.ingressClassName";
     let annotation = format!("annotation {CLASS_ANNOTATION}");
     match change {
         FieldChange::SetClassName(class) => format!(
-            "would set {class_name} {class:?} (now {})",
+            "would set {class_name} {} (now {})",
+            shown(class),
             now(&current.ingress_class_name)
         ),
         FieldChange::RemoveClassName => format!(
@@ -123,13 +127,27 @@ pub fn would_change(change: &FieldChange, current: &ClassFields) -> String {
             now(&current.ingress_class_name)
         ),
         FieldChange::SetClassAnnotation(class) => format!(
-            "would set {annotation} {class:?} (now {})",
+            "would set {annotation} {} (now {})",
+            shown(class),
             now(&current.class_annotation)
         ),
         FieldChange::RemoveClassAnnotation => format!(
             "would remove {annotation} (now {})",
             now(&current.class_annotation)
         ),
+    }
+}
+
+/// The longest value [`would_change`] shows whole.
+pub const SHOWN_VALUE_CHARS: usize = 64;
+
+/// `value` quoted, cut at [`SHOWN_VALUE_CHARS`] characters.
+fn shown(value: &str) -> String {
+    if value.chars().count() <= SHOWN_VALUE_CHARS {
+        format!("{value:?}")
+    } else {
+        let cut: String = value.chars().take(SHOWN_VALUE_CHARS).collect();
+        format!("{cut:?}…")
     }
 }
 
@@ -283,5 +301,25 @@ mod tests {
         #[case] expected: &str,
     ) {
         assert_eq!(would_change(&change, &current), expected);
+    }
+
+    #[test]
+    fn a_long_value_is_cut_so_the_line_fits_a_warning() {
+        let long = "x".repeat(5000);
+        let line = would_change(
+            &FieldChange::SetClassName(long.clone()),
+            &fields(None, Some(&long)),
+        );
+        assert!(line.chars().count() < 200, "{line}");
+        assert!(
+            line.contains(&format!("\"{}\"…", "x".repeat(SHOWN_VALUE_CHARS))),
+            "{line}"
+        );
+        let exact = "y".repeat(SHOWN_VALUE_CHARS);
+        let line = would_change(
+            &FieldChange::RemoveClassAnnotation,
+            &fields(None, Some(&exact)),
+        );
+        assert!(line.ends_with(&format!("(now \"{exact}\")")), "{line}");
     }
 }

@@ -123,6 +123,10 @@ pub struct Finding {
     pub settings: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
+    /// `warn` for an Ingress whose deployment is in `enforcement_mode: warn`: admission only
+    /// warns, so the finding is what enforcing will change, not a failure of admission.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<&'static str>,
 }
 
 /// One configuration level as stored, and what it resolves to (the `null` trap shows here).
@@ -294,6 +298,9 @@ fn ingress_findings(
 ) -> Vec<Finding> {
     let current = ingress.class_fields();
     let judgement = judge_ingress(view, owner, &current);
+    let warn = ingress_rules::resolve_mode(&view.levels_for_deployment(owner))
+        .mode
+        .is_warn();
     let finding = |reason, wants: String, why: String, fix: String| Finding {
         reason,
         kind: "Ingress",
@@ -305,6 +312,7 @@ fn ingress_findings(
         fix,
         settings: Some(judgement.settings.source().as_str()),
         decided_by: Some(judgement.settings.resolved.decided_by().to_string()),
+        mode: warn.then_some("warn"),
     };
     let mut findings = Vec::new();
     let wanted = describe_wanted(&judgement.settings.resolved);
@@ -391,6 +399,7 @@ fn unknown_class(ingress: &AuditedIngress, classes: &HashSet<String>) -> Option<
         ),
         settings: None,
         decided_by: None,
+        mode: None,
     })
 }
 
@@ -425,6 +434,7 @@ fn stuck_controllers(view: &View, now: i64, after: Duration) -> Vec<Finding> {
                 fix: hold.advice(id),
                 settings: None,
                 decided_by: None,
+                mode: None,
             })
         })
         .collect()
@@ -473,6 +483,7 @@ fn stale_aliases(
                 name,
                 settings: None,
                 decided_by: None,
+                mode: None,
             })
         })
         .collect()

@@ -127,6 +127,11 @@ pub async fn mutate(State(state): State<AppState>, request: axum::extract::Reque
         Outcome::Patched if decision.warnings.is_empty() => {
             tracing::debug!(reason = %decision.reason, operations = decision.patch.len(), "patched")
         }
+        // Warn mode: what enforce would have done, at INFO like any answer with a warning.
+        Outcome::WouldPatch | Outcome::WouldDeny => {
+            let warnings: Vec<_> = decision.warnings.iter().map(|w| clip(w)).collect();
+            tracing::info!(reason = %decision.reason, ?warnings, "allowed in warn mode");
+        }
         Outcome::Patched | Outcome::Conforming | Outcome::Allowed => {
             if decision.warnings.is_empty() {
                 tracing::debug!(reason = %decision.reason, "allowed");
