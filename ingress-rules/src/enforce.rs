@@ -1,8 +1,8 @@
 //! R3–R5 and R9: what an Ingress's two class fields become.
 
+use crate::classes::{CLASS_ANNOTATION, DEDICATED_CONTROLLER_CLASS};
 use crate::kube_version::KubernetesVersion;
 use crate::target::IngressTarget;
-use crate::{CLASS_ANNOTATION, DEDICATED_CONTROLLER_CLASS};
 
 /// The two fields that name an Ingress's class. `None` is a field that is not there
 /// (an explicit `null` in the object counts as not there, as it does for the API server).

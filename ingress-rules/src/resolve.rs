@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::DEFAULT_CLUSTER_CLASS;
+use crate::classes::DEFAULT_CLUSTER_CLASS;
 use crate::level::{Level, LevelName, Setting};
 use crate::target::IngressTarget;
 
