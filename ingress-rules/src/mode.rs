@@ -10,11 +10,6 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::CLASS_ANNOTATION;
-use crate::enforce::{ClassFields, FieldChange};
-use crate::level::LevelName;
-use crate::resolve::Levels;
-
 /// `enforce` (the default) or `warn`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -65,99 +60,15 @@ impl FromStr for EnforcementMode {
     }
 }
 
-/// The mode that applies to a deployment, and the level that set it (`None`: no level
-/// does, the default `enforce`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ResolvedMode {
-    pub mode: EnforcementMode,
-    pub origin: Option<LevelName>,
-}
-
-impl ResolvedMode {
-    /// `environment.enforcement_mode`, or `the default` when no level sets it.
-    pub fn decided_by(&self) -> String {
-        match self.origin {
-            Some(level) => format!("{level}.enforcement_mode"),
-            None => "the default".to_owned(),
-        }
-    }
-}
-
-/// The most specific level that sets `enforcement_mode` decides; `null` and a left-out key
-/// inherit at every level (the cluster's inherit the default, `enforce`). A deployment's
-/// last-deployed record (W5) plays no part: the mode says what is done now, not what the
-/// Ingresses were rendered with.
-pub fn resolve_mode(levels: &Levels<'_>) -> ResolvedMode {
-    [
-        (LevelName::Deployment, levels.deployment),
-        (LevelName::Environment, levels.environment),
-        (LevelName::Cluster, Some(levels.cluster)),
-    ]
-    .into_iter()
-    .find_map(|(name, level)| {
-        level?.enforcement_mode.value().map(|mode| ResolvedMode {
-            mode: *mode,
-            origin: Some(name),
-        })
-    })
-    .unwrap_or_default()
-}
-
-/// What one field change would do, for a `warn` report: `would set spec.ingressClassName
-/// "haproxy" (now "nginx")`, `would remove annotation kubernetes.io/ingress.class (now
-/// "nginx")`. `current` is the Ingress's fields before the change.
-///
-/// A value longer than [`SHOWN_VALUE_CHARS`] is cut there (`"…"` marks it), so that the line
-/// fits an admission warning, which the API server may cut at 256 characters.
-pub fn would_change(change: &FieldChange, current: &ClassFields) -> String {
-    let now = |value: &Option<String>| match value {
-        Some(value) => shown(value),
-        None => "not set".to_owned(),
-    };
-    let class_name = "spec.ingressClassName";
-    let annotation = format!("annotation {CLASS_ANNOTATION}");
-    match change {
-        FieldChange::SetClassName(class) => format!(
-            "would set {class_name} {} (now {})",
-            shown(class),
-            now(&current.ingress_class_name)
-        ),
-        FieldChange::RemoveClassName => format!(
-            "would remove {class_name} (now {})",
-            now(&current.ingress_class_name)
-        ),
-        FieldChange::SetClassAnnotation(class) => format!(
-            "would set {annotation} {} (now {})",
-            shown(class),
-            now(&current.class_annotation)
-        ),
-        FieldChange::RemoveClassAnnotation => format!(
-            "would remove {annotation} (now {})",
-            now(&current.class_annotation)
-        ),
-    }
-}
-
-/// The longest value [`would_change`] shows whole.
-pub const SHOWN_VALUE_CHARS: usize = 64;
-
-/// `value` quoted, cut at [`SHOWN_VALUE_CHARS`] characters.
-fn shown(value: &str) -> String {
-    if value.chars().count() <= SHOWN_VALUE_CHARS {
-        format!("{value:?}")
-    } else {
-        let cut: String = value.chars().take(SHOWN_VALUE_CHARS).collect();
-        format!("{cut:?}…")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use rstest::rstest;
 
     use super::*;
+    use crate::enforce::{ClassFields, FieldChange, SHOWN_VALUE_CHARS, would_change};
     use crate::example_targets::fields;
-    use crate::level::{Level, Setting};
+    use crate::level::{Level, LevelName, Setting};
+    use crate::resolve::{Levels, ResolvedMode, resolve_mode};
 
     fn level(mode: Setting<EnforcementMode>) -> Level {
         Level {

@@ -7,9 +7,9 @@
 //! [`audit`] is pure: the view, the watched objects and the time in, an [`AuditReport`] out.
 //! The kube source runs it on its stores ([`crate::kube_source`]), keeps the last complete
 //! one in the [`AuditStore`] while a watch fails, and the webhook exposes it as metrics and
-//! `GET /debug/audit`; the CLI ([`cli`]) runs it once on lists and prints a table.
+//! `GET /debug/audit`; `styrmin-webhook audit` ([`crate::cli::audit`]) runs it once on lists
+//! and prints a table ([`render`]).
 
-pub mod cli;
 pub mod objects;
 pub mod render;
 
@@ -605,28 +605,6 @@ impl AuditStore {
             "report": report.as_deref(),
         })
     }
-}
-
-/// `GET /debug/audit` on the metrics listener: the last complete audit, its age, and why it
-/// is not newer (a watch that fails keeps it). `503` before the first one.
-pub async fn debug_audit(
-    axum::extract::State(state): axum::extract::State<crate::api::AppState>,
-) -> axum::response::Response {
-    use axum::http::{StatusCode, header};
-    use axum::response::IntoResponse as _;
-    let store = state.view().audit();
-    let status = if store.report().is_some() {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    let body = store.debug(crate::decide::unix_now());
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        format!("{body:#}\n"),
-    )
-        .into_response()
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -1,7 +1,7 @@
 //! The decisions (rules W1, W2, W4, R9), as pure functions of the view and one request.
 
 use std::borrow::Cow;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use ingress_rules::{
     AppliedSettings, ClassFields, Enforcement, EnforcementMode, IngressTarget, LevelName, Levels,
@@ -188,14 +188,13 @@ pub fn decide_within(
     options: &DecideOptions,
     flux_deadline: Option<Instant>,
 ) -> Decision {
-    decide_at(view, request, options, unix_now(), flux_deadline)
-}
-
-/// Unix seconds now.
-pub fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+    decide_at(
+        view,
+        request,
+        options,
+        crate::clock::unix_now(),
+        flux_deadline,
+    )
 }
 
 /// Decides one request as at `now` (unix seconds; only the W2 message of a stuck removal

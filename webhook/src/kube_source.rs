@@ -37,7 +37,8 @@ use serde::de::DeserializeOwned;
 use crate::audit::objects::{
     AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR, trim_ingress_class,
 };
-use crate::audit::{AuditInput, AuditSettings, Reason, audit};
+use crate::audit::{AuditInput, AuditSettings, AuditStore, Reason, audit};
+use crate::clock::unix_now;
 use crate::crd::{
     CLUSTER_NAME, DeploymentPhase, DeploymentRole, IngressSettings, StyrminCluster,
     StyrminDeployment, StyrminEnvironment,
@@ -592,6 +593,7 @@ pub struct KubeSource {
     confirm_interval: Duration,
     audit_interval: Duration,
     audit_settings: AuditSettings,
+    audits: Arc<AuditStore>,
 }
 
 /// The default of `--audit-interval`.
@@ -613,11 +615,19 @@ impl KubeSource {
             confirm_interval: Duration::from_secs(5),
             audit_interval: AUDIT_INTERVAL,
             audit_settings: AuditSettings::default(),
+            audits: Arc::default(),
         }
     }
 
-    /// How often the audit runs (default 30 s), and its thresholds.
-    pub fn with_audit(mut self, interval: Duration, settings: AuditSettings) -> Self {
+    /// Where the audits go (the webhook's state serves them), how often the audit runs
+    /// (default 30 s), and its thresholds. Without it the audits go nowhere anyone reads.
+    pub fn with_audit(
+        mut self,
+        audits: Arc<AuditStore>,
+        interval: Duration,
+        settings: AuditSettings,
+    ) -> Self {
+        self.audits = audits;
         self.audit_interval = interval;
         self.audit_settings = settings;
         self
@@ -648,6 +658,7 @@ impl ViewSource for KubeSource {
             confirm_interval,
             audit_interval,
             audit_settings,
+            audits,
         } = self;
         // The StyrminCluster keeps its last-applied configuration: the `null` trap shows only
         // there, and there is one such object.
@@ -701,6 +712,7 @@ impl ViewSource for KubeSource {
         ]);
         let mut auditor = Auditor {
             settings: audit_settings,
+            store: audits,
             ingresses,
             aliases,
             namespaces,
@@ -784,7 +796,7 @@ impl ViewSource for KubeSource {
                 version,
             ) {
                 Ok(BuiltView { mut view, ignored }) => {
-                    view.note_removals(&mut first_seen_deleting, crate::decide::unix_now());
+                    view.note_removals(&mut first_seen_deleting, unix_now());
                     for why in &ignored {
                         tracing::warn!("{why}");
                     }
@@ -824,6 +836,7 @@ pub fn names<K: Resource>(objects: &[Arc<K>]) -> HashSet<String> {
 /// The audit's watches, and the controllers last found stuck (to warn once per new one).
 struct Auditor {
     settings: AuditSettings,
+    store: Arc<AuditStore>,
     ingresses: Store<AuditedIngress>,
     aliases: Store<AliasService>,
     namespaces: Store<NamespaceName>,
@@ -837,7 +850,7 @@ impl Auditor {
     fn run(&mut self, sink: &ViewSink, progress: &Progress) {
         if let Some(why) = progress.unhealthy_because(Instant::now()) {
             tracing::debug!(%why, "audit not renewed");
-            sink.audit().mark_stale(why);
+            self.store.mark_stale(why);
             return;
         }
         let view = sink.current();
@@ -850,7 +863,7 @@ impl Auditor {
                 aliases: &self.aliases.state(),
                 namespaces: &namespaces,
                 ingress_classes: &ingress_classes,
-                now: crate::decide::unix_now(),
+                now: unix_now(),
             },
             &self.settings,
         );
@@ -872,7 +885,7 @@ impl Auditor {
             findings = report.findings.len(),
             "audit complete"
         );
-        sink.audit().publish(report);
+        self.store.publish(report);
     }
 }
 

@@ -9,25 +9,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Parser;
+use clap::Args;
 use k8s_openapi::api::networking::v1::IngressClass;
 use kube::api::ListParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config, Resource};
 
-use super::objects::{AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR};
-use super::render::{render_json, render_table};
-use super::{AuditInput, AuditSettings, audit};
+use crate::audit::objects::{AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR};
+use crate::audit::render::{render_json, render_table};
+use crate::audit::{AuditInput, AuditReport, AuditSettings, audit};
+use crate::clock::unix_now;
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
-use crate::decide::unix_now;
 use crate::kube_source::{BuiltView, build_view, names, version_of};
 use crate::view::namespace_owner;
 
-/// Audits the Ingresses of Styrmin namespaces, the ingress controllers stuck DELETING and the
-/// service aliases that point into a namespace that does not exist. Exit status: 0 nothing
-/// out of line, 1 something is, 2 the audit could not be made.
-#[derive(Debug, Parser)]
-#[command(name = "styrmin-webhook audit", version)]
+/// The options of `audit`.
+#[derive(Debug, Args)]
 pub struct AuditArgs {
     /// Kubeconfig file; default: $KUBECONFIG, ~/.kube/config, then the in-cluster service
     /// account (kube's usual order).
@@ -116,7 +113,7 @@ impl AuditArgs {
     }
 
     /// Lists everything, builds the view and judges.
-    pub async fn audit(&self) -> anyhow::Result<super::AuditReport> {
+    pub async fn audit(&self) -> anyhow::Result<AuditReport> {
         let client = self.client().await?;
         let info = client
             .apiserver_version()
