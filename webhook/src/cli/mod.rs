@@ -3,10 +3,12 @@
 //! - [`serve`]: the admission webhook. A bare `styrmin-webhook --listen …` also serves, as
 //!   the chart and the kustomize base start it.
 //! - [`audit`]: one audit of a cluster, for a person, CI or cron.
+//! - [`plan`]: what a proposed change of the levels would do, before it is made.
 //!
 //! A new subcommand is a module here, a variant of [`Command`] and an arm of [`Cli::run`].
 
 pub mod audit;
+pub mod plan;
 pub mod serve;
 
 use std::ffi::OsString;
@@ -15,6 +17,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory as _, Parser, Subcommand};
 
 pub use self::audit::AuditArgs;
+pub use self::plan::PlanArgs;
 pub use self::serve::ServeArgs;
 
 /// Styrmin's admission webhook: enforces the ingress rules on Ingresses in Styrmin namespaces
@@ -39,6 +42,15 @@ pub enum Command {
     /// controllers stuck DELETING; the service aliases that point into a namespace that does
     /// not exist. Exit status: 0 nothing out of line, 1 something is, 2 the audit could not be made.
     Audit(AuditArgs),
+    /// Shows what a proposed change of the cluster, environment or deployment levels would do.
+    ///
+    /// For every Ingress of a Styrmin namespace: its class now, right after the change and
+    /// at its deployment's next deploy, by environment; then the pre-flight findings (a class
+    /// that names no IngressClass, a dedicated controller not RUNNING, a default IngressClass
+    /// that picks up class-less Ingresses, Ingresses that change controller). Read-only.
+    /// Exit status: 0 nothing moves and nothing found, 1 something moves or a finding, 2 the
+    /// plan could not be made.
+    Plan(PlanArgs),
 }
 
 impl Cli {
@@ -60,6 +72,7 @@ impl Cli {
                 }
             },
             Command::Audit(args) => args.run().await,
+            Command::Plan(args) => args.run().await,
         }
     }
 }
@@ -140,7 +153,7 @@ mod tests {
     #[test]
     fn help_lists_every_subcommand_under_its_full_name() {
         let help = Cli::command().render_help().to_string();
-        for name in ["serve", "audit"] {
+        for name in ["serve", "audit", "plan"] {
             assert!(help.contains(&format!("  {name}  ")), "{help}");
         }
         let audit_help = Cli::try_parse_from(["styrmin-webhook", "audit", "--help"])
