@@ -493,17 +493,41 @@ pub fn render_table(plan: &Plan) -> String {
     out
 }
 
-/// The plan as JSON: `{"environments": {...}, "preflight": [...], "moves": {...}}`.
+/// The JSON form: the plan by reference, serialized as it is written (no tree of values).
+#[derive(Serialize)]
+struct JsonPlan<'a> {
+    environments: &'a BTreeMap<String, Vec<PlannedIngress>>,
+    preflight: &'a [Preflight],
+    moves: JsonMoves,
+}
+
+#[derive(Serialize)]
+struct JsonMoves {
+    right_after: usize,
+    next_deploy: usize,
+}
+
+/// Writes the plan as JSON: `{"environments": {...}, "preflight": [...], "moves": {...}}`.
+pub fn write_json(plan: &Plan, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    let (right_after, next_deploy) = plan.moves();
+    let json = JsonPlan {
+        environments: &plan.environments,
+        preflight: &plan.preflight,
+        moves: JsonMoves {
+            right_after,
+            next_deploy,
+        },
+    };
+    serde_json::to_writer_pretty(&mut *out, &json)?;
+    out.write_all(b"\n")
+}
+
+/// The plan as JSON text (see [`write_json`]).
 pub fn render_json(plan: &Plan) -> String {
-    let (now, later) = plan.moves();
-    let value = serde_json::json!({
-        "environments": plan.environments,
-        "preflight": plan.preflight,
-        "moves": {"right_after": now, "next_deploy": later},
-    });
-    let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
-    text.push('\n');
-    text
+    let mut text = Vec::new();
+    // Writing to a Vec fails only if serializing does, which these types never do.
+    let _ = write_json(plan, &mut text);
+    String::from_utf8_lossy(&text).into_owned()
 }
 
 /// The proposed objects of `plan -f`, as `kubectl apply -f` takes them.

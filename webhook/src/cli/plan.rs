@@ -4,6 +4,7 @@
 //! [`crate::plan`]'s plan. Exit status: 0 nothing moves and nothing found, 1 something moves
 //! or a pre-flight finding, 2 the plan could not be made.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -12,7 +13,7 @@ use clap::Args;
 
 use super::audit::{ClusterArgs, Output, Snapshot};
 use crate::kube_source::{BuiltView, build_view};
-use crate::plan::{ClassInfo, PlanInput, Proposal, plan, render_json, render_table};
+use crate::plan::{ClassInfo, PlanInput, Proposal, plan, render_table, write_json};
 use crate::policy_file::parse_policy;
 
 /// The options of `plan`.
@@ -45,13 +46,17 @@ impl PlanArgs {
     pub async fn run(self) -> ExitCode {
         match self.plan().await {
             Ok(plan) => {
-                print!(
-                    "{}",
-                    match self.output {
-                        Output::Table => render_table(&plan),
-                        Output::Json => render_json(&plan),
-                    }
-                );
+                let stdout = std::io::stdout();
+                let mut out = std::io::BufWriter::new(stdout.lock());
+                let written = match self.output {
+                    Output::Table => out.write_all(render_table(&plan).as_bytes()),
+                    Output::Json => write_json(&plan, &mut out),
+                }
+                .and_then(|()| out.flush());
+                if let Err(error) = written {
+                    eprintln!("styrmin-webhook plan: writing the plan to stdout: {error}");
+                    return ExitCode::from(2);
+                }
                 if plan.is_quiet() {
                     ExitCode::SUCCESS
                 } else {
