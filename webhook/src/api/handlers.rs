@@ -127,10 +127,12 @@ pub async fn mutate(State(state): State<AppState>, request: axum::extract::Reque
         Outcome::Patched if decision.warnings.is_empty() => {
             tracing::debug!(reason = %decision.reason, operations = decision.patch.len(), "patched")
         }
-        // Warn mode: what enforce would have done, at INFO like any answer with a warning.
+        // Warn mode: routine during a rollout, on every write, like a patch in enforce; the
+        // warnings reach the client and the API server's audit log, and the metric counts
+        // them: DEBUG.
         Outcome::WouldPatch | Outcome::WouldDeny => {
             let warnings: Vec<_> = decision.warnings.iter().map(|w| clip(w)).collect();
-            tracing::info!(reason = %decision.reason, ?warnings, "allowed in warn mode");
+            tracing::debug!(reason = %decision.reason, ?warnings, "allowed in warn mode");
         }
         Outcome::Patched | Outcome::Conforming | Outcome::Allowed => {
             if decision.warnings.is_empty() {
