@@ -285,13 +285,13 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             .unwrap_or_else(|| NO_ENVIRONMENT.to_owned());
         let subject = format!("Ingress {}/{}", ingress.namespace(), ingress.name());
         for fields in [&right_after, &next_deploy] {
-            if let Some(class) = &fields.ingress_class_name {
-                if !classes.contains_key(class.as_str()) {
-                    missing
-                        .entry(class.clone())
-                        .or_default()
-                        .insert(environment.clone());
-                }
+            if let Some(class) = &fields.ingress_class_name
+                && !classes.contains_key(class.as_str())
+            {
+                missing
+                    .entry(class.clone())
+                    .or_default()
+                    .insert(environment.clone());
             }
         }
         if next_deploy.class().is_none() {
