@@ -151,3 +151,24 @@ fn warn_has_no_flux_post_renderer_and_the_krm_function_refuses_it() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn explain_says_which_mode_applies_and_which_level_set_it() {
+    let config = config_file(WARN_HAPROXY);
+    let path = config.path().to_str().expect("path");
+    let out = run(&["explain", "--config", path], &[], "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for needle in [
+        "enforcement_mode: warn (decided by cluster.enforcement_mode): the stream passes unchanged",
+        "cluster:     ingress_class \"nginx\", dedicated_ingress absent, enforcement_mode warn",
+    ] {
+        assert!(stdout.contains(needle), "{needle} missing in\n{stdout}");
+    }
+    let out = run(&["explain"], &[], "");
+    assert!(
+        text(&out.stdout).contains("enforcement_mode: enforce (decided by the default)\n"),
+        "{}",
+        text(&out.stdout)
+    );
+}
