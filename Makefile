@@ -35,9 +35,12 @@ manifests: tools
 image: tools build
 	scripts/build-image.sh
 
+# `module-cycles`: no module of any crate names, directly or through others, one that names
+# it back (tools/xtask).
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(CARGO) run --release --locked -q -p xtask -- module-cycles
 
 # Licences, bans (serde_yaml and its forks, openssl) and sources. Offline-capable.
 deny: tools

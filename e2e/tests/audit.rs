@@ -112,6 +112,7 @@ async fn every_reason_counted_and_a_watch_error_keeps_the_last_audit() {
     answer_every_list(&api, "audit");
     let state = AppState::new(
         Arc::new(ViewStore::default()),
+        Arc::default(),
         Arc::new(Metrics::new()),
         DecideOptions::default(),
         RequestBudget::default(),
@@ -124,7 +125,11 @@ async fn every_reason_counted_and_a_watch_error_keeps_the_last_audit() {
     );
     let source = KubeSource::new(client(&api))
         .with_confirm_interval(Duration::from_millis(100))
-        .with_audit(Duration::from_millis(200), AuditSettings::default());
+        .with_audit(
+            state.audits().clone(),
+            Duration::from_millis(200),
+            AuditSettings::default(),
+        );
     let task = tokio::spawn(source.run(state.view_sink()));
 
     // Step 1: every list answered: ready, and a complete audit.

@@ -144,7 +144,7 @@ fn the_grace_period_holds_the_shutdown_delay_and_the_drain() {
             .find_map(|a| a.strip_prefix(&format!("--{name}=")))
             .map_or(default, |v| v.parse().unwrap())
     };
-    // The webhook's defaults unless the args set them (webhook/src/cli.rs).
+    // The webhook's defaults unless the args set them (webhook/src/cli/serve.rs).
     let delay = flag("shutdown-delay-secs", 10);
     let drain = flag("drain-timeout-secs", 20);
     let grace = pod.termination_grace_period_seconds.unwrap();

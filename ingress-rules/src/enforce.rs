@@ -1,8 +1,8 @@
 //! R3–R5 and R9: what an Ingress's two class fields become.
 
+use crate::classes::{CLASS_ANNOTATION, DEDICATED_CONTROLLER_CLASS};
 use crate::kube_version::KubernetesVersion;
 use crate::target::IngressTarget;
-use crate::{CLASS_ANNOTATION, DEDICATED_CONTROLLER_CLASS};
 
 /// The two fields that name an Ingress's class. `None` is a field that is not there
 /// (an explicit `null` in the object counts as not there, as it does for the API server).
@@ -111,7 +111,7 @@ pub fn enforce(
 }
 
 /// The field changes that turn `from` into `to`.
-pub(crate) fn changes_between(from: &ClassFields, to: &ClassFields) -> Vec<FieldChange> {
+pub fn changes_between(from: &ClassFields, to: &ClassFields) -> Vec<FieldChange> {
     let mut changes = Vec::new();
     if from.ingress_class_name != to.ingress_class_name {
         changes.push(match &to.ingress_class_name {
@@ -126,6 +126,54 @@ pub(crate) fn changes_between(from: &ClassFields, to: &ClassFields) -> Vec<Field
         });
     }
     changes
+}
+
+/// What one field change would do, for a `warn` report: `would set spec.ingressClassName
+/// "haproxy" (now "nginx")`, `would remove annotation kubernetes.io/ingress.class (now
+/// "nginx")`. `current` is the Ingress's fields before the change.
+///
+/// A value longer than [`SHOWN_VALUE_CHARS`] is cut there (`"…"` marks it), so that the line
+/// fits an admission warning, which the API server may cut at 256 characters.
+pub fn would_change(change: &FieldChange, current: &ClassFields) -> String {
+    let now = |value: &Option<String>| match value {
+        Some(value) => shown(value),
+        None => "not set".to_owned(),
+    };
+    let class_name = "spec.ingressClassName";
+    let annotation = format!("annotation {CLASS_ANNOTATION}");
+    match change {
+        FieldChange::SetClassName(class) => format!(
+            "would set {class_name} {} (now {})",
+            shown(class),
+            now(&current.ingress_class_name)
+        ),
+        FieldChange::RemoveClassName => format!(
+            "would remove {class_name} (now {})",
+            now(&current.ingress_class_name)
+        ),
+        FieldChange::SetClassAnnotation(class) => format!(
+            "would set {annotation} {} (now {})",
+            shown(class),
+            now(&current.class_annotation)
+        ),
+        FieldChange::RemoveClassAnnotation => format!(
+            "would remove {annotation} (now {})",
+            now(&current.class_annotation)
+        ),
+    }
+}
+
+/// The longest value [`would_change`] shows whole.
+pub const SHOWN_VALUE_CHARS: usize = 64;
+
+/// `value` quoted, cut at [`SHOWN_VALUE_CHARS`] characters.
+fn shown(value: &str) -> String {
+    if value.chars().count() <= SHOWN_VALUE_CHARS {
+        format!("{value:?}")
+    } else {
+        let cut: String = value.chars().take(SHOWN_VALUE_CHARS).collect();
+        format!("{cut:?}…")
+    }
 }
 
 #[cfg(test)]

@@ -13,8 +13,8 @@
 //! into HelmReleases as JSON) take the patch text from [`flux_post_renderer`], so the two
 //! are the same string.
 
+use crate::classes::{CLASS_ANNOTATION, DEDICATED_CONTROLLER_CLASS};
 use crate::target::IngressTarget;
-use crate::{CLASS_ANNOTATION, DEDICATED_CONTROLLER_CLASS};
 
 /// `metadata.name` of the patch body, which marks the post-renderer as Styrmin's.
 /// Kustomize needs a name in a strategic-merge patch even when it has a target, and

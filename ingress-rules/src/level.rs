@@ -5,6 +5,8 @@ use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 
+use crate::mode::EnforcementMode;
+
 /// Which configuration level a value came from, most specific last.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LevelName {
@@ -131,7 +133,8 @@ impl<'de> Deserialize<'de> for KeyName {
     }
 }
 
-/// The two ingress keys of one level, as written in the Styrmin config.
+/// The keys of one level, as written in the Styrmin config: the two ingress keys and the
+/// enforcement mode.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Level {
@@ -139,6 +142,9 @@ pub struct Level {
     pub ingress_class: Setting<String>,
     #[serde(default)]
     pub dedicated_ingress: Setting<DedicatedIngress>,
+    /// `enforce` or `warn` (see [`crate::resolve_mode`]); absent or `null` inherits.
+    #[serde(default)]
+    pub enforcement_mode: Setting<EnforcementMode>,
 }
 
 #[cfg(test)]

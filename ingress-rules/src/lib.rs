@@ -29,35 +29,31 @@
 //! assert_eq!(outcome.fields.class_annotation.as_deref(), Some("nginx"));
 //! ```
 
+mod classes;
 mod enforce;
 mod flux;
 mod kube_version;
 mod level;
+mod mode;
 mod record;
 mod resolve;
 mod target;
 
-pub use enforce::{ClassFields, Enforcement, FieldChange, NoClassWarning, RuleError, enforce};
+pub use classes::{CLASS_ANNOTATION, DEDICATED_CONTROLLER_CLASS, DEFAULT_CLUSTER_CLASS};
+pub use enforce::{
+    ClassFields, Enforcement, FieldChange, NoClassWarning, RuleError, SHOWN_VALUE_CHARS,
+    changes_between, enforce, would_change,
+};
 pub use flux::{
     FLUX_PATCH_NAME, FLUX_PATCH_TARGET_KIND, FluxPostRenderer, KustomizePatch, PatchTarget,
     double_quoted, flux_post_renderer,
 };
 pub use kube_version::{KubernetesVersion, ParseVersionError};
 pub use level::{DedicatedIngress, Level, LevelName, Setting};
+pub use mode::{EnforcementMode, ParseModeError};
 pub use record::{AppliedSettings, SettingsSource, settings_for};
-pub use resolve::{Levels, Origin, ResolvedIngress, resolve};
+pub use resolve::{Levels, Origin, ResolvedIngress, ResolvedMode, resolve, resolve_mode};
 pub use target::{ClassName, IngressTarget, ParseTargetError};
-
-/// The annotation that names an Ingress's class, read by the dedicated controller (R3)
-/// and set next to `spec.ingressClassName` by R4.
-pub const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
-
-/// The class of the dedicated controller: the implementation it runs (Traefik), which
-/// serves Ingresses by the annotation only (R3).
-pub const DEDICATED_CONTROLLER_CLASS: &str = "traefik";
-
-/// The class a cluster gets when its config does not mention `ingress_class` (docs/rules.md §1).
-pub const DEFAULT_CLUSTER_CLASS: &str = "traefik";
 
 /// `(group/version, kind)` pairs that are Ingresses (R6). Anything else is left alone (R7).
 pub const INGRESS_API_VERSIONS: [&str; 3] = [

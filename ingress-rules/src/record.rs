@@ -13,8 +13,34 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Deserializer};
+
+use crate::level::Level;
 use crate::resolve::{Levels, Origin, ResolvedIngress, resolve};
 use crate::target::IngressTarget;
+
+/// The level form of a record ([`IngressTarget::as_level`] writes it).
+impl IngressTarget {
+    /// Reads a record written as one level, read like a cluster level: any
+    /// `dedicated_ingress` object is [`Dedicated`](Self::Dedicated) (whatever the class),
+    /// `ingress_class: ""` or `null` is [`NoClass`](Self::NoClass), a name is that class,
+    /// and `{}` is the cluster default `traefik`.
+    pub fn from_record_level(level: &Level) -> Self {
+        resolve(&Levels {
+            cluster: level,
+            environment: None,
+            deployment: None,
+        })
+        .target
+    }
+}
+
+/// Deserialises the level form of a record (see [`IngressTarget::from_record_level`]).
+impl<'de> Deserialize<'de> for IngressTarget {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Level::deserialize(deserializer).map(|level| Self::from_record_level(&level))
+    }
+}
 
 /// Which settings applied to a deployment's Ingresses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -113,7 +139,31 @@ pub fn settings_for(record: Option<&IngressTarget>, levels: &Levels<'_>) -> Appl
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::level::{DedicatedIngress, Level, LevelName, Setting};
+    use crate::classes::DEFAULT_CLUSTER_CLASS;
+    use crate::level::{DedicatedIngress, LevelName, Setting};
+
+    #[test]
+    fn the_level_form_reads_like_a_cluster_level_and_round_trips() {
+        let read = |yaml: &str| serde_saphyr::from_str::<IngressTarget>(yaml).unwrap();
+        assert_eq!(read("dedicated_ingress: {}"), IngressTarget::Dedicated);
+        assert_eq!(
+            read("{dedicated_ingress: {replicas: 2}, ingress_class: nginx}"),
+            IngressTarget::Dedicated
+        );
+        assert_eq!(read("ingress_class: nginx"), IngressTarget::class("nginx"));
+        assert_eq!(read("ingress_class: \"\""), IngressTarget::NoClass);
+        assert_eq!(read("ingress_class: null"), IngressTarget::NoClass);
+        assert_eq!(read("{}"), IngressTarget::class(DEFAULT_CLUSTER_CLASS));
+        assert!(serde_saphyr::from_str::<IngressTarget>("dedicated_ingress: true").is_err());
+        assert!(serde_saphyr::from_str::<IngressTarget>("ingres_class: x").is_err());
+        for record in [
+            IngressTarget::Dedicated,
+            IngressTarget::class("nginx"),
+            IngressTarget::NoClass,
+        ] {
+            assert_eq!(IngressTarget::from_record_level(&record.as_level()), record);
+        }
+    }
 
     fn dedicated_level() -> Level {
         Level {

@@ -2,8 +2,9 @@
 
 use std::fmt;
 
-use crate::DEFAULT_CLUSTER_CLASS;
+use crate::classes::DEFAULT_CLUSTER_CLASS;
 use crate::level::{Level, LevelName, Setting};
+use crate::mode::EnforcementMode;
 use crate::target::IngressTarget;
 
 /// The three levels of one deployment. An unknown environment or deployment counts as
@@ -106,6 +107,44 @@ pub fn resolve(levels: &Levels<'_>) -> ResolvedIngress {
     }
 }
 
+/// The mode that applies to a deployment, and the level that set it (`None`: no level
+/// does, the default `enforce`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ResolvedMode {
+    pub mode: EnforcementMode,
+    pub origin: Option<LevelName>,
+}
+
+impl ResolvedMode {
+    /// `environment.enforcement_mode`, or `the default` when no level sets it.
+    pub fn decided_by(&self) -> String {
+        match self.origin {
+            Some(level) => format!("{level}.enforcement_mode"),
+            None => "the default".to_owned(),
+        }
+    }
+}
+
+/// The most specific level that sets `enforcement_mode` decides; `null` and a left-out key
+/// inherit at every level (the cluster's inherit the default, `enforce`). A deployment's
+/// last-deployed record (W5) plays no part: the mode says what is done now, not what the
+/// Ingresses were rendered with.
+pub fn resolve_mode(levels: &Levels<'_>) -> ResolvedMode {
+    [
+        (LevelName::Deployment, levels.deployment),
+        (LevelName::Environment, levels.environment),
+        (LevelName::Cluster, Some(levels.cluster)),
+    ]
+    .into_iter()
+    .find_map(|(name, level)| {
+        level?.enforcement_mode.value().map(|mode| ResolvedMode {
+            mode: *mode,
+            origin: Some(name),
+        })
+    })
+    .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use rstest::rstest;
@@ -135,6 +174,7 @@ mod tests {
             } else {
                 Setting::Absent
             },
+            ..Level::default()
         }
     }
 

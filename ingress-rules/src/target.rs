@@ -12,11 +12,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-use serde::{Deserialize, Deserializer};
-
-use crate::DEDICATED_CONTROLLER_CLASS;
+use crate::classes::DEDICATED_CONTROLLER_CLASS;
 use crate::level::{DedicatedIngress, Level, Setting};
-use crate::resolve::{Levels, resolve};
 
 /// The name of a shared ingress class; never empty, because an empty class means no class
 /// ([`IngressTarget::NoClass`]).
@@ -73,21 +70,8 @@ impl IngressTarget {
         matches!(self, IngressTarget::Dedicated)
     }
 
-    /// Reads a record written as one level, read like a cluster level: any
-    /// `dedicated_ingress` object is [`Dedicated`](Self::Dedicated) (whatever the class),
-    /// `ingress_class: ""` or `null` is [`NoClass`](Self::NoClass), a name is that class,
-    /// and `{}` is the cluster default `traefik`.
-    pub fn from_record_level(level: &Level) -> Self {
-        resolve(&Levels {
-            cluster: level,
-            environment: None,
-            deployment: None,
-        })
-        .target
-    }
-
     /// The record as one level, the form it is written in (the inverse of
-    /// [`from_record_level`](Self::from_record_level)).
+    /// [`from_record_level`](Self::from_record_level), in `record.rs`).
     pub fn as_level(&self) -> Level {
         match self {
             IngressTarget::Dedicated => Level {
@@ -141,17 +125,9 @@ impl FromStr for IngressTarget {
     }
 }
 
-/// Deserialises the level form of a record (see [`IngressTarget::from_record_level`]).
-impl<'de> Deserialize<'de> for IngressTarget {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Level::deserialize(deserializer).map(|level| Self::from_record_level(&level))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::DEFAULT_CLUSTER_CLASS;
 
     #[test]
     fn an_empty_class_is_no_class() {
@@ -182,29 +158,6 @@ mod tests {
         assert!(IngressTarget::Dedicated.is_dedicated());
         assert!(!IngressTarget::class("traefik").is_dedicated());
         assert!(!IngressTarget::NoClass.is_dedicated());
-    }
-
-    #[test]
-    fn the_level_form_reads_like_a_cluster_level_and_round_trips() {
-        let read = |yaml: &str| serde_saphyr::from_str::<IngressTarget>(yaml).unwrap();
-        assert_eq!(read("dedicated_ingress: {}"), IngressTarget::Dedicated);
-        assert_eq!(
-            read("{dedicated_ingress: {replicas: 2}, ingress_class: nginx}"),
-            IngressTarget::Dedicated
-        );
-        assert_eq!(read("ingress_class: nginx"), IngressTarget::class("nginx"));
-        assert_eq!(read("ingress_class: \"\""), IngressTarget::NoClass);
-        assert_eq!(read("ingress_class: null"), IngressTarget::NoClass);
-        assert_eq!(read("{}"), IngressTarget::class(DEFAULT_CLUSTER_CLASS));
-        assert!(serde_saphyr::from_str::<IngressTarget>("dedicated_ingress: true").is_err());
-        assert!(serde_saphyr::from_str::<IngressTarget>("ingres_class: x").is_err());
-        for record in [
-            IngressTarget::Dedicated,
-            IngressTarget::class("nginx"),
-            IngressTarget::NoClass,
-        ] {
-            assert_eq!(IngressTarget::from_record_level(&record.as_level()), record);
-        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use ingress_rules::{IngressTarget, KubernetesVersion, Level};
+use ingress_rules::{EnforcementMode, IngressTarget, KubernetesVersion, Level, ResolvedMode};
 
 use crate::config::StyrminConfig;
 use crate::flux::{FluxError, FluxOutput, HelmReleaseRef};
@@ -72,7 +72,18 @@ pub struct Cli {
     #[arg(long, env = "STYRMIN_REPORT", global = true, value_name = "FILE")]
     report: Option<PathBuf>,
 
-    /// Fail when an Ingress is left with no class (R5) instead of warning.
+    /// Shortcut for `deployment: {enforcement_mode: MODE}`. `warn`: the stream passes
+    /// byte for byte; what `enforce` would change goes to stderr and `--report`.
+    #[arg(
+        long,
+        env = "STYRMIN_ENFORCEMENT_MODE",
+        global = true,
+        value_name = "MODE"
+    )]
+    enforcement_mode: Option<EnforcementMode>,
+
+    /// Fail when an Ingress is left with no class (R5) instead of warning; in `warn` mode,
+    /// also fail when enforcing would change an Ingress (a CI gate).
     #[arg(long, env = "STYRMIN_STRICT", global = true)]
     strict: bool,
 
@@ -160,6 +171,7 @@ impl Cli {
             last_deployed,
             kube_version,
             report,
+            enforcement_mode,
             strict,
             command,
         } = self;
@@ -174,6 +186,7 @@ impl Cli {
             || dedicated_ingress
             || last_deployed.is_some()
             || kube_version.is_some()
+            || enforcement_mode.is_some()
             || strict;
         let outcome = (|| -> anyhow::Result<ExitCode> {
             let config = match &config {
@@ -181,9 +194,11 @@ impl Cli {
                 None => StyrminConfig::default(),
             }
             .with_deployment_overrides(ingress_class, dedicated_ingress)
-            .with_last_deployed(last_deployed);
+            .with_last_deployed(last_deployed)
+            .with_enforcement_mode(enforcement_mode);
             let default_cluster = Level::default();
             let settings = config.settings(&default_cluster);
+            let mode = config.mode(&default_cluster);
             let rules = RenderRules {
                 resolved: settings.resolved.clone(),
                 kubernetes: kube_version,
@@ -206,7 +221,7 @@ impl Cli {
                             report.as_ref(),
                         )
                     } else {
-                        filter(prefix.chain(stdin), &rules, report.as_ref())
+                        filter(prefix.chain(stdin), &rules, mode, report.as_ref())
                     }
                 }
                 Some(Command::Krm) => run_krm(
@@ -243,7 +258,16 @@ impl Cli {
                     output,
                     name,
                     namespace,
-                }) => print_flux(&rules, output, &HelmReleaseRef { name, namespace }),
+                }) => {
+                    if mode.mode.is_warn() {
+                        anyhow::bail!(
+                            "enforcement_mode warn (decided by {}): a Flux post-renderer is a kustomize patch that always applies, \
+                             so there is none to print in warn mode; run `styrmin-postrender check` on the rendered stream instead",
+                            mode.decided_by()
+                        );
+                    }
+                    print_flux(&rules, output, &HelmReleaseRef { name, namespace })
+                }
             }
         })();
         match outcome {
@@ -312,6 +336,7 @@ fn run_krm(
 fn filter(
     input: impl Read,
     rules: &RenderRules,
+    mode: ResolvedMode,
     report_path: Option<&PathBuf>,
 ) -> anyhow::Result<ExitCode> {
     // The report is opened first and written before the stream: a report that cannot be
@@ -323,12 +348,53 @@ fn filter(
                 .map(|file| (path, file))
         })
         .transpose()?;
-    let stream = streaming::render_stream_keeping(
-        input,
-        rules,
-        streaming::BLOCK_BYTES,
-        streaming::Keep::Output,
-    )?;
+    // Warn writes the input as it came, so it keeps the input; enforce keeps only the output.
+    let keep = if mode.mode.is_warn() {
+        streaming::Keep::Input
+    } else {
+        streaming::Keep::Output
+    };
+    let mut stream =
+        streaming::render_stream_keeping(input, rules, streaming::BLOCK_BYTES, keep)?;
+    if mode.mode.is_warn() {
+        // Warn: the edits are dropped, so what is written is the input as it came.
+        let edits = std::mem::take(&mut stream.rendered.changed);
+        drop(edits);
+        let rendered = &stream.rendered;
+        let decided_by = rules.resolved.decided_by().to_string();
+        let would = report::would_change(rendered, &decided_by);
+        let mut lines = would.clone();
+        lines.push_str(&report::warnings(rendered));
+        if rules.strict && !would.is_empty() {
+            let error = format!(
+                "--strict: enforcement_mode warn (decided by {}) and enforcing would change {} Ingresses",
+                mode.decided_by(),
+                rendered.ingresses.iter().filter(|o| o.edited).count()
+            );
+            if let Some((_, file)) = &mut report_file {
+                let _ = file.write_all(format!("{lines}error: {error}\n").as_bytes());
+            }
+            eprint!("{lines}");
+            eprintln!("styrmin-postrender: error: {error}");
+            return Ok(ExitCode::from(1));
+        }
+        lines.push_str(&report::warn_summary(rendered));
+        lines.push('\n');
+        if let Some((path, file)) = &mut report_file {
+            file.write_all(lines.as_bytes())
+                .and_then(|()| file.sync_data())
+                .with_context(|| format!("cannot write the report {}", path.display()))?;
+        }
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+        stream
+            .write(&mut out)
+            .and_then(|()| out.flush())
+            .context("writing the stream to stdout")?;
+        eprint!("{would}");
+        eprint!("{}", report::warnings(rendered));
+        return Ok(ExitCode::SUCCESS);
+    }
     let rendered = &stream.rendered;
     if let Some((path, file)) = &mut report_file {
         file.write_all(report::success(rendered).as_bytes())

@@ -4,13 +4,13 @@
 use std::path::{Path, PathBuf};
 
 use ingress_rules::{
-    AppliedSettings, DedicatedIngress, IngressTarget, Level, LevelName, Levels, Setting,
-    settings_for,
+    AppliedSettings, DedicatedIngress, EnforcementMode, IngressTarget, Level, LevelName, Levels,
+    ResolvedMode, Setting, resolve_mode, settings_for,
 };
 use serde::Deserialize;
 
-/// The config file: up to three sections, each with `ingress_class` and
-/// `dedicated_ingress`. A missing section is a level that sets nothing.
+/// The config file: up to three sections, each with `ingress_class`, `dedicated_ingress`
+/// and `enforcement_mode`. A missing section is a level that sets nothing.
 ///
 /// An optional fourth section, `last_deployed:`, is the deployment's record of the settings
 /// it was last deployed with (rule W5), in the same shape read like a cluster level
@@ -114,6 +114,21 @@ impl StyrminConfig {
             deployment.dedicated_ingress = Setting::Value(DedicatedIngress::default());
         }
         self
+    }
+
+    /// `--enforcement-mode`: the deployment level's `enforcement_mode` (the most specific).
+    pub fn with_enforcement_mode(mut self, mode: Option<EnforcementMode>) -> Self {
+        if let Some(mode) = mode {
+            self.deployment
+                .get_or_insert_with(Level::default)
+                .enforcement_mode = Setting::Value(mode);
+        }
+        self
+    }
+
+    /// `enforce` or `warn`: the most specific level that sets it; none does, `enforce`.
+    pub fn mode(&self, default_cluster: &Level) -> ResolvedMode {
+        resolve_mode(&self.levels(default_cluster))
     }
 
     /// `--last-deployed`: the record of the settings the deployment was last deployed with
@@ -242,7 +257,7 @@ mod tests {
         );
         assert_eq!(
             err("deployment:\n  ingress_clas: nginx\n"),
-            "config file s.yaml, line 2 column 3: deployment.ingress_clas: unknown field `ingress_clas`, expected one of ingress_class, dedicated_ingress"
+            "config file s.yaml, line 2 column 3: deployment.ingress_clas: unknown field `ingress_clas`, expected one of ingress_class, dedicated_ingress, enforcement_mode"
         );
         assert_eq!(
             err("clusters: {}\n"),
@@ -287,6 +302,44 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("last_deployed.dedicated_ingress"), "{e}");
+    }
+
+    #[test]
+    fn the_enforcement_mode_is_resolved_like_the_class() {
+        let default = Level::default();
+        let mode = |yaml: &str| StyrminConfig::from_yaml(yaml, "t").unwrap().mode(&default);
+        assert_eq!(mode(""), ResolvedMode::default());
+        assert_eq!(mode("").mode, EnforcementMode::Enforce);
+        assert_eq!(
+            mode("cluster: {enforcement_mode: warn}\nenvironment: {ingress_class: haproxy}"),
+            ResolvedMode {
+                mode: EnforcementMode::Warn,
+                origin: Some(LevelName::Cluster)
+            }
+        );
+        assert_eq!(
+            mode("cluster: {enforcement_mode: warn}\nenvironment: {enforcement_mode: enforce}"),
+            ResolvedMode {
+                mode: EnforcementMode::Enforce,
+                origin: Some(LevelName::Environment)
+            }
+        );
+        // The command line's shortcut acts at the deployment level, over the file's.
+        let config = StyrminConfig::from_yaml("environment: {enforcement_mode: enforce}", "t")
+            .unwrap()
+            .with_enforcement_mode(Some(EnforcementMode::Warn));
+        assert_eq!(
+            config.mode(&default),
+            ResolvedMode {
+                mode: EnforcementMode::Warn,
+                origin: Some(LevelName::Deployment)
+            }
+        );
+        let e = StyrminConfig::from_yaml("environment: {enforcement_mode: audit}\n", "file s.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("environment.enforcement_mode"), "{e}");
+        assert!(e.contains("enforce") && e.contains("warn"), "{e}");
     }
 
     #[test]

@@ -36,6 +36,18 @@ pub fn explain(config: &StyrminConfig, settings: &AppliedSettings) -> String {
              decided by: {decided_by} (empty)"
         ),
     };
+    let mode = config.mode(&Level::default());
+    let _ = writeln!(
+        out,
+        "enforcement_mode: {} (decided by {}){}",
+        mode.mode,
+        mode.decided_by(),
+        if mode.mode.is_warn() {
+            ": the stream passes unchanged, what enforce would change is reported"
+        } else {
+            ""
+        }
+    );
     // W5: the record, or the levels; `settings: record|levels` like the webhook's log.
     let _ = writeln!(out, "settings: {} — {}", settings.source(), settings.why());
     out.push_str("levels (most specific last):\n");
@@ -65,5 +77,8 @@ fn describe_level(level: Option<&Level>) -> String {
         Setting::Value(d) if d.value_keys.is_empty() => "dedicated_ingress {} (on)".to_owned(),
         Setting::Value(d) => format!("dedicated_ingress {{{}}} (on)", d.value_keys.join(", ")),
     };
-    format!("{class}, {dedicated}")
+    match level.enforcement_mode.value() {
+        Some(mode) => format!("{class}, {dedicated}, enforcement_mode {mode}"),
+        None => format!("{class}, {dedicated}"),
+    }
 }

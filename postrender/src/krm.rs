@@ -71,11 +71,18 @@ pub enum KrmError {
     #[error("{item}: {error}")]
     Render { item: ItemRef, error: String },
     #[error(
-        "the function config and --config, --ingress-class, --dedicated-ingress, --last-deployed, --kube-version or --strict (or their STYRMIN_ variables) were both given: the functionConfig is the whole configuration"
+        "the function config and --config, --ingress-class, --dedicated-ingress, --last-deployed, --kube-version, --enforcement-mode or --strict (or their STYRMIN_ variables) were both given: the functionConfig is the whole configuration"
     )]
     TwoConfigs,
     #[error("{0}")]
     Config(#[from] crate::config::ConfigError),
+    /// The function edits items in place; passing them unchanged with a report is the
+    /// post-renderer's filter's (`styrmin-postrender --enforcement-mode warn`).
+    #[error(
+        "enforcement_mode warn (decided by {decided_by}) is not supported by the KRM function: it would edit the items; \
+         run `styrmin-postrender check` on the rendered objects to see what would change"
+    )]
+    WarnUnsupported { decided_by: String },
 }
 
 impl KrmError {
@@ -1257,6 +1264,12 @@ fn render_items<'t>(
         Some(config) => config,
         None => fallback,
     };
+    let mode = config.config.mode(&Level::default());
+    if mode.mode.is_warn() {
+        return Err(KrmError::WarnUnsupported {
+            decided_by: mode.decided_by(),
+        });
+    }
     let settings = config.config.settings(&Level::default());
     let rules = RenderRules {
         resolved: settings.resolved,

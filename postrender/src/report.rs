@@ -27,6 +27,37 @@ pub fn success(rendered: &Rendered) -> String {
     out
 }
 
+/// In `warn` mode, one line per field change that enforcing would make, for `--report` and
+/// stderr: `would change: document 2 (templates/ingress.yaml): Ingress web: would set
+/// spec.ingressClassName "haproxy" (now "nginx"), decided by environment.ingress_class`.
+pub fn would_change(rendered: &Rendered, decided_by: &str) -> String {
+    let mut out = String::new();
+    for outcome in rendered.ingresses.iter().filter(|o| o.edited) {
+        for change in ingress_rules::changes_between(&outcome.before, &outcome.after) {
+            let _ = writeln!(
+                out,
+                "would change: {}: {}: {}, decided by {decided_by}",
+                outcome.document,
+                outcome.ingress,
+                ingress_rules::would_change(&change, &outcome.before)
+            );
+        }
+    }
+    out
+}
+
+/// The summary of a `warn` run: nothing was changed, this many Ingresses would be.
+pub fn warn_summary(rendered: &Rendered) -> String {
+    let would = rendered.ingresses.iter().filter(|o| o.edited).count();
+    format!(
+        "styrmin-postrender: enforcement_mode warn: {} documents passed unchanged, {} Ingresses, {} would change, {} warnings",
+        rendered.documents,
+        rendered.ingresses.len(),
+        would,
+        rendered.warnings().count()
+    )
+}
+
 /// The R5 warnings alone, as printed on stderr.
 pub fn warnings(rendered: &Rendered) -> String {
     let mut out = String::new();

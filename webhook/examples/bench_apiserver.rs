@@ -1,7 +1,7 @@
 //! A stand-in Kubernetes API server for `make bench-webhook`'s memory measurement of
 //! `--source kubernetes`: it answers every list the webhook makes with N generated objects
 //! (N StyrminDeployments, N Ingresses with the metadata a Helm-installed Ingress carries, N
-//! namespaces, N/10 service aliases), in pages of `limit` with a `continue` token as the API
+//! namespaces, N/10 service aliases, two IngressClasses), in pages of `limit` with a `continue` token as the API
 //! server does, and holds every watch open without events.
 //!
 //! `bench_apiserver ADDR N`
@@ -115,6 +115,11 @@ fn answers(n: usize) -> Vec<(String, Answer)> {
             (0..20).map(|e| json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminEnvironment", "metadata": meta(&format!("env{e}"), None, e), "spec": {"dedicatedIngress": {}}})).collect())),
         ("/apis/styrmin.io/v1alpha1/styrmindeployments".into(), list("styrmin.io/v1alpha1", "StyrminDeploymentList", (0..n).map(deployment).collect())),
         ("/apis/networking.k8s.io/v1/ingresses".into(), list("networking.k8s.io/v1", "IngressList", (0..n).map(ingress).collect())),
+        ("/apis/networking.k8s.io/v1/ingressclasses".into(), list("networking.k8s.io/v1", "IngressClassList",
+            ["traefik", "haproxy"].iter().enumerate().map(|(i, name)| json!({
+                "apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": meta(name, None, i),
+                "spec": {"controller": format!("example.com/{name}")}
+            })).collect())),
         (v1("services"), list("v1", "ServiceList", (0..n / 10).map(|i| json!({
             "apiVersion": "v1", "kind": "Service", "metadata": meta("db", Some(&format!("styrmin-app{i}")), i),
             "spec": {"type": "ExternalName", "externalName": format!("db.styrmin-app{}.svc.cluster.local", i + 1)}

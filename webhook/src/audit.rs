@@ -7,9 +7,9 @@
 //! [`audit`] is pure: the view, the watched objects and the time in, an [`AuditReport`] out.
 //! The kube source runs it on its stores ([`crate::kube_source`]), keeps the last complete
 //! one in the [`AuditStore`] while a watch fails, and the webhook exposes it as metrics and
-//! `GET /debug/audit`; the CLI ([`cli`]) runs it once on lists and prints a table.
+//! `GET /debug/audit`; `styrmin-webhook audit` ([`crate::cli::audit`]) runs it once on lists
+//! and prints a table ([`render`]).
 
-pub mod cli;
 pub mod objects;
 pub mod render;
 
@@ -123,6 +123,10 @@ pub struct Finding {
     pub settings: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
+    /// `warn` for an Ingress whose deployment is in `enforcement_mode: warn`: admission only
+    /// warns, so the finding is what enforcing will change, not a failure of admission.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<&'static str>,
 }
 
 /// One configuration level as stored, and what it resolves to (the `null` trap shows here).
@@ -294,6 +298,9 @@ fn ingress_findings(
 ) -> Vec<Finding> {
     let current = ingress.class_fields();
     let judgement = judge_ingress(view, owner, &current);
+    let warn = ingress_rules::resolve_mode(&view.levels_for_deployment(owner))
+        .mode
+        .is_warn();
     let finding = |reason, wants: String, why: String, fix: String| Finding {
         reason,
         kind: "Ingress",
@@ -305,6 +312,7 @@ fn ingress_findings(
         fix,
         settings: Some(judgement.settings.source().as_str()),
         decided_by: Some(judgement.settings.resolved.decided_by().to_string()),
+        mode: warn.then_some("warn"),
     };
     let mut findings = Vec::new();
     let wanted = describe_wanted(&judgement.settings.resolved);
@@ -391,6 +399,7 @@ fn unknown_class(ingress: &AuditedIngress, classes: &HashSet<String>) -> Option<
         ),
         settings: None,
         decided_by: None,
+        mode: None,
     })
 }
 
@@ -425,6 +434,7 @@ fn stuck_controllers(view: &View, now: i64, after: Duration) -> Vec<Finding> {
                 fix: hold.advice(id),
                 settings: None,
                 decided_by: None,
+                mode: None,
             })
         })
         .collect()
@@ -473,6 +483,7 @@ fn stale_aliases(
                 name,
                 settings: None,
                 decided_by: None,
+                mode: None,
             })
         })
         .collect()
@@ -594,28 +605,6 @@ impl AuditStore {
             "report": report.as_deref(),
         })
     }
-}
-
-/// `GET /debug/audit` on the metrics listener: the last complete audit, its age, and why it
-/// is not newer (a watch that fails keeps it). `503` before the first one.
-pub async fn debug_audit(
-    axum::extract::State(state): axum::extract::State<crate::api::AppState>,
-) -> axum::response::Response {
-    use axum::http::{StatusCode, header};
-    use axum::response::IntoResponse as _;
-    let store = state.view().audit();
-    let status = if store.report().is_some() {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    let body = store.debug(crate::decide::unix_now());
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        format!("{body:#}\n"),
-    )
-        .into_response()
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

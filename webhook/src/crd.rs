@@ -16,7 +16,7 @@
 //! The CRD manifests in `charts/styrmin-webhook/files/crds/` are generated from these types:
 //! `cargo run -p styrmin-webhook --example crdgen -- charts/styrmin-webhook/files/crds` (a test compares them).
 
-use ingress_rules::Setting;
+use ingress_rules::{EnforcementMode, Setting};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResource;
 use kube::CustomResourceExt;
@@ -48,13 +48,22 @@ pub const CLUSTER_NAME: &str = "default";
         name = "Dedicated",
         type_ = "string",
         json_path = ".spec.dedicatedIngress"
-    )
+    ),
+    printcolumn(name = "Mode", type_ = "string", json_path = ".spec.enforcementMode")
 )]
 #[schemars(transform = cluster_level_schema)]
 pub struct StyrminClusterSpec {
     /// `ingressClass` and `dedicatedIngress`.
     #[serde(flatten)]
     pub settings: IngressSettings,
+    /// `enforce` or `warn`.
+    #[serde(
+        rename = "enforcementMode",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(schema_with = "enforcement_mode_schema")]
+    pub enforcement_mode: Option<EnforcementMode>,
 }
 
 /// An environment level (docs/rules.md §1): a left-out or `null` key is not set (inherited).
@@ -73,13 +82,22 @@ pub struct StyrminClusterSpec {
         name = "Dedicated",
         type_ = "string",
         json_path = ".spec.dedicatedIngress"
-    )
+    ),
+    printcolumn(name = "Mode", type_ = "string", json_path = ".spec.enforcementMode")
 )]
 #[schemars(transform = environment_level_schema)]
 pub struct StyrminEnvironmentSpec {
     /// `ingressClass` and `dedicatedIngress`.
     #[serde(flatten)]
     pub settings: IngressSettings,
+    /// `enforce` or `warn`.
+    #[serde(
+        rename = "enforcementMode",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(schema_with = "enforcement_mode_schema")]
+    pub enforcement_mode: Option<EnforcementMode>,
 }
 
 /// What a deployment is.
@@ -124,6 +142,7 @@ pub enum DeploymentPhase {
         json_path = ".spec.environmentId"
     ),
     printcolumn(name = "Role", type_ = "string", json_path = ".spec.role"),
+    printcolumn(name = "Mode", type_ = "string", json_path = ".spec.enforcementMode"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(
         name = "Deployed-Class",
@@ -148,6 +167,10 @@ pub struct StyrminDeploymentSpec {
     /// `ingressClass` and `dedicatedIngress`.
     #[serde(flatten)]
     pub settings: IngressSettings,
+    /// `enforce` or `warn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "enforcement_mode_schema")]
+    pub enforcement_mode: Option<EnforcementMode>,
 }
 
 /// What Styrmin reports about a deployment.
@@ -202,6 +225,15 @@ fn serialize_setting<T: Serialize, S: Serializer>(
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
     setting.value().serialize(serializer)
+}
+
+fn enforcement_mode_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "`enforce` (rewrite Ingresses, deny deploys W2 refuses) or `warn` (change and deny nothing; say what enforce would do in admission warnings, metrics and the audit). The most specific level that sets it decides; left out or null: inherited (at the cluster: `enforce`).",
+        "type": "string",
+        "enum": ["enforce", "warn"],
+        "nullable": true
+    })
 }
 
 fn ingress_class_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -355,7 +387,54 @@ mod tests {
             .iter()
             .filter_map(|c| c["jsonPath"].as_str())
             .collect();
-        assert_eq!(columns, [".spec.ingressClass", ".spec.dedicatedIngress"]);
+        assert_eq!(
+            columns,
+            [
+                ".spec.ingressClass",
+                ".spec.dedicatedIngress",
+                ".spec.enforcementMode"
+            ]
+        );
+    }
+
+    #[test]
+    fn every_level_has_the_enforcement_mode_and_its_column() {
+        for crd in [
+            StyrminCluster::crd(),
+            StyrminEnvironment::crd(),
+            StyrminDeployment::crd(),
+        ] {
+            let crd = serde_json::to_value(crd).unwrap();
+            let version = &crd["spec"]["versions"][0];
+            let mode = &version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["enforcementMode"];
+            assert_eq!(
+                mode["enum"],
+                serde_json::json!(["enforce", "warn"]),
+                "{crd}"
+            );
+            assert!(mode.get("default").is_none(), "left out inherits");
+            let column = version["additionalPrinterColumns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["name"] == "Mode")
+                .cloned();
+            assert_eq!(column.unwrap()["jsonPath"], ".spec.enforcementMode");
+        }
+        let spec: StyrminEnvironmentSpec =
+            serde_json::from_str(r#"{"enforcementMode":"warn","ingressClass":"haproxy"}"#).unwrap();
+        assert_eq!(spec.enforcement_mode, Some(EnforcementMode::Warn));
+        let spec: StyrminDeploymentSpec =
+            serde_json::from_str(r#"{"environmentId":"prod","enforcementMode":"enforce"}"#)
+                .unwrap();
+        assert_eq!(spec.enforcement_mode, Some(EnforcementMode::Enforce));
+        assert_eq!(
+            serde_json::to_value(&spec).unwrap()["enforcementMode"],
+            "enforce"
+        );
+        assert!(
+            serde_json::from_str::<StyrminClusterSpec>(r#"{"enforcementMode":"audit"}"#).is_err()
+        );
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! The decisions (rules W1, W2, W4, R9), as pure functions of the view and one request.
 
 use std::borrow::Cow;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use ingress_rules::{
-    AppliedSettings, ClassFields, Enforcement, IngressTarget, NoClassWarning, RuleError, enforce,
-    is_ingress, resolve,
+    AppliedSettings, ClassFields, Enforcement, EnforcementMode, IngressTarget, LevelName, Levels,
+    NoClassWarning, Origin, ResolvedIngress, RuleError, enforce, is_ingress, resolve, resolve_mode,
+    would_change,
 };
 use json_patch::PatchOperation;
 
@@ -70,6 +71,11 @@ pub enum Outcome {
     /// Allowed without looking further: not the webhook's business.
     Allowed,
     Denied,
+    /// `enforcement_mode: warn`: allowed unchanged, with a warning for each change the
+    /// patch would have made.
+    WouldPatch,
+    /// `enforcement_mode: warn`: allowed, with a warning saying what the denial would be.
+    WouldDeny,
 }
 
 impl Outcome {
@@ -79,6 +85,8 @@ impl Outcome {
             Outcome::Conforming => "conforming",
             Outcome::Allowed => "allowed",
             Outcome::Denied => "denied",
+            Outcome::WouldPatch => "would_patch",
+            Outcome::WouldDeny => "would_deny",
         }
     }
 }
@@ -180,14 +188,13 @@ pub fn decide_within(
     options: &DecideOptions,
     flux_deadline: Option<Instant>,
 ) -> Decision {
-    decide_at(view, request, options, unix_now(), flux_deadline)
-}
-
-/// Unix seconds now.
-pub fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+    decide_at(
+        view,
+        request,
+        options,
+        crate::clock::unix_now(),
+        flux_deadline,
+    )
 }
 
 /// Decides one request as at `now` (unix seconds; only the W2 message of a stuck removal
@@ -279,9 +286,24 @@ fn decide_ingress(view: &View, owner: &str, object: &KubeObject) -> Decision {
         enforcement,
     } = judge_ingress(view, owner, &object_class_fields(object));
     let target = &settings.resolved.target;
+    let mode = resolve_mode(&view.levels_for_deployment(owner)).mode;
     let enforcement = match enforcement {
         Ok(enforcement) => enforcement,
         // R9: say so rather than produce an object the API server rejects.
+        Err(RuleError::BothClassFieldsUnsupported { version, class })
+            if mode == EnforcementMode::Warn =>
+        {
+            return Decision {
+                outcome: Outcome::WouldDeny,
+                warnings: vec![format!(
+                    "would deny (enforcement_mode warn): Kubernetes {version} rejects both class fields, which ingress class {class:?} sets (R9, 1.27 or later needed), decided by {}",
+                    decided_by_words(view, owner, &settings.resolved)
+                )],
+                reason: Cow::Borrowed("warn: would deny (R9)"),
+                settings: Some(settings),
+                ..Decision::allowed("")
+            };
+        }
         Err(error) => {
             return Decision {
                 settings: Some(settings.clone()),
@@ -290,11 +312,34 @@ fn decide_ingress(view: &View, owner: &str, object: &KubeObject) -> Decision {
         }
     };
     let patch = build_class_patch(ClassFieldsShape::of_object(object), &enforcement.changes);
-    let warnings = enforcement
+    let mut warnings: Vec<String> = enforcement
         .warning
         .map(|_| NoClassWarning::MESSAGE.to_owned())
         .into_iter()
         .collect();
+    if mode == EnforcementMode::Warn && !patch.is_empty() {
+        // Warn: nothing is patched; each change is said instead, with what decided it.
+        let current = object_class_fields(object);
+        let by = decided_by_words(view, owner, &settings.resolved);
+        let mut would: Vec<String> = enforcement
+            .changes
+            .iter()
+            .map(|change| format!("{}, decided by {by}", would_change(change, &current)))
+            .collect();
+        would.append(&mut warnings);
+        return Decision {
+            outcome: Outcome::WouldPatch,
+            patch: Vec::new(),
+            warnings: would,
+            status: None,
+            reason: Cow::Borrowed(match target {
+                IngressTarget::Dedicated => "warn: would patch, dedicated ingress (R3)",
+                IngressTarget::Class(_) => "warn: would patch, ingress class (R4)",
+                IngressTarget::NoClass => "warn: would patch, no class (R5)",
+            }),
+            settings: Some(settings),
+        };
+    }
     let (outcome, reason) = match (target, patch.is_empty()) {
         (_, true) => (Outcome::Conforming, "already conforms"),
         (IngressTarget::Dedicated, false) => (Outcome::Patched, "dedicated ingress (R3)"),
@@ -344,6 +389,20 @@ fn decide_flux(
             ..allowed
         };
     }
+    if resolve_mode(&view.levels_for_deployment(owner)).mode == EnforcementMode::Warn {
+        warnings.push(format!(
+            "would add Styrmin's post-renderer to this HelmRelease ({}), decided by {}",
+            settings.resolved.target,
+            decided_by_words(view, owner, &settings.resolved)
+        ));
+        return Decision {
+            outcome: Outcome::WouldPatch,
+            warnings,
+            reason: Cow::Borrowed("warn: would add the flux post-renderer"),
+            settings: Some(settings),
+            ..allowed
+        };
+    }
     Decision {
         outcome: Outcome::Patched,
         patch: flux.patch,
@@ -351,6 +410,23 @@ fn decide_flux(
         status: None,
         reason: Cow::Borrowed("flux post-renderer"),
         settings: Some(settings),
+    }
+}
+
+/// What decided an answer, in the words of an admission warning: `environment prod`,
+/// `deployment web1`, `the cluster`, `the cluster default`, or the deployment's record.
+pub fn decided_by_words(view: &View, owner: &str, resolved: &ResolvedIngress) -> String {
+    match resolved.origin {
+        Origin::Level(LevelName::Cluster) => "the cluster".to_owned(),
+        Origin::Level(LevelName::Environment) => format!(
+            "environment {}",
+            view.deployment(owner)
+                .and_then(|d| d.environment.as_deref())
+                .unwrap_or("(unknown)")
+        ),
+        Origin::Level(LevelName::Deployment) => format!("deployment {owner}"),
+        Origin::ClusterDefault => "the cluster default".to_owned(),
+        Origin::LastDeployed => format!("the last-deployed record of deployment {owner}"),
     }
 }
 
@@ -411,6 +487,25 @@ fn decide_deploy(
     else {
         return Decision::allowed("no dedicated ingress controller is being removed");
     };
+    let mode = resolve_mode(&Levels {
+        deployment: owner_deployment.map(|d| &d.level),
+        ..view.levels_for_environment(environment)
+    });
+    if mode.mode == EnforcementMode::Warn {
+        return Decision {
+            outcome: Outcome::WouldDeny,
+            warnings: vec![format!(
+                "would deny (enforcement_mode warn, decided by {}): environment {environment:?}: its dedicated ingress \
+                 controller {controller:?} is being removed (phase {}); in enforce, deploys wait until the removal completes",
+                mode.decided_by(),
+                Phase::Deleting
+            )],
+            reason: Cow::Borrowed(
+                "warn: would deny, dedicated ingress controller being removed (W2)",
+            ),
+            ..Decision::allowed("")
+        };
+    }
     let mut message = format!(
         "environment {environment:?}: its dedicated ingress controller {controller:?} is being removed \
          (phase {phase}), so applications in this environment cannot be deployed, updated or upgraded \

@@ -37,7 +37,8 @@ use serde::de::DeserializeOwned;
 use crate::audit::objects::{
     AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR, trim_ingress_class,
 };
-use crate::audit::{AuditInput, AuditSettings, Reason, audit};
+use crate::audit::{AuditInput, AuditSettings, AuditStore, Reason, audit};
+use crate::clock::unix_now;
 use crate::crd::{
     CLUSTER_NAME, DeploymentPhase, DeploymentRole, IngressSettings, StyrminCluster,
     StyrminDeployment, StyrminEnvironment,
@@ -221,7 +222,20 @@ pub fn level(settings: &IngressSettings) -> Result<Level, serde_json::Error> {
     Ok(Level {
         ingress_class: settings.ingress_class.clone(),
         dedicated_ingress,
+        ..Level::default()
     })
+}
+
+/// A spec's level: its two ingress keys and its `enforcementMode`.
+fn level_with_mode(
+    settings: &IngressSettings,
+    mode: Option<ingress_rules::EnforcementMode>,
+) -> Result<Level, serde_json::Error> {
+    let mut level = level(settings)?;
+    if let Some(mode) = mode {
+        level.enforcement_mode = Setting::Value(mode);
+    }
+    Ok(level)
 }
 
 /// A `status.lastDeployed` record (W5), written as one level read like a cluster level.
@@ -297,7 +311,8 @@ pub fn deployment(object: &StyrminDeployment) -> Result<Deployment, InvalidObjec
             DeploymentRole::IngressController => Role::IngressController,
         },
         phase,
-        level: level(&spec.settings).map_err(invalid("spec.dedicatedIngress"))?,
+        level: level_with_mode(&spec.settings, spec.enforcement_mode)
+            .map_err(invalid("spec.dedicatedIngress"))?,
         last_deployed,
     })
 }
@@ -325,12 +340,14 @@ pub fn build_view(
             ));
             continue;
         }
-        cluster = level(&object.spec.settings).map_err(|source| InvalidObject {
-            kind: "StyrminCluster",
-            name,
-            field: "spec.dedicatedIngress",
-            source,
-        })?;
+        cluster = level_with_mode(&object.spec.settings, object.spec.enforcement_mode).map_err(
+            |source| InvalidObject {
+                kind: "StyrminCluster",
+                name,
+                field: "spec.dedicatedIngress",
+                source,
+            },
+        )?;
         cluster_class_applied_null = matches!(cluster.ingress_class, Setting::Value(_))
             && last_applied_class_is_null(object);
     }
@@ -338,7 +355,7 @@ pub fn build_view(
         .iter()
         .map(|object| {
             let name = object.name_any();
-            match level(&object.spec.settings) {
+            match level_with_mode(&object.spec.settings, object.spec.enforcement_mode) {
                 Ok(level) => Ok((name, level)),
                 Err(source) => Err(InvalidObject {
                     kind: "StyrminEnvironment",
@@ -576,6 +593,7 @@ pub struct KubeSource {
     confirm_interval: Duration,
     audit_interval: Duration,
     audit_settings: AuditSettings,
+    audits: Arc<AuditStore>,
 }
 
 /// The default of `--audit-interval`.
@@ -597,11 +615,19 @@ impl KubeSource {
             confirm_interval: Duration::from_secs(5),
             audit_interval: AUDIT_INTERVAL,
             audit_settings: AuditSettings::default(),
+            audits: Arc::default(),
         }
     }
 
-    /// How often the audit runs (default 30 s), and its thresholds.
-    pub fn with_audit(mut self, interval: Duration, settings: AuditSettings) -> Self {
+    /// Where the audits go (the webhook's state serves them), how often the audit runs
+    /// (default 30 s), and its thresholds. Without it the audits go nowhere anyone reads.
+    pub fn with_audit(
+        mut self,
+        audits: Arc<AuditStore>,
+        interval: Duration,
+        settings: AuditSettings,
+    ) -> Self {
+        self.audits = audits;
         self.audit_interval = interval;
         self.audit_settings = settings;
         self
@@ -632,6 +658,7 @@ impl ViewSource for KubeSource {
             confirm_interval,
             audit_interval,
             audit_settings,
+            audits,
         } = self;
         // The StyrminCluster keeps its last-applied configuration: the `null` trap shows only
         // there, and there is one such object.
@@ -685,6 +712,7 @@ impl ViewSource for KubeSource {
         ]);
         let mut auditor = Auditor {
             settings: audit_settings,
+            store: audits,
             ingresses,
             aliases,
             namespaces,
@@ -768,7 +796,7 @@ impl ViewSource for KubeSource {
                 version,
             ) {
                 Ok(BuiltView { mut view, ignored }) => {
-                    view.note_removals(&mut first_seen_deleting, crate::decide::unix_now());
+                    view.note_removals(&mut first_seen_deleting, unix_now());
                     for why in &ignored {
                         tracing::warn!("{why}");
                     }
@@ -808,6 +836,7 @@ pub fn names<K: Resource>(objects: &[Arc<K>]) -> HashSet<String> {
 /// The audit's watches, and the controllers last found stuck (to warn once per new one).
 struct Auditor {
     settings: AuditSettings,
+    store: Arc<AuditStore>,
     ingresses: Store<AuditedIngress>,
     aliases: Store<AliasService>,
     namespaces: Store<NamespaceName>,
@@ -821,7 +850,7 @@ impl Auditor {
     fn run(&mut self, sink: &ViewSink, progress: &Progress) {
         if let Some(why) = progress.unhealthy_because(Instant::now()) {
             tracing::debug!(%why, "audit not renewed");
-            sink.audit().mark_stale(why);
+            self.store.mark_stale(why);
             return;
         }
         let view = sink.current();
@@ -834,7 +863,7 @@ impl Auditor {
                 aliases: &self.aliases.state(),
                 namespaces: &namespaces,
                 ingress_classes: &ingress_classes,
-                now: crate::decide::unix_now(),
+                now: unix_now(),
             },
             &self.settings,
         );
@@ -856,7 +885,7 @@ impl Auditor {
             findings = report.findings.len(),
             "audit complete"
         );
-        sink.audit().publish(report);
+        self.store.publish(report);
     }
 }
 

@@ -2,12 +2,16 @@
 //! (rules W1–W4) and blocks deploys while an environment's dedicated ingress controller is
 //! being removed (W2).
 //!
-//! Layout: [`decide`] holds the decisions as pure functions of a [`view::View`] and one
-//! request ([`admission`] its wire types, [`patch`] and [`flux`] the patches it answers
-//! with); [`view`] the in-memory view and the seam its sources plug into ([`policy_file`]
-//! and [`kube_source`]); [`api`] the HTTP surface (routers, handlers, their shared state);
-//! [`server`] the TLS accept loop and its budgets ([`budget`] for request bodies); [`cli`]
-//! the wiring.
+//! Layout, each layer using only the ones above it here:
+//!
+//! - [`view`], the in-memory view and the seam its sources plug into, and [`clock`];
+//! - [`decide`], the decisions as pure functions of a view and one request ([`admission`]
+//!   its wire types, [`patch`] and [`flux`] the patches it answers with), and beside it
+//!   [`audit`], the pure judging of what is already in a cluster;
+//! - the view sources: [`policy_file`] and [`kube_source`] (which also runs the audit);
+//! - [`api`], the HTTP surface (routers, handlers, their shared state), and [`server`], the
+//!   TLS accept loop and its budgets ([`budget`] for request bodies, [`tls`]);
+//! - [`cli`], the subcommands, which wire the rest.
 
 pub mod admission;
 pub mod api;
@@ -15,6 +19,7 @@ pub mod audit;
 pub mod budget;
 pub mod cli;
 pub mod client_text;
+pub mod clock;
 pub mod crd;
 pub mod decide;
 pub mod flux;
@@ -22,6 +27,7 @@ pub mod kube_source;
 pub mod metrics;
 pub mod open_files;
 pub mod patch;
+pub mod plan;
 pub mod policy_file;
 pub mod server;
 pub mod telemetry;

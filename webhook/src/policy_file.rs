@@ -10,6 +10,10 @@
 //!   ctl9: {environment: prod, role: ingress-controller, phase: DELETING}
 //! ```
 //!
+//! Every level (the cluster, an environment, a deployment) may also set
+//! `enforcement_mode: enforce | warn`; the most specific level that sets it decides, and none
+//! does, `enforce`.
+//!
 //! Optional keys: `kubernetes_version: "1.26"` at the top (R9), and per deployment
 //! `last_deployed: {...}`, the ingress settings it was last deployed with (rule W5), written
 //! as one level read like a cluster level: `{dedicated_ingress: {}}`, `{ingress_class: nginx}`
@@ -26,7 +30,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ingress_rules::{DedicatedIngress, IngressTarget, KubernetesVersion, Level, Setting};
+use ingress_rules::{
+    DedicatedIngress, EnforcementMode, IngressTarget, KubernetesVersion, Level, Setting,
+};
 
 use crate::telemetry::ErrorChain;
 use crate::view::{Deployment, Phase, Role, View, ViewSink, ViewSource};
@@ -85,6 +91,8 @@ struct PolicyDeployment {
     #[serde(default)]
     dedicated_ingress: Setting<DedicatedIngress>,
     #[serde(default)]
+    enforcement_mode: Setting<EnforcementMode>,
+    #[serde(default)]
     last_deployed: Option<IngressTarget>,
 }
 
@@ -125,6 +133,7 @@ pub fn parse_policy(path: &Path, text: &str) -> Result<View, PolicyFileError> {
                 level: Level {
                     ingress_class: d.ingress_class,
                     dedicated_ingress: d.dedicated_ingress,
+                    enforcement_mode: d.enforcement_mode,
                 },
                 last_deployed: d.last_deployed,
                 removal: None,

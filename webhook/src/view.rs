@@ -9,12 +9,14 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use ingress_rules::{
     AppliedSettings, IngressTarget, KubernetesVersion, Level, Levels, settings_for,
 };
+
+use crate::clock::unix_now_ms;
 
 /// What a Styrmin deployment is (issue text: `application` or `ingress-controller`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Deserialize)]
@@ -398,8 +400,6 @@ pub struct ViewStore {
     changed_at_ms: AtomicU64,
     /// Whether the source's latest version was valid (false while a last good view is kept).
     source_valid: AtomicBool,
-    /// The last complete audit of what is already in the cluster (`--source kubernetes`).
-    audit: crate::audit::AuditStore,
 }
 
 impl Default for ViewStore {
@@ -410,23 +410,11 @@ impl Default for ViewStore {
             confirmed_at_ms: AtomicU64::new(0),
             changed_at_ms: AtomicU64::new(0),
             source_valid: AtomicBool::new(true),
-            audit: crate::audit::AuditStore::default(),
         }
     }
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 impl ViewStore {
-    /// The last complete audit, and why it is not newer.
-    pub fn audit(&self) -> &crate::audit::AuditStore {
-        &self.audit
-    }
-
     /// The current view.
     pub fn load(&self) -> Arc<View> {
         self.current.load_full()
@@ -441,7 +429,7 @@ impl ViewStore {
     pub fn age(&self) -> Option<Duration> {
         match self.confirmed_at_ms.load(Ordering::Relaxed) {
             0 => None,
-            at => Some(Duration::from_millis(now_ms().saturating_sub(at))),
+            at => Some(Duration::from_millis(unix_now_ms().saturating_sub(at))),
         }
     }
 
@@ -455,7 +443,7 @@ impl ViewStore {
 
     fn publish(&self, view: View) {
         self.current.store(Arc::new(view));
-        let now = now_ms();
+        let now = unix_now_ms();
         self.changed_at_ms.store(now, Ordering::Relaxed);
         self.confirmed_at_ms.store(now, Ordering::Relaxed);
         self.source_valid.store(true, Ordering::Relaxed);
@@ -468,7 +456,7 @@ impl ViewStore {
     }
 
     fn confirm(&self) {
-        self.confirmed_at_ms.store(now_ms(), Ordering::Relaxed);
+        self.confirmed_at_ms.store(unix_now_ms(), Ordering::Relaxed);
         // A source confirms only a view it knows to be current: its source is valid again.
         self.source_valid.store(true, Ordering::Relaxed);
     }
@@ -509,11 +497,6 @@ impl ViewSink {
     /// The view in force.
     pub fn current(&self) -> Arc<View> {
         self.store.load()
-    }
-
-    /// Where the source puts its audits.
-    pub fn audit(&self) -> &crate::audit::AuditStore {
-        &self.store.audit
     }
 
     /// Says that an update failed and the last good view stays in force.

@@ -103,6 +103,7 @@ impl Webhook {
     pub fn new(policy: &str) -> Self {
         let state = AppState::new(
             Arc::new(ViewStore::default()),
+            Arc::default(),
             Arc::new(Metrics::new()),
             DecideOptions::default(),
             RequestBudget::default(),

@@ -1,5 +1,5 @@
 //! The handlers of both listeners: `POST /mutate` (admission), `/healthz`, `/readyz`,
-//! `/metrics`, and `GET /debug/deployments/{id}` (metrics listener only).
+//! `/metrics`, and `GET /debug/deployments/{id}` and `GET /debug/audit` (metrics listener only).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -127,6 +127,13 @@ pub async fn mutate(State(state): State<AppState>, request: axum::extract::Reque
         Outcome::Patched if decision.warnings.is_empty() => {
             tracing::debug!(reason = %decision.reason, operations = decision.patch.len(), "patched")
         }
+        // Warn mode: routine during a rollout, on every write, like a patch in enforce; the
+        // warnings reach the client and the API server's audit log, and the metric counts
+        // them: DEBUG.
+        Outcome::WouldPatch | Outcome::WouldDeny => {
+            let warnings: Vec<_> = decision.warnings.iter().map(|w| clip(w)).collect();
+            tracing::debug!(reason = %decision.reason, ?warnings, "allowed in warn mode");
+        }
         Outcome::Patched | Outcome::Conforming | Outcome::Allowed => {
             if decision.warnings.is_empty() {
                 tracing::debug!(reason = %decision.reason, "allowed");
@@ -177,7 +184,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         .view_changed_timestamp_seconds
         .set(view.changed_at_unix().unwrap_or(0.0));
     metrics.view_ready.set(i64::from(view.is_ready()));
-    metrics.audit.export(view.audit());
+    metrics.audit.export(state.audits());
     metrics
         .view_source_valid
         .set(i64::from(view.source_valid()));
@@ -208,6 +215,24 @@ pub async fn debug_deployment(State(state): State<AppState>, Path(id): Path<Stri
     } else {
         StatusCode::NOT_FOUND
     };
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        format!("{body:#}\n"),
+    )
+        .into_response()
+}
+
+/// `GET /debug/audit` on the metrics listener: the last complete audit, its age, and why it
+/// is not newer (a watch that fails keeps it). `503` before the first one.
+pub async fn debug_audit(State(state): State<AppState>) -> Response {
+    let store = state.audits();
+    let status = if store.report().is_some() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = store.debug(crate::clock::unix_now());
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],

@@ -14,7 +14,6 @@ use axum::response::Response;
 use axum::routing::{get, post};
 
 pub use self::state::AppState;
-use crate::audit;
 use crate::budget::MAX_BODY_BYTES;
 
 /// The webhook's HTTP surface: `POST /mutate`, `/healthz`, `/readyz`, `/metrics`.
@@ -36,7 +35,7 @@ pub fn router(state: AppState) -> Router {
 pub fn metrics_router(state: AppState) -> Router {
     operations_routes()
         .route("/debug/deployments/{id}", get(handlers::debug_deployment))
-        .route("/debug/audit", get(audit::debug_audit))
+        .route("/debug/audit", get(handlers::debug_audit))
         .with_state(state)
 }
 
@@ -84,6 +83,7 @@ mod tests {
     fn state() -> AppState {
         let state = AppState::new(
             Arc::new(ViewStore::default()),
+            Arc::default(),
             Arc::new(Metrics::new()),
             DecideOptions::default(),
             RequestBudget::default(),

@@ -1,9 +1,10 @@
-//! What the handlers share: the view, the metrics, the decision options, the request budget
+//! What the handlers share: the view, the last audit, the metrics, the decision options, the request budget
 //! and whether the webhook is draining.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::audit::AuditStore;
 use crate::budget::RequestBudget;
 use crate::decide::DecideOptions;
 use crate::metrics::{Metrics, SourceLabels};
@@ -18,6 +19,8 @@ pub struct AppState {
 #[derive(Debug)]
 struct StateInner {
     view: Arc<ViewStore>,
+    /// The last complete audit of what is already in the cluster (`--source kubernetes`).
+    audits: Arc<AuditStore>,
     metrics: Arc<Metrics>,
     draining: AtomicBool,
     options: DecideOptions,
@@ -27,8 +30,10 @@ struct StateInner {
 impl AppState {
     /// `options`: the decisions off by default (`--flux-post-renderer`, `--stuck-deleting-after`);
     /// `budget`: the request budget (`--body-budget-mib` and the like).
+    /// `audits`: where the kube source puts its audits (empty with any other source).
     pub fn new(
         view: Arc<ViewStore>,
+        audits: Arc<AuditStore>,
         metrics: Arc<Metrics>,
         options: DecideOptions,
         budget: RequestBudget,
@@ -36,6 +41,7 @@ impl AppState {
         AppState {
             inner: Arc::new(StateInner {
                 view,
+                audits,
                 metrics,
                 draining: AtomicBool::new(false),
                 options,
@@ -54,6 +60,11 @@ impl AppState {
 
     pub fn view(&self) -> &Arc<ViewStore> {
         &self.inner.view
+    }
+
+    /// The last complete audit, and why it is not newer.
+    pub fn audits(&self) -> &Arc<AuditStore> {
+        &self.inner.audits
     }
 
     pub fn metrics(&self) -> &Arc<Metrics> {

@@ -41,7 +41,10 @@ fn finding_rows<'a>(findings: impl Iterator<Item = &'a Finding>) -> Vec<Vec<Stri
                 f.reason.as_str().to_owned(),
                 f.has.clone(),
                 f.wants.clone(),
-                f.why.clone(),
+                match f.mode {
+                    Some(mode) => format!("mode={mode}: {}", f.why),
+                    None => f.why.clone(),
+                },
                 f.fix.clone(),
             ]
         })

@@ -721,19 +721,6 @@ fn an_ingress_conforms_only_when_admission_would_leave_it_unchanged() {
 }
 
 #[test]
-fn unix_now_reads_the_system_clock() {
-    let seconds = || {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap()
-    };
-    let before = seconds();
-    let now = u64::try_from(unix_now()).unwrap();
-    assert!(before <= now && now <= seconds(), "{before} {now}");
-}
-
-#[test]
 fn w2_a_removal_is_stuck_from_exactly_the_configured_age() {
     let view = view_with_held_controller();
     let deploy = request("CREATE", "styrmin-web1", helm_release("v2", "1"), None);

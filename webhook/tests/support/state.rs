@@ -13,6 +13,7 @@ use styrmin_webhook::view::{View, ViewStore};
 pub fn unready_state() -> AppState {
     AppState::new(
         Arc::new(ViewStore::default()),
+        Arc::default(),
         Arc::new(Metrics::new()),
         DecideOptions::default(),
         RequestBudget::default(),

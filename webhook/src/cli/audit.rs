@@ -9,26 +9,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Parser;
+use clap::Args;
 use k8s_openapi::api::networking::v1::IngressClass;
 use kube::api::ListParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config, Resource};
 
-use super::objects::{AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR};
-use super::render::{render_json, render_table};
-use super::{AuditInput, AuditSettings, audit};
+use crate::audit::objects::{AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR};
+use crate::audit::render::{render_json, render_table};
+use crate::audit::{AuditInput, AuditReport, AuditSettings, audit};
+use crate::clock::unix_now;
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
-use crate::decide::unix_now;
 use crate::kube_source::{BuiltView, build_view, names, version_of};
-use crate::view::namespace_owner;
+use crate::view::{View, namespace_owner};
+use ingress_rules::KubernetesVersion;
 
-/// Audits the Ingresses of Styrmin namespaces, the ingress controllers stuck DELETING and the
-/// service aliases that point into a namespace that does not exist. Exit status: 0 nothing
-/// out of line, 1 something is, 2 the audit could not be made.
-#[derive(Debug, Parser)]
-#[command(name = "styrmin-webhook audit", version)]
-pub struct AuditArgs {
+/// Which cluster to read: the kubeconfig options of `audit` and `plan`.
+#[derive(Debug, Args)]
+pub struct ClusterArgs {
     /// Kubeconfig file; default: $KUBECONFIG, ~/.kube/config, then the in-cluster service
     /// account (kube's usual order).
     #[arg(long, value_name = "FILE")]
@@ -37,6 +35,13 @@ pub struct AuditArgs {
     /// Kubeconfig context; default: the current context.
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
+}
+
+/// The options of `audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
@@ -92,7 +97,43 @@ impl AuditArgs {
         }
     }
 
-    async fn client(&self) -> anyhow::Result<Client> {
+    /// Lists everything, builds the view and judges.
+    pub async fn audit(&self) -> anyhow::Result<AuditReport> {
+        let client = self.cluster.client().await?;
+        let Snapshot {
+            view,
+            ingresses,
+            ingress_classes,
+            ..
+        } = Snapshot::read(&client).await?;
+        let aliases = list_all(
+            Api::<AliasService>::all(client.clone()),
+            Some(SERVICE_ALIAS_SELECTOR),
+        )
+        .await?;
+        let namespaces = names(&list_all(Api::<NamespaceName>::all(client), None).await?);
+        let ingress_classes = names(&ingress_classes);
+        let settings = AuditSettings {
+            not_served_grace: Duration::from_secs(self.not_served_grace_secs),
+            stuck_deleting_after: Duration::from_secs(self.stuck_deleting_after_secs),
+        };
+        Ok(audit(
+            &AuditInput {
+                view: &view,
+                ingresses: &ingresses,
+                aliases: &aliases,
+                namespaces: &namespaces,
+                ingress_classes: &ingress_classes,
+                now: unix_now(),
+            },
+            &settings,
+        ))
+    }
+}
+
+impl ClusterArgs {
+    /// A client for the cluster the options name.
+    pub async fn client(&self) -> anyhow::Result<Client> {
         let options = KubeConfigOptions {
             context: self.context.clone(),
             ..KubeConfigOptions::default()
@@ -114,19 +155,34 @@ impl AuditArgs {
         };
         Client::try_from(config).context("cannot create a Kubernetes client")
     }
+}
 
-    /// Lists everything, builds the view and judges.
-    pub async fn audit(&self) -> anyhow::Result<super::AuditReport> {
-        let client = self.client().await?;
+/// What `audit` and `plan` read of a cluster: the view built from the three Styrmin
+/// resources, the Ingresses of Styrmin namespaces (trimmed), and the IngressClasses.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub clusters: Vec<Arc<StyrminCluster>>,
+    pub environments: Vec<Arc<StyrminEnvironment>>,
+    pub deployments: Vec<Arc<StyrminDeployment>>,
+    pub view: View,
+    pub kubernetes: Option<KubernetesVersion>,
+    pub ingresses: Vec<Arc<AuditedIngress>>,
+    pub ingress_classes: Vec<Arc<IngressClass>>,
+}
+
+impl Snapshot {
+    /// Lists them; the objects the view leaves out are named on stderr.
+    pub async fn read(client: &Client) -> anyhow::Result<Self> {
         let info = client
             .apiserver_version()
             .await
             .context("cannot read /version")?;
+        let kubernetes = version_of(&info);
         let clusters = list_all(Api::<StyrminCluster>::all(client.clone()), None).await?;
         let environments = list_all(Api::<StyrminEnvironment>::all(client.clone()), None).await?;
         let deployments = list_all(Api::<StyrminDeployment>::all(client.clone()), None).await?;
         let BuiltView { view, ignored } =
-            build_view(&clusters, &environments, &deployments, version_of(&info))?;
+            build_view(&clusters, &environments, &deployments, kubernetes)?;
         for why in ignored {
             eprintln!("warning: {why}");
         }
@@ -135,33 +191,21 @@ impl AuditArgs {
         for ingress in &mut ingresses {
             Arc::make_mut(ingress).trim();
         }
-        let aliases = list_all(
-            Api::<AliasService>::all(client.clone()),
-            Some(SERVICE_ALIAS_SELECTOR),
-        )
-        .await?;
-        let namespaces = names(&list_all(Api::<NamespaceName>::all(client.clone()), None).await?);
-        let ingress_classes = names(&list_all(Api::<IngressClass>::all(client), None).await?);
-        let settings = AuditSettings {
-            not_served_grace: Duration::from_secs(self.not_served_grace_secs),
-            stuck_deleting_after: Duration::from_secs(self.stuck_deleting_after_secs),
-        };
-        Ok(audit(
-            &AuditInput {
-                view: &view,
-                ingresses: &ingresses,
-                aliases: &aliases,
-                namespaces: &namespaces,
-                ingress_classes: &ingress_classes,
-                now: unix_now(),
-            },
-            &settings,
-        ))
+        let ingress_classes = list_all(Api::<IngressClass>::all(client.clone()), None).await?;
+        Ok(Snapshot {
+            clusters,
+            environments,
+            deployments,
+            view,
+            kubernetes,
+            ingresses,
+            ingress_classes,
+        })
     }
 }
 
 /// Every object of a resource, a page of 500 at a time.
-async fn list_all<K>(api: Api<K>, labels: Option<&str>) -> anyhow::Result<Vec<Arc<K>>>
+pub async fn list_all<K>(api: Api<K>, labels: Option<&str>) -> anyhow::Result<Vec<Arc<K>>>
 where
     K: Resource<DynamicType = ()> + Clone + fmt::Debug + serde::de::DeserializeOwned,
 {

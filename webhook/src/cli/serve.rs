@@ -1,16 +1,19 @@
-//! The command line, and the wiring it starts.
+//! `styrmin-webhook serve`: the options of the webhook, in groups, and the wiring they start.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Parser;
+use clap::Args;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::api::{AppState, metrics_router, router};
+use crate::audit::{AuditSettings, AuditStore};
 use crate::budget::RequestBudget;
+use crate::decide::DecideOptions;
 use crate::kube_source::KubeSource;
 use crate::metrics::Metrics;
 use crate::policy_file::PolicyFileSource;
@@ -20,11 +23,27 @@ use crate::telemetry::LogFormat;
 use crate::tls::{CertWatcher, ClientCaWatcher};
 use crate::view::{ViewSource, ViewStore};
 
-/// Styrmin's admission webhook: enforces the ingress rules on Ingresses in Styrmin namespaces
-/// and blocks deploys while an environment's dedicated ingress controller is being removed.
-#[derive(Debug, Parser)]
-#[command(name = "styrmin-webhook", version)]
-pub struct Args {
+/// The options of `serve`, in groups.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub listeners: ListenerArgs,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub decisions: DecisionArgs,
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
+    #[command(flatten)]
+    pub shutdown: ShutdownArgs,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+/// Where the webhook listens, and its TLS.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Listeners")]
+pub struct ListenerArgs {
     /// HTTPS address to serve the webhook on.
     #[arg(
         long,
@@ -33,6 +52,10 @@ pub struct Args {
         value_name = "ADDR:PORT"
     )]
     pub listen: SocketAddr,
+
+    /// Plain-HTTP address for /metrics, /healthz and /readyz (the only plaintext listener).
+    #[arg(long, env = "STYRMIN_WEBHOOK_METRICS_LISTEN", value_name = "ADDR:PORT")]
+    pub metrics_listen: Option<SocketAddr>,
 
     /// PEM certificate chain of the serving certificate (re-read when it changes).
     #[arg(long, env = "STYRMIN_WEBHOOK_TLS_CERT", value_name = "FILE")]
@@ -47,7 +70,12 @@ pub struct Args {
     /// when it is given one: docs/webhook-budgets.md) never gets past the TLS handshake.
     #[arg(long, env = "STYRMIN_WEBHOOK_CLIENT_CA_FILE", value_name = "FILE")]
     pub client_ca_file: Option<PathBuf>,
+}
 
+/// Where the view comes from, and the audit of the cluster.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "View source")]
+pub struct SourceArgs {
     /// Where the view comes from: a policy file, or the cluster's Styrmin resources
     /// (StyrminCluster, StyrminEnvironment, StyrminDeployment) through watches.
     #[arg(
@@ -68,23 +96,6 @@ pub struct Args {
     )]
     pub policy_file: Option<PathBuf>,
 
-    /// Plain-HTTP address for /metrics, /healthz and /readyz (the only plaintext listener).
-    #[arg(long, env = "STYRMIN_WEBHOOK_METRICS_LISTEN", value_name = "ADDR:PORT")]
-    pub metrics_listen: Option<SocketAddr>,
-
-    /// Log line format.
-    #[arg(
-        long,
-        env = "STYRMIN_WEBHOOK_LOG_FORMAT",
-        value_enum,
-        default_value = "plain"
-    )]
-    pub log_format: LogFormat,
-
-    /// Log filter, in `tracing` EnvFilter syntax.
-    #[arg(long, env = "STYRMIN_WEBHOOK_LOG_FILTER", default_value = "info")]
-    pub log_filter: String,
-
     /// How often the policy file and the certificate files are checked for changes.
     #[arg(
         long,
@@ -94,26 +105,53 @@ pub struct Args {
     )]
     pub reload_interval_ms: u64,
 
-    /// On SIGTERM, once the shutdown delay has passed and the listener is closed: how long
-    /// in-flight requests may take to finish (idle connections are closed at once).
+    /// `--source kubernetes`: how often the Ingresses, controllers and service aliases
+    /// already in the cluster are audited (`/debug/audit`, `styrmin_webhook_audit_*`).
     #[arg(
         long,
-        env = "STYRMIN_WEBHOOK_DRAIN_TIMEOUT_SECS",
-        default_value_t = 20,
+        env = "STYRMIN_WEBHOOK_AUDIT_INTERVAL_SECS",
+        default_value_t = 30,
         value_name = "SECONDS"
     )]
-    pub drain_timeout_secs: u64,
+    pub audit_interval_secs: u64,
 
-    /// On SIGTERM, how long `/readyz` answers 503 while the webhook still accepts and serves
-    /// (the time the cluster needs to take the pod out of the Service's endpoints).
+    /// How long an Ingress may have no address (status.loadBalancer.ingress) before the
+    /// audit reports it as not served.
     #[arg(
         long,
-        env = "STYRMIN_WEBHOOK_SHUTDOWN_DELAY_SECS",
-        default_value_t = 10,
+        env = "STYRMIN_WEBHOOK_AUDIT_NOT_SERVED_GRACE_SECS",
+        default_value_t = 300,
         value_name = "SECONDS"
     )]
-    pub shutdown_delay_secs: u64,
+    pub audit_not_served_grace_secs: u64,
+}
 
+/// What the decisions do beyond the rules' defaults.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Decisions")]
+pub struct DecisionArgs {
+    /// FluxCD: on CREATE/UPDATE of a HelmRelease (helm.toolkit.fluxcd.io/v2) in a Styrmin
+    /// namespace, add or refresh Styrmin's kustomize post-renderer in spec.postRenderers
+    /// (the user's own are kept in order). Off by default.
+    #[arg(long, env = "STYRMIN_WEBHOOK_FLUX_POST_RENDERER")]
+    pub flux_post_renderer: bool,
+
+    /// After how long a dedicated ingress controller that stays DELETING counts as stuck: the
+    /// W2 denial then says since when, which finalizer holds it and what to do; the audit
+    /// counts it and logs a warning.
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_STUCK_DELETING_AFTER_SECS",
+        default_value_t = 300,
+        value_name = "SECONDS"
+    )]
+    pub stuck_deleting_after_secs: u64,
+}
+
+/// The budgets of connections and requests (docs/webhook-budgets.md).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Budgets")]
+pub struct BudgetArgs {
     /// The most open connections on the HTTPS listener; at the cap an idle one is closed to
     /// make room, or the new one is refused when all are busy.
     #[arg(
@@ -189,124 +227,130 @@ pub struct Args {
         value_name = "MS"
     )]
     pub flux_budget_ms: u64,
-
-    /// FluxCD: on CREATE/UPDATE of a HelmRelease (helm.toolkit.fluxcd.io/v2) in a Styrmin
-    /// namespace, add or refresh Styrmin's kustomize post-renderer in spec.postRenderers
-    /// (the user's own are kept in order). Off by default.
-    #[arg(long, env = "STYRMIN_WEBHOOK_FLUX_POST_RENDERER")]
-    pub flux_post_renderer: bool,
-
-    /// After how long a dedicated ingress controller that stays DELETING counts as stuck: the
-    /// W2 denial then says since when, which finalizer holds it and what to do; the audit
-    /// counts it and logs a warning.
-    #[arg(
-        long,
-        env = "STYRMIN_WEBHOOK_STUCK_DELETING_AFTER_SECS",
-        default_value_t = 300,
-        value_name = "SECONDS"
-    )]
-    pub stuck_deleting_after_secs: u64,
-
-    /// `--source kubernetes`: how often the Ingresses, controllers and service aliases
-    /// already in the cluster are audited (`/debug/audit`, `styrmin_webhook_audit_*`).
-    #[arg(
-        long,
-        env = "STYRMIN_WEBHOOK_AUDIT_INTERVAL_SECS",
-        default_value_t = 30,
-        value_name = "SECONDS"
-    )]
-    pub audit_interval_secs: u64,
-
-    /// How long an Ingress may have no address (status.loadBalancer.ingress) before the
-    /// audit reports it as not served.
-    #[arg(
-        long,
-        env = "STYRMIN_WEBHOOK_AUDIT_NOT_SERVED_GRACE_SECS",
-        default_value_t = 300,
-        value_name = "SECONDS"
-    )]
-    pub audit_not_served_grace_secs: u64,
 }
 
-impl Args {
+/// What SIGTERM does.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Shutdown")]
+pub struct ShutdownArgs {
+    /// On SIGTERM, once the shutdown delay has passed and the listener is closed: how long
+    /// in-flight requests may take to finish (idle connections are closed at once).
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_DRAIN_TIMEOUT_SECS",
+        default_value_t = 20,
+        value_name = "SECONDS"
+    )]
+    pub drain_timeout_secs: u64,
+
+    /// On SIGTERM, how long `/readyz` answers 503 while the webhook still accepts and serves
+    /// (the time the cluster needs to take the pod out of the Service's endpoints).
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_SHUTDOWN_DELAY_SECS",
+        default_value_t = 10,
+        value_name = "SECONDS"
+    )]
+    pub shutdown_delay_secs: u64,
+}
+
+/// The log.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Logging")]
+pub struct LogArgs {
+    /// Log line format.
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_LOG_FORMAT",
+        value_enum,
+        default_value = "plain"
+    )]
+    pub log_format: LogFormat,
+
+    /// Log filter, in `tracing` EnvFilter syntax.
+    #[arg(long, env = "STYRMIN_WEBHOOK_LOG_FILTER", default_value = "info")]
+    pub log_filter: String,
+}
+
+impl SourceArgs {
+    /// How often the policy file and the certificate files are checked for changes.
+    pub fn reload_interval(&self) -> Duration {
+        Duration::from_millis(self.reload_interval_ms.max(10))
+    }
+}
+
+impl DecisionArgs {
+    pub fn stuck_deleting_after(&self) -> Duration {
+        Duration::from_secs(self.stuck_deleting_after_secs)
+    }
+
+    pub fn options(&self) -> DecideOptions {
+        DecideOptions {
+            flux_post_renderer: self.flux_post_renderer,
+            stuck_deleting_after: self.stuck_deleting_after(),
+        }
+    }
+}
+
+impl BudgetArgs {
+    /// The connection budgets of the HTTPS listener and of the metrics listener.
+    pub fn limits(&self) -> (ConnectionLimits, ConnectionLimits) {
+        let limits = |max_connections| ConnectionLimits {
+            max_connections,
+            head_timeout: Duration::from_millis(self.head_timeout_ms.max(1)),
+            idle_timeout: Duration::from_secs(self.idle_timeout_secs.max(1)),
+            write_timeout: Duration::from_millis(self.write_timeout_ms.max(1)),
+        };
+        (
+            limits(self.max_connections),
+            limits(self.metrics_max_connections),
+        )
+    }
+
+    pub fn request_budget(&self) -> RequestBudget {
+        RequestBudget::new(
+            self.body_budget_mib.saturating_mul(1024 * 1024),
+            Duration::from_millis(self.body_timeout_ms.max(1)),
+            Duration::from_millis(self.flux_budget_ms),
+        )
+    }
+}
+
+impl ShutdownArgs {
+    pub fn times(&self) -> ShutdownTimes {
+        ShutdownTimes {
+            delay: Duration::from_secs(self.shutdown_delay_secs),
+            drain: Duration::from_secs(self.drain_timeout_secs),
+        }
+    }
+}
+
+impl ServeArgs {
     /// Sets up logging and serves until SIGTERM.
     pub async fn run(self) -> anyhow::Result<()> {
-        let Self {
-            listen,
-            tls_cert,
-            tls_key,
-            client_ca_file,
-            source,
-            policy_file,
-            metrics_listen,
-            log_format,
-            log_filter,
-            reload_interval_ms,
-            drain_timeout_secs,
-            shutdown_delay_secs,
-            max_connections,
-            metrics_max_connections,
-            head_timeout_ms,
-            body_timeout_ms,
-            idle_timeout_secs,
-            write_timeout_ms,
-            body_budget_mib,
-            flux_budget_ms,
-            flux_post_renderer,
-            stuck_deleting_after_secs,
-            audit_interval_secs,
-            audit_not_served_grace_secs,
-        } = self;
-        let stuck_deleting_after = Duration::from_secs(stuck_deleting_after_secs);
-        crate::telemetry::init(log_format, &log_filter)?;
-        let interval = Duration::from_millis(reload_interval_ms.max(10));
-        let head_timeout = Duration::from_millis(head_timeout_ms.max(1));
-        let idle_timeout = Duration::from_secs(idle_timeout_secs.max(1));
-        let write_timeout = Duration::from_millis(write_timeout_ms.max(1));
-        let config = ServeConfig {
-            listen,
-            metrics_listen,
-            tls_cert,
-            tls_key,
-            client_ca_file,
-            reload_interval: interval,
-            drain_timeout: Duration::from_secs(drain_timeout_secs),
-            shutdown_delay: Duration::from_secs(shutdown_delay_secs),
-            limits: ConnectionLimits {
-                max_connections,
-                head_timeout,
-                idle_timeout,
-                write_timeout,
-            },
-            metrics_limits: ConnectionLimits {
-                max_connections: metrics_max_connections,
-                head_timeout,
-                idle_timeout,
-                write_timeout,
-            },
-            body_budget_bytes: body_budget_mib.saturating_mul(1024 * 1024),
-            body_timeout: Duration::from_millis(body_timeout_ms.max(1)),
-            flux_budget: Duration::from_millis(flux_budget_ms),
-            flux_post_renderer,
-            stuck_deleting_after,
-        };
-        match (source, policy_file) {
+        crate::telemetry::init(self.log.log_format, &self.log.log_filter)?;
+        let audits = Arc::new(AuditStore::default());
+        let source = &self.source;
+        match (source.source, &source.policy_file) {
             (SourceKind::Kubernetes, _) => {
-                let source = KubeSource::from_environment()
+                let kube = KubeSource::from_environment()
                     .await
                     .context("cannot configure a Kubernetes client (in-cluster or kubeconfig)")?
                     .with_audit(
-                        Duration::from_secs(audit_interval_secs.max(1)),
-                        crate::audit::AuditSettings {
-                            not_served_grace: Duration::from_secs(audit_not_served_grace_secs),
-                            stuck_deleting_after,
+                        audits.clone(),
+                        Duration::from_secs(source.audit_interval_secs.max(1)),
+                        AuditSettings {
+                            not_served_grace: Duration::from_secs(
+                                source.audit_not_served_grace_secs,
+                            ),
+                            stuck_deleting_after: self.decisions.stuck_deleting_after(),
                         },
                     );
-                serve(config, source).await
+                serve(&self, kube, audits).await
             }
             (SourceKind::PolicyFile, Some(policy_file)) => {
-                let source = PolicyFileSource::open(policy_file, interval)?;
-                serve(config, source).await
+                let policy = PolicyFileSource::open(policy_file.clone(), source.reload_interval())?;
+                serve(&self, policy, audits).await
             }
             (SourceKind::PolicyFile, None) => {
                 anyhow::bail!("--source policy-file needs --policy-file")
@@ -324,51 +368,16 @@ pub enum SourceKind {
     Kubernetes,
 }
 
-/// What [`serve`] needs besides the view source.
-#[derive(Debug, Clone)]
-pub struct ServeConfig {
-    pub listen: SocketAddr,
-    pub metrics_listen: Option<SocketAddr>,
-    pub tls_cert: PathBuf,
-    pub tls_key: PathBuf,
-    /// `--client-ca-file`: client certificates required and verified against it.
-    pub client_ca_file: Option<PathBuf>,
-    pub reload_interval: Duration,
-    pub drain_timeout: Duration,
-    pub shutdown_delay: Duration,
-    /// The HTTPS listener's connection budget.
-    pub limits: ConnectionLimits,
-    /// The metrics listener's.
-    pub metrics_limits: ConnectionLimits,
-    pub body_budget_bytes: usize,
-    pub body_timeout: Duration,
-    pub flux_budget: Duration,
-    /// `--flux-post-renderer`.
-    pub flux_post_renderer: bool,
-    /// `--stuck-deleting-after-secs`.
-    pub stuck_deleting_after: Duration,
-}
-
 /// Runs the webhook with any view source until SIGTERM, then drains.
-pub async fn serve(config: ServeConfig, source: impl ViewSource) -> anyhow::Result<()> {
-    let ServeConfig {
-        listen,
-        metrics_listen,
-        tls_cert,
-        tls_key,
-        client_ca_file,
-        reload_interval,
-        drain_timeout,
-        shutdown_delay,
-        mut limits,
-        mut metrics_limits,
-        body_budget_bytes,
-        body_timeout,
-        flux_budget,
-        flux_post_renderer,
-        stuck_deleting_after,
-    } = config;
-    let metrics = std::sync::Arc::new(Metrics::new());
+pub async fn serve(
+    args: &ServeArgs,
+    source: impl ViewSource,
+    audits: Arc<AuditStore>,
+) -> anyhow::Result<()> {
+    let (mut limits, mut metrics_limits) = args.budgets.limits();
+    let reload_interval = args.source.reload_interval();
+    let listeners = &args.listeners;
+    let metrics = Arc::new(Metrics::new());
     let open_files = crate::open_files::raise_limit();
     if let Some(limit) = open_files {
         metrics
@@ -391,17 +400,23 @@ pub async fn serve(config: ServeConfig, source: impl ViewSource) -> anyhow::Resu
     limits.max_connections = https_cap;
     metrics_limits.max_connections = metrics_cap;
     let state = AppState::new(
-        std::sync::Arc::new(ViewStore::default()),
+        Arc::new(ViewStore::default()),
+        audits,
         metrics.clone(),
-        crate::decide::DecideOptions {
-            flux_post_renderer,
-            stuck_deleting_after,
-        },
-        RequestBudget::new(body_budget_bytes, body_timeout, flux_budget),
+        args.decisions.options(),
+        args.budgets.request_budget(),
     );
 
-    let certs = CertWatcher::open(tls_cert, tls_key, metrics)?;
-    let client_cas = client_ca_file.map(ClientCaWatcher::open).transpose()?;
+    let certs = CertWatcher::open(
+        listeners.tls_cert.clone(),
+        listeners.tls_key.clone(),
+        metrics,
+    )?;
+    let client_cas = listeners
+        .client_ca_file
+        .clone()
+        .map(ClientCaWatcher::open)
+        .transpose()?;
     let mutual_tls = client_cas.is_some();
     let tls = certs.server_config(client_cas.as_ref())?;
     if let Some(client_cas) = client_cas {
@@ -421,6 +436,7 @@ pub async fn serve(config: ServeConfig, source: impl ViewSource) -> anyhow::Resu
         }
     });
 
+    let listen = listeners.listen;
     let listener = TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -432,7 +448,7 @@ pub async fn serve(config: ServeConfig, source: impl ViewSource) -> anyhow::Resu
         app: router(state.clone()),
         limits,
     };
-    let operations = match metrics_listen {
+    let operations = match listeners.metrics_listen {
         Some(address) => {
             let metrics_listener = TcpListener::bind(address)
                 .await
@@ -454,10 +470,7 @@ pub async fn serve(config: ServeConfig, source: impl ViewSource) -> anyhow::Resu
         operations,
         state,
         server::shutdown_signal(),
-        ShutdownTimes {
-            delay: shutdown_delay,
-            drain: drain_timeout,
-        },
+        args.shutdown.times(),
     )
     .await;
     tracing::info!("stopped");

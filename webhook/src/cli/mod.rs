@@ -1,0 +1,172 @@
+//! The command line: one subcommand per module, each with its options and its run.
+//!
+//! - [`serve`]: the admission webhook. A bare `styrmin-webhook --listen …` also serves, as
+//!   the chart and the kustomize base start it.
+//! - [`audit`]: one audit of a cluster, for a person, CI or cron.
+//! - [`plan`]: what a proposed change of the levels would do, before it is made.
+//!
+//! A new subcommand is a module here, a variant of [`Command`] and an arm of [`Cli::run`].
+
+pub mod audit;
+pub mod plan;
+pub mod serve;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::{CommandFactory as _, Parser, Subcommand};
+
+pub use self::audit::AuditArgs;
+pub use self::plan::PlanArgs;
+pub use self::serve::ServeArgs;
+
+/// Styrmin's admission webhook: enforces the ingress rules on Ingresses in Styrmin namespaces
+/// and blocks deploys while an environment's dedicated ingress controller is being removed.
+///
+/// Without a subcommand, the options are those of `serve`.
+#[derive(Debug, Parser)]
+#[command(name = "styrmin-webhook", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serves the admission webhook until SIGTERM (the default).
+    Serve(Box<ServeArgs>),
+    /// Audits a cluster once and prints what is out of line.
+    ///
+    /// The Ingresses of Styrmin namespaces, judged as admission would judge them; the ingress
+    /// controllers stuck DELETING; the service aliases that point into a namespace that does
+    /// not exist. Exit status: 0 nothing out of line, 1 something is, 2 the audit could not be made.
+    Audit(AuditArgs),
+    /// Shows what a proposed change of the cluster, environment or deployment levels would do.
+    ///
+    /// For every Ingress of a Styrmin namespace: its class now, right after the change and
+    /// at its deployment's next deploy, by environment; then the pre-flight findings (a class
+    /// that names no IngressClass, a dedicated controller not RUNNING, a default IngressClass
+    /// that picks up class-less Ingresses, Ingresses that change controller). Read-only.
+    /// Exit status: 0 nothing moves and nothing found, 1 something moves or a finding, 2 the
+    /// plan could not be made.
+    Plan(PlanArgs),
+}
+
+impl Cli {
+    /// Parses `args` (the program name first); when the first argument names no subcommand
+    /// and asks for no help or version, it is `serve`'s.
+    pub fn parse_from_args(args: impl IntoIterator<Item = OsString>) -> Self {
+        Cli::parse_from(with_default_subcommand(args))
+    }
+
+    /// Runs the subcommand; its errors are printed on stderr.
+    pub async fn run(self) -> ExitCode {
+        match self.command {
+            Command::Serve(args) => match args.run().await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    // The error and its causes on one line.
+                    eprintln!("styrmin-webhook: {error:#}");
+                    ExitCode::FAILURE
+                }
+            },
+            Command::Audit(args) => args.run().await,
+            Command::Plan(args) => args.run().await,
+        }
+    }
+}
+
+/// `args` with `serve` inserted after the program name, unless the first argument already
+/// names a subcommand (or `help`) or asks for the top-level `--help` or `--version`.
+fn with_default_subcommand(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut args: Vec<OsString> = args.into_iter().collect();
+    let command = Cli::command();
+    let names_a_subcommand = |first: &str| {
+        first == "help"
+            || command
+                .get_subcommands()
+                .any(|sub| sub.get_name() == first || sub.get_all_aliases().any(|a| a == first))
+    };
+    let keep = match args.get(1).and_then(|first| first.to_str()) {
+        Some(first) => {
+            names_a_subcommand(first) || matches!(first, "-h" | "--help" | "-V" | "--version")
+        }
+        // No argument at all (`serve`, configured by its environment variables), or one that
+        // is not UTF-8 (`serve` reports it).
+        None => false,
+    };
+    if !keep {
+        args.insert(args.len().min(1), OsString::from("serve"));
+    }
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &[&str]) -> Vec<OsString> {
+        line.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn options_without_a_subcommand_are_serves() {
+        assert_eq!(
+            with_default_subcommand(args(&["styrmin-webhook", "--listen", "[::1]:0"])),
+            args(&["styrmin-webhook", "serve", "--listen", "[::1]:0"])
+        );
+        assert_eq!(
+            with_default_subcommand(args(&["styrmin-webhook"])),
+            args(&["styrmin-webhook", "serve"])
+        );
+    }
+
+    #[test]
+    fn a_subcommand_or_the_top_level_help_is_kept() {
+        for line in [
+            &["styrmin-webhook", "audit", "-o", "json"][..],
+            &["styrmin-webhook", "serve", "--listen", "[::1]:0"],
+            &["styrmin-webhook", "help", "audit"],
+            &["styrmin-webhook", "--help"],
+            &["styrmin-webhook", "-V"],
+        ] {
+            assert_eq!(with_default_subcommand(args(line)), args(line));
+        }
+    }
+
+    #[test]
+    fn bare_serve_options_parse_as_serve() {
+        let cli = Cli::parse_from_args(args(&[
+            "styrmin-webhook",
+            "--tls-cert=c.pem",
+            "--tls-key=k.pem",
+            "--source=kubernetes",
+        ]));
+        let Command::Serve(serve) = cli.command else {
+            panic!("not serve: {cli:?}");
+        };
+        assert_eq!(serve.listeners.tls_cert.to_str(), Some("c.pem"));
+        assert_eq!(serve.source.source, serve::SourceKind::Kubernetes);
+    }
+
+    #[test]
+    fn help_lists_every_subcommand_under_its_full_name() {
+        let help = Cli::command().render_help().to_string();
+        for name in ["serve", "audit", "plan"] {
+            assert!(help.contains(&format!("  {name}  ")), "{help}");
+        }
+        let audit_help = Cli::try_parse_from(["styrmin-webhook", "audit", "--help"])
+            .expect_err("--help stops parsing")
+            .to_string();
+        assert!(
+            audit_help.contains("Usage: styrmin-webhook audit [OPTIONS]"),
+            "{audit_help}"
+        );
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,123 @@
+//! `styrmin-webhook plan`: what a proposed change of the levels does to the Ingresses in a
+//! cluster, read-only. Reads the cluster as `audit` does ([`Snapshot`]), applies the proposal
+//! (`-f` files of Styrmin objects, or a policy file) to get the view after it, and prints
+//! [`crate::plan`]'s plan. Exit status: 0 nothing moves and nothing found, 1 something moves
+//! or a pre-flight finding, 2 the plan could not be made.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Args;
+
+use super::audit::{ClusterArgs, Output, Snapshot};
+use crate::kube_source::{BuiltView, build_view};
+use crate::plan::{ClassInfo, PlanInput, Proposal, plan, render_table, write_json};
+use crate::policy_file::parse_policy;
+
+/// The options of `plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: Output,
+
+    /// A file of proposed StyrminCluster, StyrminEnvironment and StyrminDeployment objects,
+    /// YAML or JSON, as `kubectl apply -f` takes it (repeatable).
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "FILE",
+        required_unless_present = "policy_file"
+    )]
+    pub files: Vec<PathBuf>,
+
+    /// A policy file (the webhook's `--policy-file` format) that is the whole proposal.
+    #[arg(long, value_name = "FILE", conflicts_with = "files")]
+    pub policy_file: Option<PathBuf>,
+}
+
+impl PlanArgs {
+    /// Makes the plan; prints it on stdout, an error on stderr.
+    pub async fn run(self) -> ExitCode {
+        match self.plan().await {
+            Ok(plan) => {
+                let stdout = std::io::stdout();
+                let mut out = std::io::BufWriter::new(stdout.lock());
+                let written = match self.output {
+                    Output::Table => out.write_all(render_table(&plan).as_bytes()),
+                    Output::Json => write_json(&plan, &mut out),
+                }
+                .and_then(|()| out.flush());
+                if let Err(error) = written {
+                    eprintln!("styrmin-webhook plan: writing the plan to stdout: {error}");
+                    return ExitCode::from(2);
+                }
+                if plan.is_quiet() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                }
+            }
+            Err(error) => {
+                eprintln!("styrmin-webhook plan: {error:#}");
+                ExitCode::from(2)
+            }
+        }
+    }
+
+    /// Reads the proposal first (a bad file fails before the cluster is asked), then the
+    /// cluster, and plans.
+    pub async fn plan(&self) -> anyhow::Result<crate::plan::Plan> {
+        let mut proposal = Proposal::default();
+        for path in &self.files {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            proposal.add_file(&path.display().to_string(), &text)?;
+        }
+        let policy = self
+            .policy_file
+            .as_ref()
+            .map(|path| {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                anyhow::Ok(parse_policy(path, &text)?)
+            })
+            .transpose()?;
+        let client = self.cluster.client().await?;
+        let snapshot = Snapshot::read(&client).await?;
+        let proposed = match policy {
+            Some(view) => view,
+            None => {
+                let after = proposal.apply_to(
+                    &snapshot.clusters,
+                    &snapshot.environments,
+                    &snapshot.deployments,
+                );
+                let BuiltView { view, .. } = build_view(
+                    &after.clusters,
+                    &after.environments,
+                    &after.deployments,
+                    snapshot.kubernetes,
+                )
+                .context("the proposed objects")?;
+                view
+            }
+        };
+        let classes: Vec<ClassInfo> = snapshot
+            .ingress_classes
+            .iter()
+            .map(|class| ClassInfo::of(class))
+            .collect();
+        Ok(plan(&PlanInput {
+            current: &snapshot.view,
+            proposed: &proposed,
+            ingresses: &snapshot.ingresses,
+            ingress_classes: &classes,
+        }))
+    }
+}

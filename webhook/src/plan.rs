@@ -1,0 +1,689 @@
+//! `styrmin-webhook plan`: what a proposed change of the cluster, environment or deployment
+//! levels does to the Ingresses already in the cluster, before it is made.
+//!
+//! [`plan`] is pure, like the audit: the view as it is, the view as proposed, the Ingresses
+//! of Styrmin namespaces and the IngressClasses in; a [`Plan`] out. For each Ingress it gives
+//! its class fields now, right after the change (what admission makes of it at its next
+//! write under the proposed view: a deployment with a last-deployed record keeps what the
+//! record says, W5) and at its next deploy (the record gives way to the levels), grouped by
+//! environment. The pre-flight findings are what would leave an Ingress served by nobody or
+//! by another controller: a resolved class that names no IngressClass, a dedicated controller
+//! that is not `RUNNING`, a default IngressClass that picks up class-less Ingresses (R5), and
+//! every Ingress whose controller, and so its address, changes.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use ingress_rules::{ClassFields, EnforcementMode, IngressTarget, resolve, resolve_mode};
+use k8s_openapi::api::networking::v1::IngressClass;
+use serde::Serialize;
+
+use crate::audit::objects::AuditedIngress;
+use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
+use crate::view::{Phase, View, namespace_owner};
+
+/// The annotation that marks an IngressClass as the cluster's default: the API server gives
+/// it to an Ingress created without a class.
+pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
+
+/// What the plan reads of an IngressClass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassInfo {
+    pub name: String,
+    /// `spec.controller`, e.g. `k8s.io/ingress-nginx`.
+    pub controller: Option<String>,
+    /// Marked `ingressclass.kubernetes.io/is-default-class: "true"`.
+    pub is_default: bool,
+}
+
+impl ClassInfo {
+    pub fn of(class: &IngressClass) -> Self {
+        ClassInfo {
+            name: class.metadata.name.clone().unwrap_or_default(),
+            controller: class.spec.as_ref().and_then(|s| s.controller.clone()),
+            is_default: class
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION))
+                .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+        }
+    }
+}
+
+/// Everything a plan is made of.
+#[derive(Clone, Copy, Debug)]
+pub struct PlanInput<'a> {
+    pub current: &'a View,
+    pub proposed: &'a View,
+    pub ingresses: &'a [Arc<AuditedIngress>],
+    pub ingress_classes: &'a [ClassInfo],
+}
+
+/// An Ingress's two class fields, as the plan shows them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Fields {
+    #[serde(rename = "ingressClassName")]
+    pub ingress_class_name: Option<String>,
+    #[serde(rename = "annotation")]
+    pub class_annotation: Option<String>,
+}
+
+impl From<&ClassFields> for Fields {
+    fn from(fields: &ClassFields) -> Self {
+        Fields {
+            ingress_class_name: fields.ingress_class_name.clone(),
+            class_annotation: fields.class_annotation.clone(),
+        }
+    }
+}
+
+impl Fields {
+    /// `haproxy` when both name it, `spec:a annotation:b` when they differ, `(none)`.
+    pub fn short(&self) -> String {
+        match (&self.ingress_class_name, &self.class_annotation) {
+            (Some(a), Some(b)) if a == b => a.clone(),
+            (Some(a), Some(b)) => format!("spec:{a} annotation:{b}"),
+            (Some(a), None) => format!("spec:{a}"),
+            (None, Some(b)) => format!("annotation:{b}"),
+            (None, None) => "(none)".to_owned(),
+        }
+    }
+
+    /// The class a controller serves the Ingress by: `spec.ingressClassName`, else the
+    /// annotation.
+    fn class(&self) -> Option<&str> {
+        self.ingress_class_name
+            .as_deref()
+            .or(self.class_annotation.as_deref())
+    }
+}
+
+/// When an Ingress moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Move {
+    /// Its class fields stay as they are.
+    No,
+    /// At its next write after the change (its deployment has no last-deployed record).
+    RightAfter,
+    /// Only when Styrmin next deploys it (its record holds it where it is, W5).
+    NextDeploy,
+}
+
+impl Move {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Move::No => "no",
+            Move::RightAfter => "right after",
+            Move::NextDeploy => "at next deploy",
+        }
+    }
+}
+
+/// One Ingress of the plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PlannedIngress {
+    pub namespace: String,
+    pub name: String,
+    pub deployment: String,
+    /// The enforcement mode the proposed levels give its deployment: in `warn` nothing is
+    /// changed, so it does not move (what `enforce` would do is still shown in `would`).
+    pub mode: EnforcementMode,
+    /// Whether its deployment has a last-deployed record (W5).
+    pub record: bool,
+    pub now: Fields,
+    pub right_after: Fields,
+    pub next_deploy: Fields,
+    pub moves: Move,
+    /// In `warn`: where `enforce` would take it at its next deploy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub would: Option<Fields>,
+    /// The key that decides its class after the change.
+    pub decided_by: String,
+}
+
+/// Why the plan warns before the change is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PreflightReason {
+    /// A class the Ingresses would get names no IngressClass: nothing serves them.
+    MissingIngressClass,
+    /// An environment would use its dedicated controller, which is not `RUNNING`.
+    ControllerNotRunning,
+    /// Ingresses would have no class and an IngressClass marked default picks them up (R5).
+    DefaultClassPicksUp,
+    /// The change would rules R9 refuse on this API server.
+    CannotEnforce,
+    /// An Ingress would be served by another controller, at another address: DNS follows.
+    ChangesController,
+}
+
+impl PreflightReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PreflightReason::MissingIngressClass => "missing_ingress_class",
+            PreflightReason::ControllerNotRunning => "controller_not_running",
+            PreflightReason::DefaultClassPicksUp => "default_class_picks_up",
+            PreflightReason::CannotEnforce => "cannot_enforce",
+            PreflightReason::ChangesController => "changes_controller",
+        }
+    }
+}
+
+/// One pre-flight finding: what it is about, and one line for a person.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Preflight {
+    pub reason: PreflightReason,
+    pub subject: String,
+    pub detail: String,
+}
+
+/// The whole plan.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    /// Environment id (`(none)` for a deployment whose environment is unknown) → its
+    /// Ingresses, by namespace and name.
+    pub environments: BTreeMap<String, Vec<PlannedIngress>>,
+    pub preflight: Vec<Preflight>,
+}
+
+impl Plan {
+    /// How many Ingresses move right after the change, and how many at their next deploy.
+    pub fn moves(&self) -> (usize, usize) {
+        let all = self.environments.values().flatten();
+        all.fold((0, 0), |(now, later), i| match i.moves {
+            Move::RightAfter => (now + 1, later),
+            Move::NextDeploy => (now, later + 1),
+            Move::No => (now, later),
+        })
+    }
+
+    /// Nothing moves and nothing was found: exit 0.
+    pub fn is_quiet(&self) -> bool {
+        self.moves() == (0, 0) && self.preflight.is_empty()
+    }
+}
+
+const NO_ENVIRONMENT: &str = "(none)";
+
+/// Makes the plan.
+pub fn plan(input: &PlanInput<'_>) -> Plan {
+    let classes: HashMap<&str, &ClassInfo> = input
+        .ingress_classes
+        .iter()
+        .map(|c| (c.name.as_str(), c))
+        .collect();
+    let default_classes: Vec<&ClassInfo> = input
+        .ingress_classes
+        .iter()
+        .filter(|c| c.is_default)
+        .collect();
+    // The controller that serves an Ingress with these fields: its IngressClass's
+    // `spec.controller`, else the class name itself; with no class, the default class's.
+    let controller_of = |fields: &Fields| -> Option<String> {
+        let class = fields
+            .class()
+            .map(str::to_owned)
+            .or_else(|| default_classes.first().map(|c| c.name.clone()))?;
+        Some(
+            match classes
+                .get(class.as_str())
+                .and_then(|c| c.controller.clone())
+            {
+                Some(controller) => controller,
+                None => format!("class {class}"),
+            },
+        )
+    };
+
+    let mut plan = Plan::default();
+    let mut missing: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut classless: Vec<String> = Vec::new();
+    let mut cannot_enforce: BTreeMap<String, usize> = BTreeMap::new();
+    let mut changes_controller = Vec::new();
+    for ingress in input.ingresses {
+        let Some(owner) = namespace_owner(ingress.namespace()) else {
+            continue;
+        };
+        let current = ingress.class_fields();
+        let settings = input.proposed.settings_for_deployment(owner);
+        let mode = resolve_mode(&input.proposed.levels_for_deployment(owner)).mode;
+        let record = settings.source() == ingress_rules::SettingsSource::Record;
+        let kubernetes = input.proposed.kubernetes_version();
+        let mut enforced =
+            |target: &IngressTarget| match ingress_rules::enforce(target, &current, kubernetes) {
+                Ok(enforcement) => Fields::from(&enforcement.fields),
+                Err(_) => {
+                    *cannot_enforce.entry(target.to_string()).or_default() += 1;
+                    Fields::from(&current)
+                }
+            };
+        let now = Fields::from(&current);
+        let after = enforced(&settings.resolved.target);
+        let next = if record {
+            enforced(&settings.levels.target)
+        } else {
+            after.clone()
+        };
+        let (right_after, next_deploy, would) = match mode {
+            EnforcementMode::Enforce => (after, next, None),
+            EnforcementMode::Warn => (now.clone(), now.clone(), Some(next)),
+        };
+        let moves = if right_after != now {
+            Move::RightAfter
+        } else if next_deploy != now {
+            Move::NextDeploy
+        } else {
+            Move::No
+        };
+        let environment = input
+            .proposed
+            .deployment(owner)
+            .and_then(|d| d.environment.clone())
+            .unwrap_or_else(|| NO_ENVIRONMENT.to_owned());
+        let subject = format!("Ingress {}/{}", ingress.namespace(), ingress.name());
+        for fields in [&right_after, &next_deploy] {
+            if let Some(class) = &fields.ingress_class_name
+                && !classes.contains_key(class.as_str())
+            {
+                missing
+                    .entry(class.clone())
+                    .or_default()
+                    .insert(environment.clone());
+            }
+        }
+        if next_deploy.class().is_none() {
+            classless.push(subject.clone());
+        }
+        let (before, after) = (controller_of(&now), controller_of(&next_deploy));
+        if before != after {
+            changes_controller.push(Preflight {
+                reason: PreflightReason::ChangesController,
+                subject,
+                detail: format!(
+                    "served by {} now, by {} {}: its address changes, and DNS must follow",
+                    before.as_deref().unwrap_or("nobody"),
+                    after.as_deref().unwrap_or("nobody"),
+                    moves.as_str(),
+                ),
+            });
+        }
+        let decided_by = if record {
+            settings.levels.decided_by().to_string()
+        } else {
+            settings.resolved.decided_by().to_string()
+        };
+        plan.environments
+            .entry(environment)
+            .or_default()
+            .push(PlannedIngress {
+                namespace: ingress.namespace().to_owned(),
+                name: ingress.name().to_owned(),
+                deployment: owner.to_owned(),
+                mode,
+                record,
+                now,
+                right_after,
+                next_deploy,
+                moves,
+                would,
+                decided_by,
+            });
+    }
+    for ingresses in plan.environments.values_mut() {
+        ingresses.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    }
+
+    for (class, environments) in missing {
+        plan.preflight.push(Preflight {
+            reason: PreflightReason::MissingIngressClass,
+            subject: format!("IngressClass {class}"),
+            detail: format!(
+                "Ingresses of environment {} would get class {class:?}, which names no IngressClass: nothing serves them",
+                environments.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        });
+    }
+    plan.preflight
+        .extend(controllers_not_running(input.proposed));
+    if !classless.is_empty() {
+        for class in &default_classes {
+            plan.preflight.push(Preflight {
+                reason: PreflightReason::DefaultClassPicksUp,
+                subject: format!("IngressClass {}", class.name),
+                detail: format!(
+                    "marked {DEFAULT_CLASS_ANNOTATION}: the {} Ingresses left with no class (R5) are served by {} (first: {})",
+                    classless.len(),
+                    class.controller.as_deref().unwrap_or("its controller"),
+                    classless[0],
+                ),
+            });
+        }
+    }
+    for (target, count) in cannot_enforce {
+        plan.preflight.push(Preflight {
+            reason: PreflightReason::CannotEnforce,
+            subject: target.clone(),
+            detail: format!(
+                "{count} Ingresses: this API server rejects an Ingress with both class fields (R9); admission would deny their next write"
+            ),
+        });
+    }
+    plan.preflight.extend(changes_controller);
+    plan
+}
+
+/// Environments whose proposed levels turn the dedicated controller on while it is not
+/// `RUNNING` (or there is none).
+fn controllers_not_running(proposed: &View) -> Vec<Preflight> {
+    let mut environments: BTreeSet<&str> = proposed.environment_ids().into_iter().collect();
+    environments.extend(
+        proposed
+            .deployments()
+            .filter_map(|(_, d)| d.environment.as_deref()),
+    );
+    let mut findings = Vec::new();
+    for environment in environments {
+        if !resolve(&proposed.levels_for_environment(environment))
+            .target
+            .is_dedicated()
+        {
+            continue;
+        }
+        let controllers: Vec<_> = proposed.controllers_of(environment).collect();
+        if controllers.is_empty() {
+            findings.push(Preflight {
+                reason: PreflightReason::ControllerNotRunning,
+                subject: format!("environment {environment}"),
+                detail: "dedicated ingress on, but no ingress-controller deployment in it: its Ingresses would be served by nobody".to_owned(),
+            });
+        }
+        for (id, controller) in controllers {
+            if controller.phase != Phase::Running {
+                findings.push(Preflight {
+                    reason: PreflightReason::ControllerNotRunning,
+                    subject: format!("deployment {id}"),
+                    detail: format!(
+                        "the dedicated ingress controller of environment {environment} is {}, not RUNNING",
+                        controller.phase
+                    ),
+                });
+            }
+        }
+    }
+    findings
+}
+
+/// The plan as a table: one block per environment, then the pre-flight findings and a
+/// summary line.
+pub fn render_table(plan: &Plan) -> String {
+    let mut out = String::new();
+    for (environment, ingresses) in &plan.environments {
+        let _ = writeln!(out, "ENVIRONMENT {environment}");
+        let rows: Vec<[String; 7]> = ingresses
+            .iter()
+            .map(|i| {
+                [
+                    format!("{}/{}", i.namespace, i.name),
+                    if i.record {
+                        "record".to_owned()
+                    } else {
+                        "levels".to_owned()
+                    },
+                    match &i.would {
+                        Some(would) => format!("warn (would: {})", would.short()),
+                        None => i.mode.to_string(),
+                    },
+                    i.now.short(),
+                    i.right_after.short(),
+                    i.next_deploy.short(),
+                    i.moves.as_str().to_owned(),
+                ]
+            })
+            .collect();
+        let header = [
+            "INGRESS",
+            "SETTINGS",
+            "MODE",
+            "NOW",
+            "RIGHT AFTER",
+            "NEXT DEPLOY",
+            "MOVES",
+        ];
+        let mut widths = header.map(str::len);
+        for row in &rows {
+            for (width, cell) in widths.iter_mut().zip(row) {
+                *width = (*width).max(cell.chars().count());
+            }
+        }
+        let line = |cells: &[&str]| {
+            let mut text = String::from(" ");
+            for (cell, width) in cells.iter().zip(widths) {
+                let _ = write!(text, " {cell:<width$}");
+            }
+            text.trim_end().to_owned()
+        };
+        let _ = writeln!(out, "{}", line(&header));
+        for row in &rows {
+            let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+            let _ = writeln!(out, "{}", line(&cells));
+        }
+    }
+    if !plan.preflight.is_empty() {
+        let _ = writeln!(out, "PRE-FLIGHT");
+        for finding in &plan.preflight {
+            let _ = writeln!(
+                out,
+                "  {}  {}: {}",
+                finding.reason.as_str(),
+                finding.subject,
+                finding.detail
+            );
+        }
+    }
+    let (now, later) = plan.moves();
+    let total: usize = plan.environments.values().map(Vec::len).sum();
+    let _ = writeln!(
+        out,
+        "{total} Ingresses: {now} move right after the change, {later} at their next deploy; {} pre-flight findings",
+        plan.preflight.len()
+    );
+    out
+}
+
+/// The JSON form: the plan by reference, serialized as it is written (no tree of values).
+#[derive(Serialize)]
+struct JsonPlan<'a> {
+    environments: &'a BTreeMap<String, Vec<PlannedIngress>>,
+    preflight: &'a [Preflight],
+    moves: JsonMoves,
+}
+
+#[derive(Serialize)]
+struct JsonMoves {
+    right_after: usize,
+    next_deploy: usize,
+}
+
+/// Writes the plan as JSON: `{"environments": {...}, "preflight": [...], "moves": {...}}`.
+pub fn write_json(plan: &Plan, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    let (right_after, next_deploy) = plan.moves();
+    let json = JsonPlan {
+        environments: &plan.environments,
+        preflight: &plan.preflight,
+        moves: JsonMoves {
+            right_after,
+            next_deploy,
+        },
+    };
+    serde_json::to_writer_pretty(&mut *out, &json)?;
+    out.write_all(b"\n")
+}
+
+/// The plan as JSON text (see [`write_json`]).
+pub fn render_json(plan: &Plan) -> String {
+    let mut text = Vec::new();
+    // Writing to a Vec fails only if serializing does, which these types never do.
+    let _ = write_json(plan, &mut text);
+    String::from_utf8_lossy(&text).into_owned()
+}
+
+/// The proposed objects of `plan -f`, as `kubectl apply -f` takes them.
+#[derive(Clone, Debug, Default)]
+pub struct Proposal {
+    pub clusters: Vec<Arc<StyrminCluster>>,
+    pub environments: Vec<Arc<StyrminEnvironment>>,
+    pub deployments: Vec<Arc<StyrminDeployment>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProposalError {
+    #[error("{origin}: not YAML or JSON")]
+    Parse {
+        origin: String,
+        #[source]
+        source: Box<serde_saphyr::Error>,
+    },
+    #[error(
+        "{origin}, document {document}: {kind} is not a proposal: expected a StyrminCluster, StyrminEnvironment or StyrminDeployment of styrmin.io/v1alpha1 (or a List of them)"
+    )]
+    NotStyrmin {
+        origin: String,
+        document: usize,
+        kind: String,
+    },
+    #[error("{origin}, document {document}: {kind} {name}")]
+    Invalid {
+        origin: String,
+        document: usize,
+        kind: String,
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl Proposal {
+    /// Adds the objects of one file (YAML documents or JSON; `List`s are opened).
+    pub fn add_file(&mut self, origin: &str, text: &str) -> Result<(), ProposalError> {
+        let documents: Vec<Option<serde_json::Value>> =
+            serde_saphyr::from_multiple(text).map_err(|source| ProposalError::Parse {
+                origin: origin.to_owned(),
+                source: Box::new(source),
+            })?;
+        for (index, document) in documents.into_iter().enumerate() {
+            let Some(document) = document else { continue };
+            let items = match document.get("kind").and_then(serde_json::Value::as_str) {
+                Some("List") => document
+                    .get("items")
+                    .and_then(serde_json::Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
+                _ => vec![document],
+            };
+            for item in items {
+                self.add_object(origin, index + 1, item)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn add_object(
+        &mut self,
+        origin: &str,
+        document: usize,
+        object: serde_json::Value,
+    ) -> Result<(), ProposalError> {
+        let text = |key: &str| {
+            object
+                .get(key)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        let (api_version, kind) = (text("apiVersion"), text("kind"));
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("(no name)")
+            .to_owned();
+        let invalid = |source| ProposalError::Invalid {
+            origin: origin.to_owned(),
+            document,
+            kind: kind.clone(),
+            name: name.clone(),
+            source,
+        };
+        if api_version != format!("{}/{}", crate::crd::GROUP, crate::crd::VERSION) {
+            return Err(ProposalError::NotStyrmin {
+                origin: origin.to_owned(),
+                document,
+                kind: format!("{api_version} {kind}").trim().to_owned(),
+            });
+        }
+        match kind.as_str() {
+            "StyrminCluster" => self
+                .clusters
+                .push(Arc::new(serde_json::from_value(object).map_err(invalid)?)),
+            "StyrminEnvironment" => self
+                .environments
+                .push(Arc::new(serde_json::from_value(object).map_err(invalid)?)),
+            "StyrminDeployment" => self
+                .deployments
+                .push(Arc::new(serde_json::from_value(object).map_err(invalid)?)),
+            _ => {
+                return Err(ProposalError::NotStyrmin {
+                    origin: origin.to_owned(),
+                    document,
+                    kind: format!("{api_version} {kind}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The cluster's objects with the proposed ones applied: an object of the same kind,
+    /// namespace and name is replaced, a new one added. A proposed StyrminDeployment
+    /// without a status keeps the status of the one it replaces (`kubectl apply` does not
+    /// write status), so its last-deployed record stays.
+    pub fn apply_to(
+        &self,
+        clusters: &[Arc<StyrminCluster>],
+        environments: &[Arc<StyrminEnvironment>],
+        deployments: &[Arc<StyrminDeployment>],
+    ) -> Proposal {
+        let mut deployments_after = replace(deployments, &self.deployments);
+        for proposed in &mut deployments_after {
+            if proposed.status.is_none() {
+                let key = key_of(proposed.as_ref());
+                if let Some(old) = deployments.iter().find(|d| key_of(d.as_ref()) == key) {
+                    Arc::make_mut(proposed).status = old.status.clone();
+                }
+            }
+        }
+        Proposal {
+            clusters: replace(clusters, &self.clusters),
+            environments: replace(environments, &self.environments),
+            deployments: deployments_after,
+        }
+    }
+}
+
+fn key_of<K: kube::Resource>(object: &K) -> (Option<String>, Option<String>) {
+    (object.meta().namespace.clone(), object.meta().name.clone())
+}
+
+fn replace<K: kube::Resource + Clone>(current: &[Arc<K>], proposed: &[Arc<K>]) -> Vec<Arc<K>> {
+    let mut out: Vec<Arc<K>> = current
+        .iter()
+        .filter(|object| {
+            let key = key_of(object.as_ref());
+            !proposed.iter().any(|p| key_of(p.as_ref()) == key)
+        })
+        .cloned()
+        .collect();
+    out.extend(proposed.iter().cloned());
+    out
+}
