@@ -247,7 +247,9 @@ impl Cli {
                         kubernetes: plugin.kubernetes,
                         strict: plugin.strict,
                     };
-                    filter(std::io::stdin().lock(), &rules, report.as_ref())
+                    // The plugin filters a stream, so warn works as for Helm.
+                    let mode = plugin.config.mode(&default_cluster);
+                    filter(std::io::stdin().lock(), &rules, mode, report.as_ref())
                 }
                 Some(Command::Explain) => {
                     print!("{}", explain::explain(&config, &settings));
