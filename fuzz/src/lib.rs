@@ -19,8 +19,8 @@ use postrender::config::StyrminConfig;
 use postrender::render::RenderRules;
 use postrender::{stream, streaming};
 use serde_json::Value;
-use styrmin_webhook::admission::{Review, encode_review, parse_review};
-use styrmin_webhook::decide::{DecideOptions, Outcome, ReviewKind, decide_with};
+use styrmin_webhook::admission::{encode_review, parse_review};
+use styrmin_webhook::decide::{Admission, DecideOptions, DecidedAt, Outcome, ReviewKind, decide};
 use styrmin_webhook::policy_file::parse_policy;
 use styrmin_webhook::telemetry::ErrorChain;
 use styrmin_webhook::view::View;
@@ -209,24 +209,32 @@ pub fn admission_review(data: &[u8]) {
     let Ok(review) = parse_review(data) else {
         return;
     };
+    let api_version = review.api_version;
+    let admission = Admission::new(review.request);
     for view in VIEWS.iter() {
         for flux_post_renderer in [false, true] {
             let options = DecideOptions {
                 flux_post_renderer,
                 ..DecideOptions::default()
             };
-            check_answer(view, data, &review, &options);
+            check_answer(view, data, api_version, &admission, &options);
         }
     }
 }
 
-fn check_answer(view: &View, data: &[u8], review: &Review, options: &DecideOptions) {
-    let request = &review.request;
-    let decision = decide_with(view, request, options);
+fn check_answer(
+    view: &View,
+    data: &[u8],
+    api_version: &str,
+    admission: &Admission,
+    options: &DecideOptions,
+) {
+    let request = admission.request();
+    let decision = decide(view, admission, options, DecidedAt::now());
     let outcome = decision.outcome;
-    let body = encode_review(review.api_version, &decision.into_response(&request.uid));
+    let body = encode_review(api_version, &decision.into_response(&request.uid));
     let answer: Value = serde_json::from_slice(&body).expect("the answer is not JSON");
-    assert_eq!(answer["apiVersion"], review.api_version);
+    assert_eq!(answer["apiVersion"], api_version);
     assert_eq!(answer["kind"], "AdmissionReview");
     let response = &answer["response"];
     assert_eq!(response["uid"].as_str(), Some(request.uid.as_str()));
@@ -264,11 +272,11 @@ fn check_answer(view: &View, data: &[u8], review: &Review, options: &DecideOptio
     json_patch::patch(object, &patch)
         .unwrap_or_else(|e| panic!("the patch does not apply: {e}\n{object}"));
     // R8: deciding again on the patched object patches nothing.
-    if ReviewKind::of(request) == ReviewKind::Ingress {
+    if admission.kind() == ReviewKind::Ingress {
         let again = parse_review(whole.to_string().as_bytes())
             .expect("the patched review parses")
             .request;
-        let second = decide_with(view, &again, options);
+        let second = decide(view, &Admission::new(again), options, DecidedAt::now());
         assert!(
             second.patch.is_empty(),
             "a second patch: {:?}",
