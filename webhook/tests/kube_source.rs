@@ -16,14 +16,14 @@ use fake_apiserver::{FakeApiServer, Request as ApiRequest, WatchItem};
 use http_body_util::BodyExt as _;
 use ingress_rules::IngressTarget;
 use serde_json::{Value, json};
+use styrmin_test_support::recorded_cluster::{
+    CLUSTERS, DEPLOYMENTS, ENVIRONMENTS, INGRESS_CLASSES, INGRESSES, NAMESPACES, SERVICES, STEP,
+    client, metric, recorded,
+};
 use styrmin_webhook::api::{AppState, router};
 use styrmin_webhook::kube_source::{API_CALLS, ApiCall, KubeSource};
 use styrmin_webhook::view::{Phase, View, ViewSource as _, ViewStore};
 use support::data::webhook_data;
-use support::recorded_cluster::{
-    CLUSTERS, DEPLOYMENTS, ENVIRONMENTS, INGRESS_CLASSES, INGRESSES, NAMESPACES, SERVICES, STEP,
-    client, metric, recorded,
-};
 use support::state::unready_state;
 use tower::ServiceExt as _;
 
@@ -38,7 +38,7 @@ fn class_of(view: &View, id: &str) -> String {
 }
 
 async fn get(state: &AppState, uri: &str) -> (StatusCode, String) {
-    support::recorded_cluster::get(router(state.clone()), uri).await
+    styrmin_test_support::recorded_cluster::get(router(state.clone()), uri).await
 }
 
 /// Polls `condition` on the view store until it holds; fails with `what` after `STEP`.

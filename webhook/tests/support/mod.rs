@@ -3,6 +3,5 @@
 
 pub mod data;
 pub mod patched;
-pub mod recorded_cluster;
 pub mod review;
 pub mod state;
