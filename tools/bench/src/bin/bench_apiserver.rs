@@ -1,7 +1,7 @@
 //! A stand-in Kubernetes API server for `make bench-webhook`'s memory measurement of
 //! `--source kubernetes`: it answers every list the webhook makes with N generated objects
 //! (N StyrminDeployments, N Ingresses with the metadata a Helm-installed Ingress carries, N
-//! namespaces, N/10 service aliases), in pages of `limit` with a `continue` token as the API
+//! namespaces, N/10 service aliases, two IngressClasses), in pages of `limit` with a `continue` token as the API
 //! server does, and holds every watch open without events.
 //!
 //! `bench_apiserver ADDR N`
@@ -123,6 +123,12 @@ fn answers(n: usize) -> Vec<(String, Answer)> {
             "apiVersion": "v1", "kind": "Namespace", "metadata": meta(&format!("styrmin-app{i}"), None, i),
             "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}
         })).collect())),
+        // The IngressClasses the audit checks class names against: the cluster's two.
+        ("/apis/networking.k8s.io/v1/ingressclasses".into(), list("networking.k8s.io/v1", "IngressClassList",
+            ["traefik", "nginx"].into_iter().enumerate().map(|(i, class)| json!({
+                "apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": meta(class, None, i),
+                "spec": {"controller": format!("example.com/{class}")}
+            })).collect())),
     ]
 }
 
