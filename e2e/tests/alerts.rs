@@ -24,11 +24,8 @@ use e2e::{
     webhook_data, workspace_root,
 };
 use fake_apiserver::FakeApiServer;
-use recorded_cluster::answer_every_list;
 use serde_json::Value;
-
-#[path = "../../webhook/tests/support/recorded_cluster.rs"]
-mod recorded_cluster;
+use styrmin_test_support::recorded_cluster::answer_every_list;
 
 /// `promtool` on the PATH, or a failure that says how to get it.
 fn promtool() -> PathBuf {

@@ -16,8 +16,10 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use e2e::{Scratch, release_binary, run, utf8};
 use fake_apiserver::{FakeApiServer, Request as ApiRequest, WatchItem};
-use recorded_cluster::{INGRESSES, SERVICES, STEP, answer_every_list, client, metric};
 use serde_json::Value;
+use styrmin_test_support::recorded_cluster::{
+    self, INGRESSES, SERVICES, STEP, answer_every_list, client, metric,
+};
 use styrmin_webhook::api::{AppState, metrics_router};
 use styrmin_webhook::audit::AuditSettings;
 use styrmin_webhook::budget::RequestBudget;
@@ -25,9 +27,6 @@ use styrmin_webhook::decide::DecideOptions;
 use styrmin_webhook::kube_source::KubeSource;
 use styrmin_webhook::metrics::Metrics;
 use styrmin_webhook::view::{ViewSource as _, ViewStore};
-
-#[path = "../../webhook/tests/support/recorded_cluster.rs"]
-mod recorded_cluster;
 
 fn recorded(name: &str) -> String {
     recorded_cluster::recorded(&format!("audit/{name}"))

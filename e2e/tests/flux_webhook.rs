@@ -8,8 +8,7 @@ use std::process::Command;
 
 use e2e::{Scratch, release_binary, run, utf8};
 use serde_json::{Value, json};
-use styrmin_webhook::admission::AdmissionRequest;
-use styrmin_webhook::decide::{DecideOptions, Outcome, decide_with};
+use styrmin_webhook::decide::{Admission, DecideOptions, DecidedAt, Outcome, decide};
 use styrmin_webhook::policy_file::parse_policy;
 use support::RESOLUTION_TABLE;
 
@@ -24,15 +23,17 @@ fn helm_release() -> Value {
     })
 }
 
-fn helm_release_create() -> AdmissionRequest {
-    serde_json::from_value(json!({
-        "uid": "u-1",
-        "kind": {"group": "helm.toolkit.fluxcd.io", "version": "v2", "kind": "HelmRelease"},
-        "namespace": "styrmin-app",
-        "operation": "CREATE",
-        "object": helm_release(),
-    }))
-    .expect("review")
+fn helm_release_create() -> Admission {
+    Admission::new(
+        serde_json::from_value(json!({
+            "uid": "u-1",
+            "kind": {"group": "helm.toolkit.fluxcd.io", "version": "v2", "kind": "HelmRelease"},
+            "namespace": "styrmin-app",
+            "operation": "CREATE",
+            "object": helm_release(),
+        }))
+        .expect("review"),
+    )
 }
 
 #[test]
@@ -54,7 +55,7 @@ fn the_webhook_injects_exactly_what_the_cli_prints() {
         );
         let view = parse_policy(Path::new("policy.json"), &config.policy_yaml()).expect("policy");
         let request = helm_release_create();
-        let decision = decide_with(&view, &request, &on);
+        let decision = decide(&view, &request, &on, DecidedAt::now());
         let object = helm_release();
         let mut after = object.clone();
         json_patch::patch(&mut after, &decision.patch).expect("apply");

@@ -4,9 +4,7 @@
 //! holding on the project's own data, without nightly flags or a fuzzer (`make fuzz` runs the
 //! fuzzer; `fuzz/README.md`).
 
-#[path = "../../fuzz/src/lib.rs"]
-mod bodies;
-
+use styrmin_fuzz_bodies as bodies;
 use std::path::{Path, PathBuf};
 
 fn files(dir: &Path, extension: Option<&str>) -> Vec<PathBuf> {

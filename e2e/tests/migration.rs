@@ -21,10 +21,11 @@ use axum::http::{Request, header};
 use e2e::{Scratch, release_binary, run, utf8};
 use fake_apiserver::FakeApiServer;
 use http_body_util::BodyExt as _;
-use recorded_cluster::{
+use serde_json::{Value, json};
+use styrmin_test_support::recorded_cluster;
+use styrmin_test_support::recorded_cluster::{
     CLUSTERS, DEPLOYMENTS, ENVIRONMENTS, INGRESS_CLASSES, INGRESSES, NAMESPACES, SERVICES,
 };
-use serde_json::{Value, json};
 use styrmin_webhook::api::{AppState, router};
 use styrmin_webhook::budget::RequestBudget;
 use styrmin_webhook::decide::DecideOptions;
@@ -32,9 +33,6 @@ use styrmin_webhook::kube_source::build_view;
 use styrmin_webhook::metrics::Metrics;
 use styrmin_webhook::view::ViewStore;
 use tower::ServiceExt as _;
-
-#[path = "../../webhook/tests/support/recorded_cluster.rs"]
-mod recorded_cluster;
 
 fn recorded(name: &str) -> String {
     recorded_cluster::recorded(&format!("migration/{name}"))

@@ -10,20 +10,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "../../postrender/tests/support/ingress_gen.rs"]
-mod ingress_gen;
-
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use e2e::{Scratch, tool};
-use ingress_gen::{DocGen, Shape};
 use ingress_rules::{IngressTarget, LevelName, Origin, ResolvedIngress};
 use postrender::render::RenderRules;
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::Value;
+use styrmin_test_support::ingress_gen::{self, DocGen, Shape};
 
 const ANNOTATION: &str = "kubernetes.io/ingress.class";
 

@@ -1,5 +1,5 @@
 //! One rule set, as a property (proptest): for generated streams of Ingresses (the
-//! generators of `postrender/tests/support/ingress_gen.rs`, with class fields that the API
+//! generators of `test-support/src/ingress_gen.rs`, with class fields that the API
 //! server could hold: strings or nothing) and generated configuration levels, the
 //! post-renderer's output equals the webhook's patched object for every Ingress, on CREATE
 //! and UPDATE, and both warn about the same Ingresses (R5, W4).
@@ -10,9 +10,6 @@
 //! on 2 Dec 2026: 10,000 cases passed in 51 s).
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
-
-#[path = "../../postrender/tests/support/ingress_gen.rs"]
-mod ingress_gen;
 
 use std::path::Path;
 
@@ -25,7 +22,7 @@ use serde_json::Value;
 use styrmin_webhook::policy_file::parse_policy;
 use support::{Webhook, ingresses};
 
-use ingress_gen::{ConfigGen, StreamGen};
+use styrmin_test_support::ingress_gen::{self, ConfigGen, StreamGen};
 
 mod support;
 

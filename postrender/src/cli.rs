@@ -356,8 +356,7 @@ fn filter(
     } else {
         streaming::Keep::Output
     };
-    let mut stream =
-        streaming::render_stream_keeping(input, rules, streaming::BLOCK_BYTES, keep)?;
+    let mut stream = streaming::render_stream_keeping(input, rules, streaming::BLOCK_BYTES, keep)?;
     if mode.mode.is_warn() {
         // Warn: the edits are dropped, so what is written is the input as it came.
         let edits = std::mem::take(&mut stream.rendered.changed);

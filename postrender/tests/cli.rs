@@ -1,9 +1,8 @@
 //! The binary as Helm and users run it: exit codes, stdout, stderr, report file, env vars.
 
-#[path = "support/binary.rs"]
-mod binary;
+mod support;
 
-use binary::{INGRESS, config_file, run, text};
+use support::{INGRESS, config_file, run, text};
 
 const BARE: &str = "---\n# Source: web/templates/bare.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: bare\nspec:\n  rules: []\n";
 

@@ -1,9 +1,8 @@
 //! `styrmin-postrender flux` as users and scripts run it: exit codes, stdout, stderr.
 
-#[path = "support/binary.rs"]
-mod binary;
+mod support;
 
-use binary::{run, text};
+use support::{run, text};
 
 fn flux(args: &[&str], envs: &[(&str, &str)]) -> std::process::Output {
     let args: Vec<&str> = std::iter::once("flux")

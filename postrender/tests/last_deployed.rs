@@ -1,10 +1,9 @@
 //! W5 through the binary: the config's `last_deployed:` section and `--last-deployed`
 //! decide alone, and `explain` says whether the record or the levels applied.
 
-#[path = "support/binary.rs"]
-mod binary;
+mod support;
 
-use binary::{INGRESS, config_file, run, text};
+use support::{INGRESS, config_file, run, text};
 
 /// The cluster has just turned dedicated_ingress on; the application was last deployed
 /// with the shared class `contour` and keeps it until Styrmin redeploys it.

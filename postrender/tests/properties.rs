@@ -14,9 +14,6 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-#[path = "support/ingress_gen.rs"]
-mod ingress_gen;
-
 use ingress_rules::{INGRESS_API_VERSIONS, IngressTarget, Level, is_ingress_container_list};
 use postrender::config::StyrminConfig;
 use postrender::render::RenderRules;
@@ -24,7 +21,7 @@ use postrender::{documents, streaming};
 use proptest::prelude::*;
 use serde_json::Value;
 
-use ingress_gen::{ConfigGen, StreamGen};
+use styrmin_test_support::ingress_gen::{self, ConfigGen, StreamGen};
 
 fn rules(config: &ConfigGen) -> RenderRules {
     let config = StyrminConfig::from_yaml(&config.postrender_yaml(), "generated").unwrap();

@@ -7,14 +7,9 @@ use ingress_rules::{IngressTarget, Level, resolve};
 use postrender::config::StyrminConfig;
 use postrender::render::RenderRules;
 use postrender::{documents, streaming};
-use rendered::{is_ingress, rendered_streams};
-use resolution_table::RESOLUTION_TABLE;
 use serde_json::Value;
-
-#[path = "support/rendered.rs"]
-mod rendered;
-#[path = "support/resolution_table.rs"]
-mod resolution_table;
+use styrmin_test_support::rendered::{is_ingress, rendered_streams};
+use styrmin_test_support::resolution_table::RESOLUTION_TABLE;
 
 fn fixtures() -> Vec<(String, String)> {
     rendered_streams()

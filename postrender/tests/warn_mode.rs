@@ -2,10 +2,9 @@
 //! `enforce` would change goes to stderr and `--report`, and `--strict` turns it into a
 //! failing CI gate.
 
-#[path = "support/binary.rs"]
-mod binary;
+mod support;
 
-use binary::{INGRESS, config_file, run, text};
+use support::{INGRESS, config_file, run, text};
 
 /// A real rendered chart with six Ingresses (parent chart, subcharts and List items).
 const UMBRELLA: &str = include_str!("data/rendered/umbrella-mix.helm4-postrenderer-stdin.yaml");

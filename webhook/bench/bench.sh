@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench-webhook: styrmin-webhook against a floor server (webhook/examples/floor.rs), both
+# make bench-webhook: styrmin-webhook against a floor server (tools/bench/src/bin/floor.rs), both
 # over TLS on loopback, with a ~3 KB Ingress AdmissionReview, at 500 and 2,000 requests/s (16
 # connections) and then as fast as they go (50 connections), in ROUNDS interleaved rounds;
 # 10,000 deployments in the webhook's view. Prints a markdown table and the ratios per round.
@@ -7,7 +7,7 @@
 # (no patch, an admission warning instead) and runs in every round too: warn / enforce p99.
 # Then the memory of `--source kubernetes` with the audit (memory-kubernetes.sh), and `plan`
 # with 10,000 Ingresses (plan.sh).
-# Load generator: webhook/examples/loadgen.rs (ours: oha takes many minutes to build from source).
+# Load generator: tools/bench/src/bin/loadgen.rs (ours: oha takes many minutes to build from source).
 set -euo pipefail
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 CONNECTIONS=${CONNECTIONS:-16}
@@ -34,7 +34,7 @@ sed 's/^cluster: {ingress_class: traefik}$/cluster: {ingress_class: traefik, enf
   --tls-cert "$WORK/certs/tls.crt" --tls-key "$WORK/certs/tls.key" --policy-file "$WORK/policy.yaml" \
   2> "$WORK/webhook.log" &
 WEBHOOK_PID=$!; PIDS+=("$WEBHOOK_PID")
-"$BIN/examples/floor" 127.0.0.1:18444 "$WORK/certs/tls.crt" "$WORK/certs/tls.key" 2> "$WORK/floor.log" &
+"$BIN/floor" 127.0.0.1:18444 "$WORK/certs/tls.crt" "$WORK/certs/tls.key" 2> "$WORK/floor.log" &
 PIDS+=("$!")
 TARGETS="floor:18444 webhook:18443"
 if [ "$WARN" = 1 ]; then
@@ -53,7 +53,7 @@ BODY=webhook/tests/data/admission/crafted__ingress-v1-create__bench-3kb.json
 run() { # server port rate
   local connections=$CONNECTIONS
   [ "$3" = 0 ] && connections=$MAX_CONNECTIONS
-  "$BIN/examples/loadgen" --addr "127.0.0.1:$2" --ca "$WORK/certs/ca.crt" --body "$BODY" \
+  "$BIN/loadgen" --addr "127.0.0.1:$2" --ca "$WORK/certs/ca.crt" --body "$BODY" \
     --rate "$3" --seconds "$SECONDS_PER_RUN" --connections "$connections"
 }
 # Warm up both, then measure: every round runs each rate on the floor and then the webhook,

@@ -2,7 +2,7 @@
 # The webhook's memory with `--source kubernetes` and the audit: N StyrminDeployments, N
 # Ingresses (with the labels, annotations and managed fields a Helm install gives them), N
 # namespaces and N/10 service aliases, listed from a stand-in API server
-# (webhook/examples/bench_apiserver.rs). The baseline, in the same run, is the same webhook
+# (tools/bench/src/bin/bench_apiserver.rs). The baseline, in the same run, is the same webhook
 # with N=0. Target: < 64 MB with N = 10,000. Called by bench.sh; runs alone too.
 set -euo pipefail
 N=${N:-10000}
@@ -12,7 +12,7 @@ source "$(dirname "$0")/setup.sh"
 # measure N API_PORT METRICS_PORT -> "rss_kib peak_kib ingresses seconds_to_audit"
 measure() {
   local n=$1 api=$2 metrics=$3
-  "$BIN/examples/bench_apiserver" "127.0.0.1:$api" "$n" 2>/dev/null &
+  "$BIN/bench_apiserver" "127.0.0.1:$api" "$n" 2>/dev/null &
   local api_pid=$!; PIDS+=("$api_pid")
   cat > "$WORK/kubeconfig-$n" <<KUBECONFIG
 apiVersion: v1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `styrmin-webhook plan` on a cluster of N StyrminDeployments and N Ingresses (the stand-in API
-# server webhook/examples/bench_apiserver.rs), proposing a new class for all 20 environments:
+# server tools/bench/src/bin/bench_apiserver.rs), proposing a new class for all 20 environments:
 # wall time and peak memory (/usr/bin/time -v). The baseline, in the same run and interleaved,
 # is `styrmin-webhook audit` on the same cluster (the same lists, one judgement per Ingress).
 # Target: plan under 5 s and 64 MB with N = 10,000. Called by bench.sh; runs alone too.
@@ -10,7 +10,7 @@ ROUNDS=${ROUNDS:-3}
 # shellcheck source=webhook/bench/setup.sh
 source "$(dirname "$0")/setup.sh"
 API=18480
-"$BIN/examples/bench_apiserver" "127.0.0.1:$API" "$N" 2>/dev/null &
+"$BIN/bench_apiserver" "127.0.0.1:$API" "$N" 2>/dev/null &
 PIDS+=("$!")
 cat > "$WORK/kubeconfig" <<KUBECONFIG
 apiVersion: v1

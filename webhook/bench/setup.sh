@@ -2,7 +2,7 @@
 # the bench examples; a scratch folder with a serving certificate; every process a benchmark
 # starts (PIDS) stopped, and the scratch folder removed, on exit.
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-cargo build --release --locked -p styrmin-webhook -p styrmin-certs --bins --examples >&2
+cargo build --release --locked -p styrmin-webhook -p styrmin-certs -p styrmin-webhook-bench --bins >&2
 BIN=target/release
 WORK=$(mktemp -d)
 PIDS=()

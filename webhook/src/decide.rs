@@ -106,6 +106,9 @@ pub struct Decision {
     /// For an Ingress (or a HelmRelease given Styrmin's post-renderer): the settings that
     /// applied and whether the deployment's record or its levels decided them (W5).
     pub settings: Option<AppliedSettings>,
+    /// A HelmRelease whose post-renderers did not fit the time budget: allowed unchanged,
+    /// with a warning ([`FLUX_OVER_BUDGET_REASON`]).
+    pub flux_over_budget: bool,
 }
 
 impl Decision {
@@ -117,6 +120,7 @@ impl Decision {
             status: None,
             reason: reason.into(),
             settings: None,
+            flux_over_budget: false,
         }
     }
 
@@ -128,6 +132,7 @@ impl Decision {
             status: Some(Status::failure(code, reason, message)),
             reason: Cow::Borrowed(reason),
             settings: None,
+            flux_over_budget: false,
         }
     }
 
@@ -165,48 +170,67 @@ impl Default for DecideOptions {
     }
 }
 
-/// Decides one request, with the default options (the decision tables' shorthand).
-#[cfg(test)]
-pub(crate) fn decide(view: &View, request: &AdmissionRequest) -> Decision {
-    decide_with(view, request, &DecideOptions::default())
-}
-
 /// The `reason` of a HelmRelease allowed unchanged because its post-renderers did not fit the
-/// time budget.
+/// time budget ([`Decision::flux_over_budget`]).
 pub const FLUX_OVER_BUDGET_REASON: &str = "flux post-renderers over the time budget";
 
-/// Decides one request, now.
-pub fn decide_with(view: &View, request: &AdmissionRequest, options: &DecideOptions) -> Decision {
-    decide_within(view, request, options, None)
+/// One request to decide, and what it is about (classified once, when it arrives).
+#[derive(Debug)]
+pub struct Admission {
+    request: AdmissionRequest,
+    kind: ReviewKind,
 }
 
-/// Decides one request, now; a HelmRelease's post-renderers must be classified before
-/// `flux_deadline`, else it is allowed unchanged with a warning ([`FLUX_OVER_BUDGET_REASON`]).
-pub fn decide_within(
-    view: &View,
-    request: &AdmissionRequest,
-    options: &DecideOptions,
-    flux_deadline: Option<Instant>,
-) -> Decision {
-    decide_at(
-        view,
-        request,
-        options,
-        crate::clock::unix_now(),
-        flux_deadline,
-    )
+impl Admission {
+    pub fn new(request: AdmissionRequest) -> Self {
+        let kind = ReviewKind::of(&request);
+        Admission { request, kind }
+    }
+
+    pub fn request(&self) -> &AdmissionRequest {
+        &self.request
+    }
+
+    pub fn kind(&self) -> ReviewKind {
+        self.kind
+    }
 }
 
-/// Decides one request as at `now` (unix seconds; only the W2 message of a stuck removal
-/// depends on it), with an optional deadline for a HelmRelease's post-renderers.
-pub fn decide_at(
+/// When a request is decided: the time (unix seconds; only the W2 message of a stuck
+/// removal depends on it), and by when a HelmRelease's post-renderers must be classified,
+/// else it is allowed unchanged with a warning ([`Decision::flux_over_budget`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecidedAt {
+    pub now: i64,
+    pub flux_deadline: Option<Instant>,
+}
+
+impl DecidedAt {
+    /// Now, with no deadline.
+    pub fn now() -> Self {
+        DecidedAt {
+            now: crate::clock::unix_now(),
+            flux_deadline: None,
+        }
+    }
+
+    /// Now, with this deadline for a HelmRelease's post-renderers.
+    pub fn now_within(flux_deadline: Instant) -> Self {
+        DecidedAt {
+            flux_deadline: Some(flux_deadline),
+            ..DecidedAt::now()
+        }
+    }
+}
+
+/// Decides one request.
+pub fn decide(
     view: &View,
-    request: &AdmissionRequest,
+    admission: &Admission,
     options: &DecideOptions,
-    now: i64,
-    flux_deadline: Option<Instant>,
+    at: DecidedAt,
 ) -> Decision {
-    let kind = ReviewKind::of(request);
+    let (request, kind) = (&admission.request, admission.kind);
     if kind == ReviewKind::Other {
         return Decision::allowed("not an Ingress or a deployment object");
     }
@@ -230,15 +254,29 @@ pub fn decide_at(
     match kind {
         ReviewKind::Ingress => decide_ingress(view, owner, object),
         ReviewKind::HelmRelease if options.flux_post_renderer => {
-            let decision = decide_deploy(view, request, kind, owner, object, options, now);
+            let decision = decide_deploy(&Deploy {
+                view,
+                request,
+                kind,
+                owner,
+                object,
+                options,
+                now: at.now,
+            });
             if decision.outcome == Outcome::Denied {
                 return decision;
             }
-            decide_flux(view, owner, object, decision, flux_deadline)
+            decide_flux(view, owner, object, decision, at.flux_deadline)
         }
-        ReviewKind::StyrminDeployment | ReviewKind::HelmRelease => {
-            decide_deploy(view, request, kind, owner, object, options, now)
-        }
+        ReviewKind::StyrminDeployment | ReviewKind::HelmRelease => decide_deploy(&Deploy {
+            view,
+            request,
+            kind,
+            owner,
+            object,
+            options,
+            now: at.now,
+        }),
         ReviewKind::Other => Decision::allowed("not an Ingress or a deployment object"),
     }
 }
@@ -338,6 +376,7 @@ fn decide_ingress(view: &View, owner: &str, object: &KubeObject) -> Decision {
                 IngressTarget::NoClass => "warn: would patch, no class (R5)",
             }),
             settings: Some(settings),
+            flux_over_budget: false,
         };
     }
     let (outcome, reason) = match (target, patch.is_empty()) {
@@ -353,6 +392,7 @@ fn decide_ingress(view: &View, owner: &str, object: &KubeObject) -> Decision {
         status: None,
         reason: Cow::Borrowed(reason),
         settings: Some(settings),
+        flux_over_budget: false,
     }
 }
 
@@ -379,6 +419,7 @@ fn decide_flux(
             warnings,
             reason: Cow::Borrowed(FLUX_OVER_BUDGET_REASON),
             settings: Some(settings),
+            flux_over_budget: true,
             ..allowed
         };
     }
@@ -410,6 +451,7 @@ fn decide_flux(
         status: None,
         reason: Cow::Borrowed("flux post-renderer"),
         settings: Some(settings),
+        flux_over_budget: false,
     }
 }
 
@@ -430,16 +472,29 @@ pub fn decided_by_words(view: &View, owner: &str, resolved: &ResolvedIngress) ->
     }
 }
 
-/// W2: the deploy block while an environment's dedicated controller is being removed.
-fn decide_deploy(
-    view: &View,
-    request: &AdmissionRequest,
+/// A deploy (a StyrminDeployment or a HelmRelease) of deployment `owner`, as W2 judges it.
+struct Deploy<'a> {
+    view: &'a View,
+    request: &'a AdmissionRequest,
     kind: ReviewKind,
-    owner: &str,
-    object: &KubeObject,
-    options: &DecideOptions,
+    owner: &'a str,
+    object: &'a KubeObject,
+    options: &'a DecideOptions,
+    /// Unix seconds (the message of a stuck removal says for how long).
     now: i64,
-) -> Decision {
+}
+
+/// W2: the deploy block while an environment's dedicated controller is being removed.
+fn decide_deploy(deploy: &Deploy<'_>) -> Decision {
+    let &Deploy {
+        view,
+        request,
+        kind,
+        owner,
+        object,
+        options,
+        now,
+    } = deploy;
     if request.operation == Operation::Update {
         // Status, finalizers and other metadata only: never denied. A missing old object
         // cannot show that, so it counts as a change.
@@ -549,44 +604,3 @@ pub fn stuck_removal(
         advice = hold.advice(id),
     ))
 }
-
-#[cfg(test)]
-mod tests;
-
-/// What the tests of every decision that answers with a JSON patch read: the object after
-/// the patch, and an Ingress's two class fields.
-#[cfg(test)]
-pub(crate) mod patched {
-    use json_patch::PatchOperation;
-    use serde_json::Value;
-
-    /// `object` after the RFC 6902 operations `ops`.
-    pub(crate) fn apply(object: &Value, ops: &[PatchOperation]) -> Value {
-        let mut out = object.clone();
-        json_patch::patch(&mut out, ops).expect("the patch applies");
-        out
-    }
-
-    /// The operations as they go on the wire.
-    pub(crate) fn wire(ops: &[PatchOperation]) -> Value {
-        serde_json::to_value(ops).expect("operations serialize")
-    }
-
-    /// An Ingress's `spec.ingressClassName` and class annotation.
-    pub(crate) fn classes(object: &Value) -> (Option<&str>, Option<&str>) {
-        (
-            object
-                .pointer("/spec/ingressClassName")
-                .and_then(Value::as_str),
-            object
-                .pointer("/metadata/annotations/kubernetes.io~1ingress.class")
-                .and_then(Value::as_str),
-        )
-    }
-}
-
-#[cfg(test)]
-pub(crate) mod review;
-
-#[cfg(test)]
-mod scenarios;

@@ -164,13 +164,24 @@ pub fn build_class_patch(shape: ClassFieldsShape, changes: &[FieldChange]) -> Ve
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use ingress_rules::example_targets::{dedicated, shared};
     use ingress_rules::{IngressTarget, enforce};
     use rstest::rstest;
 
     use super::*;
-    use crate::decide::patched::{apply, wire};
+
+    /// `object` after the RFC 6902 operations `ops` (the flux tests read it too).
+    pub(crate) fn apply(object: &Value, ops: &[PatchOperation]) -> Value {
+        let mut out = object.clone();
+        json_patch::patch(&mut out, ops).expect("the patch applies");
+        out
+    }
+
+    /// The operations as they go on the wire.
+    pub(crate) fn wire(ops: &[PatchOperation]) -> Value {
+        serde_json::to_value(ops).expect("operations serialize")
+    }
 
     fn ingress(metadata: Value, spec: Option<Value>) -> Value {
         let mut object =

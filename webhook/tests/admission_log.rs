@@ -14,8 +14,7 @@ use styrmin_webhook::api::router;
 use styrmin_webhook::policy_file::parse_policy;
 use tower::ServiceExt as _;
 
-#[path = "support/state.rs"]
-mod support_state;
+mod support;
 
 /// A log destination the test can read back.
 #[derive(Clone, Default)]
@@ -51,7 +50,7 @@ async fn the_log_names_the_settings_and_the_key_that_decided_them() {
            web1: {last_deployed: {ingress_class: nginx}}\n",
     )
     .unwrap();
-    let state = support_state::state_serving(view);
+    let state = support::state::state_serving(view);
 
     // The record holds web1 on nginx while the levels give the dedicated controller: the
     // INFO line of a deployment waiting for its redeploy carries the span's fields.

@@ -15,24 +15,19 @@ use axum::http::{Request, StatusCode};
 use fake_apiserver::{FakeApiServer, Request as ApiRequest, WatchItem};
 use http_body_util::BodyExt as _;
 use ingress_rules::IngressTarget;
-use recorded_cluster::{
+use serde_json::{Value, json};
+use styrmin_test_support::recorded_cluster::{
     CLUSTERS, DEPLOYMENTS, ENVIRONMENTS, INGRESS_CLASSES, INGRESSES, NAMESPACES, SERVICES, STEP,
     client, metric, recorded,
 };
-use serde_json::{Value, json};
 use styrmin_webhook::api::{AppState, router};
 use styrmin_webhook::kube_source::{API_CALLS, ApiCall, KubeSource};
 use styrmin_webhook::view::{Phase, View, ViewSource as _, ViewStore};
-use support_data::webhook_data;
-use support_state::unready_state;
+use support::data::webhook_data;
+use support::state::unready_state;
 use tower::ServiceExt as _;
 
-#[path = "support/recorded_cluster.rs"]
-mod recorded_cluster;
-#[path = "support/data.rs"]
-mod support_data;
-#[path = "support/state.rs"]
-mod support_state;
+mod support;
 
 /// What an Ingress of deployment `id` gets from the view: a class, "" or "dedicated".
 fn class_of(view: &View, id: &str) -> String {
@@ -43,7 +38,7 @@ fn class_of(view: &View, id: &str) -> String {
 }
 
 async fn get(state: &AppState, uri: &str) -> (StatusCode, String) {
-    recorded_cluster::get(router(state.clone()), uri).await
+    styrmin_test_support::recorded_cluster::get(router(state.clone()), uri).await
 }
 
 /// Polls `condition` on the view store until it holds; fails with `what` after `STEP`.

@@ -13,14 +13,11 @@ use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use styrmin_webhook::api::{AppState, metrics_router, router};
 use styrmin_webhook::policy_file::parse_policy;
-use support_data::webhook_data;
-use support_state::state_serving;
+use support::data::webhook_data;
+use support::state::state_serving;
 use tower::ServiceExt as _;
 
-#[path = "support/data.rs"]
-mod support_data;
-#[path = "support/state.rs"]
-mod support_state;
+mod support;
 
 /// The webhook tests' policy (`admission/policy.yaml`) with `extra` lines added to a level.
 fn state(cluster: &str, stage: &str) -> AppState {

@@ -14,14 +14,11 @@ use styrmin_webhook::api::{AppState, router};
 use styrmin_webhook::budget::MAX_BODY_BYTES;
 use styrmin_webhook::policy_file::load_policy;
 use styrmin_webhook::view::ViewSink;
-use support_data::webhook_data;
-use support_state::{state_serving, unready_state};
+use support::data::webhook_data;
+use support::state::{state_serving, unready_state};
 use tower::ServiceExt as _;
 
-#[path = "support/data.rs"]
-mod support_data;
-#[path = "support/state.rs"]
-mod support_state;
+mod support;
 
 const CLASS: &str = "kubernetes.io/ingress.class";
 

@@ -1,5 +1,5 @@
 //! What several end-to-end tests share: the resolution table and the real rendered streams
-//! (both from the post-renderer's tests, included here), and the webhook answering in-process.
+//! (both from `styrmin-test-support`), and the webhook answering in-process.
 //!
 //! Each test file that uses it says `mod support;`; not every file uses every item.
 #![allow(dead_code)]
@@ -20,15 +20,10 @@ use styrmin_webhook::policy_file::parse_policy;
 use styrmin_webhook::view::ViewStore;
 use tower::ServiceExt as _;
 
-#[path = "../../../postrender/tests/support/rendered.rs"]
-mod rendered;
-#[path = "../../../postrender/tests/support/resolution_table.rs"]
-mod resolution_table;
-
 #[allow(unused_imports)] // each test file uses some of them
-pub use rendered::{is_ingress, rendered_streams};
+pub use styrmin_test_support::rendered::{is_ingress, rendered_streams};
 #[allow(unused_imports)]
-pub use resolution_table::{RESOLUTION_TABLE, TableConfig};
+pub use styrmin_test_support::resolution_table::{RESOLUTION_TABLE, TableConfig};
 
 /// The Ingresses of a stream, in order, as JSON (List and IngressList items included).
 /// The objects of a stream as kustomize sees them: blank documents dropped, a `List` (or

@@ -10,33 +10,32 @@ use axum::response::{IntoResponse, Response};
 
 use super::refusal;
 use super::state::AppState;
-use crate::admission::{AdmissionRequest, encode_review, parse_review};
+use crate::admission::{encode_review, parse_review};
 use crate::budget::Peer;
 use crate::client_text::clip;
-use crate::decide::{Decision, FLUX_OVER_BUDGET_REASON, Outcome, ReviewKind, decide_within};
+use crate::decide::{Admission, DecidedAt, Decision, Outcome, ReviewKind, decide};
 use crate::metrics::RequestLabels;
 
 /// The decision; a HelmRelease whose post-renderers Styrmin edits is decided on a blocking
 /// thread, one at a time, within the Flux time budget (its patch texts are YAML to parse).
 async fn decide_request(
     state: &AppState,
-    request: &Arc<AdmissionRequest>,
-    kind: ReviewKind,
+    admission: &Arc<Admission>,
     started: Instant,
 ) -> Decision {
     let options = *state.options();
     let view = state.view().load();
-    if !(kind == ReviewKind::HelmRelease && options.flux_post_renderer) {
-        return decide_within(&view, request, &options, None);
+    if !(admission.kind() == ReviewKind::HelmRelease && options.flux_post_renderer) {
+        return decide(&view, admission, &options, DecidedAt::now());
     }
     let deadline = started + state.budget().flux_budget;
     let permits = state.budget().flux_decisions.clone();
     let decided = tokio::time::timeout_at(deadline.into(), async {
         let permit = permits.acquire_owned().await.ok()?;
-        let (view, request) = (view.clone(), request.clone());
+        let (view, admission) = (view.clone(), admission.clone());
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            decide_within(&view, &request, &options, Some(deadline))
+            decide(&view, &admission, &options, DecidedAt::now_within(deadline))
         })
         .await
         .ok()
@@ -46,7 +45,12 @@ async fn decide_request(
         Ok(Some(decision)) => decision,
         // No turn before the deadline (or the task failed): the deadline has passed, so only
         // the cheap part runs (W2) and the post-renderers are left as they are.
-        _ => decide_within(&view, request, &options, Some(Instant::now())),
+        _ => decide(
+            &view,
+            admission,
+            &options,
+            DecidedAt::now_within(Instant::now()),
+        ),
     }
 }
 
@@ -70,23 +74,43 @@ pub async fn mutate(State(state): State<AppState>, request: axum::extract::Reque
     };
     drop(body);
     let api_version = review.api_version;
-    let request = Arc::new(review.request);
-    let kind = ReviewKind::of(&request);
-    let decision = decide_request(&state, &request, kind, started).await;
-    let span = tracing::info_span!(
-        "admission",
-        uid = %clip(&request.uid),
-        kind = kind.as_str(),
-        request_kind = request.request_kind.as_ref().map(|k| clip(&k.kind)).as_deref(),
-        operation = request.operation.as_str(),
-        namespace = %clip(request.namespace().unwrap_or("")),
-        name = %clip(request.name().unwrap_or("")),
+    let admission = Arc::new(Admission::new(review.request));
+    let body = admit(&state, &admission, api_version, started).await;
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// Decides one review and encodes the answer, in the `admission` span of the request.
+#[tracing::instrument(
+    name = "admission",
+    skip_all,
+    fields(
+        uid = %clip(&admission.request().uid),
+        kind = admission.kind().as_str(),
+        request_kind = admission.request().request_kind.as_ref().map(|k| clip(&k.kind)).as_deref(),
+        operation = admission.request().operation.as_str(),
+        namespace = %clip(admission.request().namespace().unwrap_or("")),
+        name = %clip(admission.request().name().unwrap_or("")),
         decision = tracing::field::Empty,
         settings = tracing::field::Empty,
         applied = tracing::field::Empty,
         decided_by = tracing::field::Empty,
-    );
-    let _entered = span.enter();
+    )
+)]
+async fn admit(
+    state: &AppState,
+    admission: &Arc<Admission>,
+    api_version: &'static str,
+    started: Instant,
+) -> Vec<u8> {
+    let decision = decide_request(state, admission, started).await;
+    record_outcome(state, admission, &decision, started);
+    let request = admission.request();
+    encode_review(api_version, &decision.into_response(&request.uid))
+}
+
+/// The decision in the current span, the log and the metrics.
+fn record_outcome(state: &AppState, admission: &Admission, decision: &Decision, started: Instant) {
+    let span = tracing::Span::current();
     span.record("decision", decision.outcome.as_str());
     if let Some(settings) = &decision.settings {
         // W5: whether the deployment's last-deployed record or its levels decided.
@@ -109,15 +133,15 @@ pub async fn mutate(State(state): State<AppState>, request: axum::extract::Reque
             );
         }
     }
-    if decision.reason == FLUX_OVER_BUDGET_REASON {
+    let metrics = state.metrics();
+    if decision.flux_over_budget {
         metrics.flux_budget_exceeded.inc();
         tracing::warn!(
             budget_ms = state.budget().flux_budget.as_millis(),
             "HelmRelease allowed unchanged: its post-renderers did not fit the time budget"
         );
     }
-    let outcome = decision.outcome;
-    match outcome {
+    match decision.outcome {
         Outcome::Denied => tracing::info!(
             reason = %decision.reason,
             message = decision.status.as_ref().map(|s| clip(&s.message)).as_deref(),
@@ -143,19 +167,17 @@ pub async fn mutate(State(state): State<AppState>, request: axum::extract::Reque
             }
         }
     }
-    let body = encode_review(api_version, &decision.into_response(&request.uid));
     metrics
         .requests
         .get_or_create(&RequestLabels {
-            kind: kind.as_str(),
-            operation: request.operation.as_str(),
-            outcome: outcome.as_str(),
+            kind: admission.kind().as_str(),
+            operation: admission.request().operation.as_str(),
+            outcome: decision.outcome.as_str(),
         })
         .inc();
     metrics
         .request_duration
         .observe(started.elapsed().as_secs_f64());
-    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 /// Alive: answers while the process serves HTTP.

@@ -2,12 +2,18 @@
 //! as the API server returns them (JSON), so these also check the CRD types' field names.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use ingress_rules::IngressTarget;
+use k8s_openapi::api::networking::v1::IngressClass;
+use k8s_openapi::apimachinery::pkg::version::Info;
+use kube::Resource;
 use rstest::rstest;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
+use crate::view::{Phase, Role, View};
 
 fn cluster(name: &str, spec: Value) -> Arc<StyrminCluster> {
     Arc::new(

@@ -1,5 +1,5 @@
 //! Running the `styrmin-postrender` binary as Helm and users do, for the command-line tests.
-//! Each test file that uses it says `#[path = "support/binary.rs"] mod binary;`.
+//! Each test file that uses it says `mod support;`.
 #![allow(dead_code)]
 
 use std::io::Write;

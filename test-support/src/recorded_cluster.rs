@@ -1,9 +1,7 @@
 //! The webhook's `--source kubernetes` against a recorded cluster: the paths it lists and
 //! watches, the recorded answers of `webhook/tests/data/apiserver/`, a `kube::Client` for
-//! the fake API server, and reading the webhook's own answers. The audit's end-to-end tests
-//! (`e2e/tests/audit.rs`, `e2e/tests/alerts.rs`) include this file too, so paths start at the
-//! workspace root.
-#![allow(dead_code)] // each test file uses some of it
+//! the fake API server, and reading the webhook's own answers: for the webhook's tests and
+//! the audit's end-to-end tests (`e2e/tests/audit.rs`, `e2e/tests/alerts.rs`).
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The benchmark's floor: a minimal axum + rustls server that parses the AdmissionReview and
 //! returns a fixed answer. `make bench-webhook` compares `styrmin-webhook` against it.
 //!
-//! `cargo run --release --example floor -- ADDR:PORT CERT KEY`
+//! `cargo run --release -p styrmin-webhook-bench --bin floor -- ADDR:PORT CERT KEY`
 
 use std::sync::Arc;
 

@@ -1,8 +1,5 @@
 //! The real rendered streams of `postrender/tests/data/rendered/` (Helm 3 and Helm 4 output,
-//! and what each writes to a post-renderer), and what counts as an Ingress in them. The
-//! end-to-end tests include this file too (`e2e/tests/support/mod.rs`), so paths start at
-//! the workspace root.
-#![allow(dead_code)]
+//! and what each writes to a post-renderer), and what counts as an Ingress in them.
 
 use std::path::{Path, PathBuf};
 

@@ -4,10 +4,8 @@
 //! readers take for booleans or numbers, quoted), Lists of Ingresses, documents that are not
 //! Ingresses, and comments; and the three configuration levels.
 //!
-//! Shared by `postrender/tests/properties.rs` and `e2e/tests/properties_one_rule_set.rs`
-//! (included there with `#[path]`).
-
-#![allow(dead_code)] // each includer uses its part
+//! Shared by `postrender/tests/properties.rs`, `e2e/tests/properties_one_rule_set.rs` and
+//! `e2e/tests/postrender_go_readers.rs`.
 
 use proptest::prelude::*;
 

@@ -1,7 +1,5 @@
 //! The resolution table (docs/rules.md §1), written once: each level × absent / null / "" /
-//! value, and dedicated at each level. The post-renderer's tests read it here; the
-//! end-to-end tests include this file too (`e2e/tests/support/mod.rs`).
-#![allow(dead_code)]
+//! value, and dedicated at each level, for the post-renderer's tests and the end-to-end ones.
 
 use std::fmt;
 

@@ -3,12 +3,12 @@
 
 use serde_json::{Value, json};
 
-use super::{Decision, decide};
-use crate::admission::AdmissionRequest;
-use crate::view::View;
+use styrmin_webhook::admission::AdmissionRequest;
+use styrmin_webhook::decide::{Admission, DecideOptions, DecidedAt, Decision};
+use styrmin_webhook::view::View;
 
 /// A request with an empty `kind`: the object's own `apiVersion` and `kind` say what it is.
-pub(crate) fn request(
+pub fn request(
     operation: &str,
     namespace: &str,
     object: Value,
@@ -25,23 +25,34 @@ pub(crate) fn request(
     .expect("request")
 }
 
+/// The decision on `request`, now, with the default options.
+pub fn decide(view: &View, request: &AdmissionRequest) -> Decision {
+    decide_with(view, request, &DecideOptions::default(), DecidedAt::now())
+}
+
+/// The decision on `request` with these options, at this time.
+pub fn decide_with(
+    view: &View,
+    request: &AdmissionRequest,
+    options: &DecideOptions,
+    at: DecidedAt,
+) -> Decision {
+    styrmin_webhook::decide::decide(view, &Admission::new(request.clone()), options, at)
+}
+
 /// The decision, with the default options, on a CREATE of `object` in `namespace`.
-pub(crate) fn create(view: &View, namespace: &str, object: Value) -> Decision {
+pub fn create(view: &View, namespace: &str, object: Value) -> Decision {
     decide(view, &request("CREATE", namespace, object, None))
 }
 
 /// The decision, with the default options, on an UPDATE from `old` to `new` in `namespace`.
-pub(crate) fn update(view: &View, namespace: &str, new: Value, old: Value) -> Decision {
+pub fn update(view: &View, namespace: &str, new: Value, old: Value) -> Decision {
     decide(view, &request("UPDATE", namespace, new, Some(old)))
 }
 
 /// An Ingress with one rule, its `spec.ingressClassName` and its class annotation (next to
 /// an annotation that must be kept).
-pub(crate) fn ingress(
-    api_version: &str,
-    class_name: Option<&str>,
-    annotation: Option<&str>,
-) -> Value {
+pub fn ingress(api_version: &str, class_name: Option<&str>, annotation: Option<&str>) -> Value {
     let mut object = json!({
         "apiVersion": api_version, "kind": "Ingress",
         "metadata": {"name": "web"},
@@ -58,7 +69,7 @@ pub(crate) fn ingress(
 }
 
 /// A RUNNING StyrminDeployment of `environment` in this `role`, deploying `image`.
-pub(crate) fn styrmin_deployment(environment: &str, role: &str, image: &str) -> Value {
+pub fn styrmin_deployment(environment: &str, role: &str, image: &str) -> Value {
     json!({
         "apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminDeployment",
         "metadata": {"name": "app", "finalizers": []},
@@ -68,7 +79,7 @@ pub(crate) fn styrmin_deployment(environment: &str, role: &str, image: &str) -> 
 }
 
 /// A HelmRelease of API `version` for this version of its chart.
-pub(crate) fn helm_release(version: &str, chart_version: &str) -> Value {
+pub fn helm_release(version: &str, chart_version: &str) -> Value {
     json!({
         "apiVersion": format!("helm.toolkit.fluxcd.io/{version}"), "kind": "HelmRelease",
         "metadata": {"name": "app"},

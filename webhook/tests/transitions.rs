@@ -16,16 +16,20 @@
 //!
 //! Each test is named after the sentence of the product page it checks.
 
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
 use std::collections::HashMap;
 
 use ingress_rules::example_targets::{dedicated, shared};
 use ingress_rules::{DedicatedIngress, IngressTarget, Level, Setting, SettingsSource};
 use serde_json::{Value, json};
 
-use super::*;
-use crate::decide::patched::{apply, classes};
-use crate::decide::review::{create, helm_release, ingress, request, styrmin_deployment, update};
-use crate::view::{Deployment, Phase, Role, View};
+use styrmin_webhook::decide::*;
+use styrmin_webhook::view::{Deployment, Phase, Role, View};
+use support::patched::{apply, classes};
+use support::review::{create, decide, helm_release, ingress, request, styrmin_deployment, update};
+
+mod support;
 
 const CHART_CLASS: &str = "chart-class";
 const EDITED_CLASS: &str = "edited-by-hand";

@@ -1,23 +1,4 @@
-//! The `--source kubernetes` view source (rule W3): kube-rs reflectors on the three Styrmin
-//! custom resources, turned into the same [`View`] that `--policy-file` feeds, and on the
-//! Ingresses, service aliases and namespaces the audit reads ([`WatchedResource`]).
-//!
-//! The part that talks to the API server is small: [`KubeSource::run`] starts one
-//! `watcher` + `reflector` per resource (every call it may make is in [`API_CALLS`], which the
-//! ClusterRole in `charts/styrmin-webhook/templates/rbac.yaml` must match), reads `/version` once, and after
-//! each batch of watch events rebuilds the view from the three stores with the pure
-//! [`build_view`]. Nothing here runs while a request is answered: handlers only load the
-//! published view.
-//!
-//! - Not ready until every resource has been listed completely once (the watcher's
-//!   `InitDone`) and the version has been read (or given up on after a few tries).
-//! - A watch error keeps the last view in force: the watcher reconnects with kube-runtime's
-//!   `default_backoff` (0.8 s doubling to 30 s), resumes from the last resource version
-//!   (bookmarks included), and relists after `410 Gone`; the reflector swaps a relist in
-//!   only once it is complete. Errors are logged and counted
-//!   (`styrmin_webhook_view_update_failures_total{source="kubernetes"}`).
-//! - `styrmin_webhook_view_age_seconds` is the time since the view was last known current:
-//!   confirmed every few seconds while no watch has failed for [`HEALTHY_AFTER`].
+//! The run loop: the watches, `/version`, rebuilding and publishing the view, the audits.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -25,145 +6,23 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{FutureExt as _, StreamExt as _};
-use ingress_rules::{DedicatedIngress, IngressTarget, KubernetesVersion, Level, Setting};
+use ingress_rules::KubernetesVersion;
 use k8s_openapi::api::networking::v1::IngressClass;
-use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
-use kube::{Api, Client, Resource, ResourceExt as _};
-use serde::Deserialize as _;
+use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
+use super::api::{ByResource, WatchedResource};
+use super::convert::{BuiltView, LAST_APPLIED, build_view, names, version_of};
 use crate::audit::objects::{
     AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR, trim_ingress_class,
 };
 use crate::audit::{AuditInput, AuditSettings, AuditStore, Reason, audit};
 use crate::clock::unix_now;
-use crate::crd::{
-    CLUSTER_NAME, DeploymentPhase, DeploymentRole, IngressSettings, StyrminCluster,
-    StyrminDeployment, StyrminEnvironment,
-};
+use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
 use crate::telemetry::ErrorChain;
-use crate::view::{Deployment, Phase, Removal, Role, View, ViewSink, ViewSource, namespace_owner};
-
-/// One kind of call the webhook makes to the API server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ApiCall {
-    /// Verbs on a resource of an API group, in every namespace.
-    Resource {
-        group: &'static str,
-        version: &'static str,
-        resource: &'static str,
-        verbs: &'static [&'static str],
-    },
-    /// Verbs on a path outside the resource API.
-    NonResource {
-        path: &'static str,
-        verbs: &'static [&'static str],
-    },
-}
-
-/// What a kube-runtime watcher does: list (paginated), then watch from the list's version.
-pub const WATCH_VERBS: &[&str] = &["list", "watch"];
-
-/// A resource the webhook watches, in every namespace: the three Styrmin resources the view
-/// is built from, and what the audit (`crate::audit`) reads: the Ingresses (those of Styrmin
-/// namespaces are kept), the service aliases (label selector), the namespaces' names and the
-/// IngressClasses.
-/// Every one is in the readiness gate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum WatchedResource {
-    StyrminClusters,
-    StyrminEnvironments,
-    StyrminDeployments,
-    Ingresses,
-    Services,
-    Namespaces,
-    IngressClasses,
-}
-
-impl WatchedResource {
-    /// Every watched resource, in the order of [`API_CALLS`].
-    pub const ALL: [WatchedResource; 7] = [
-        WatchedResource::StyrminClusters,
-        WatchedResource::StyrminEnvironments,
-        WatchedResource::StyrminDeployments,
-        WatchedResource::Ingresses,
-        WatchedResource::Services,
-        WatchedResource::Namespaces,
-        WatchedResource::IngressClasses,
-    ];
-
-    /// Its API group, version and plural name ([`watch`] checks that the watched type's are
-    /// these).
-    pub const fn group_version_plural(self) -> (&'static str, &'static str, &'static str) {
-        match self {
-            WatchedResource::StyrminClusters => ("styrmin.io", "v1alpha1", "styrminclusters"),
-            WatchedResource::StyrminEnvironments => {
-                ("styrmin.io", "v1alpha1", "styrminenvironments")
-            }
-            WatchedResource::StyrminDeployments => ("styrmin.io", "v1alpha1", "styrmindeployments"),
-            WatchedResource::Ingresses => ("networking.k8s.io", "v1", "ingresses"),
-            WatchedResource::Services => ("", "v1", "services"),
-            WatchedResource::Namespaces => ("", "v1", "namespaces"),
-            WatchedResource::IngressClasses => ("networking.k8s.io", "v1", "ingressclasses"),
-        }
-    }
-
-    /// The calls its watcher makes: list and watch.
-    pub const fn api_call(self) -> ApiCall {
-        let (group, version, resource) = self.group_version_plural();
-        ApiCall::Resource {
-            group,
-            version,
-            resource,
-            verbs: WATCH_VERBS,
-        }
-    }
-
-    /// The resource's plural name, for logs and the audit's `stale_because`.
-    pub const fn plural(self) -> &'static str {
-        self.group_version_plural().2
-    }
-}
-
-/// The `/version` read (R9).
-const VERSION_CALL: ApiCall = ApiCall::NonResource {
-    path: "/version",
-    verbs: &["get"],
-};
-
-/// Every call the webhook makes to the API server: each watched resource's, then
-/// `/version`. The ClusterRole must grant exactly these (a test compares them).
-pub const API_CALLS: &[ApiCall] = &api_calls();
-
-const fn api_calls() -> [ApiCall; WatchedResource::ALL.len() + 1] {
-    let mut calls = [VERSION_CALL; WatchedResource::ALL.len() + 1];
-    let mut i = 0;
-    while i < WatchedResource::ALL.len() {
-        calls[i] = WatchedResource::ALL[i].api_call();
-        i += 1;
-    }
-    calls
-}
-
-/// One value per watched resource.
-#[derive(Debug, Default, Clone, PartialEq)]
-struct ByResource<T>([T; WatchedResource::ALL.len()]);
-
-impl<T> std::ops::Index<WatchedResource> for ByResource<T> {
-    type Output = T;
-    fn index(&self, resource: WatchedResource) -> &T {
-        // `ALL` lists the variants in declaration order (a test checks it).
-        &self.0[resource as usize]
-    }
-}
-
-impl<T> std::ops::IndexMut<WatchedResource> for ByResource<T> {
-    fn index_mut(&mut self, resource: WatchedResource) -> &mut T {
-        &mut self.0[resource as usize]
-    }
-}
+use crate::view::{ViewSink, ViewSource, namespace_owner};
 
 /// How long after its last error a watch counts as healthy again when no event has shown
 /// it (longer than the watcher's largest backoff, so a watch that keeps failing never does).
@@ -172,231 +31,6 @@ pub const HEALTHY_AFTER: Duration = Duration::from_secs(60);
 /// How many times `/version` is tried before the webhook goes on without it (R9 then
 /// cannot be checked, and a warning says so).
 const VERSION_ATTEMPTS: u32 = 5;
-
-/// A Styrmin object that cannot be read. The API server's schema rejects these, so one
-/// means the CRD in the cluster is not the one this webhook was built with; the last good
-/// view stays in force until it is fixed.
-#[derive(Debug, thiserror::Error)]
-#[error("{kind} {name}: {field}")]
-pub struct InvalidObject {
-    pub kind: &'static str,
-    pub name: String,
-    pub field: &'static str,
-    #[source]
-    pub source: serde_json::Error,
-}
-
-/// A view and the objects that were left out of it, with why.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BuiltView {
-    pub view: View,
-    pub ignored: Vec<String>,
-}
-
-/// The annotation in which client-side `kubectl apply` keeps the object as it was applied.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-/// Whether the object was last applied by client-side `kubectl apply` with
-/// `spec.ingressClass: null`. The client drops the `null` from its patch, so the API server
-/// stores the field left out, which the CRD's default then fills; only this annotation still
-/// shows what was written.
-fn last_applied_class_is_null(object: &StyrminCluster) -> bool {
-    object
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|annotations| annotations.get(LAST_APPLIED))
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
-        .is_some_and(|applied| {
-            applied.pointer("/spec/ingressClass") == Some(&serde_json::Value::Null)
-        })
-}
-
-/// One level from the two CRD fields; a `dedicatedIngress` that is not an object is an error.
-pub fn level(settings: &IngressSettings) -> Result<Level, serde_json::Error> {
-    let dedicated_ingress = match &settings.dedicated_ingress {
-        Setting::Absent => Setting::Absent,
-        Setting::Null => Setting::Null,
-        Setting::Value(value) => Setting::Value(DedicatedIngress::deserialize(value)?),
-    };
-    Ok(Level {
-        ingress_class: settings.ingress_class.clone(),
-        dedicated_ingress,
-        ..Level::default()
-    })
-}
-
-/// A spec's level: its two ingress keys and its `enforcementMode`.
-fn level_with_mode(
-    settings: &IngressSettings,
-    mode: Option<ingress_rules::EnforcementMode>,
-) -> Result<Level, serde_json::Error> {
-    let mut level = level(settings)?;
-    if let Some(mode) = mode {
-        level.enforcement_mode = Setting::Value(mode);
-    }
-    Ok(level)
-}
-
-/// A `status.lastDeployed` record (W5), written as one level read like a cluster level.
-pub fn deployed(settings: &IngressSettings) -> Result<IngressTarget, serde_json::Error> {
-    level(settings).map(|level| IngressTarget::from_record_level(&level))
-}
-
-/// The deployment id of a StyrminDeployment: `<id>` when it is named `styrmin-<id>` in the
-/// namespace `styrmin-<id>`; otherwise why it is ignored.
-pub fn deployment_id(object: &StyrminDeployment) -> Result<&str, String> {
-    let name = object.metadata.name.as_deref().unwrap_or("");
-    let namespace = object.metadata.namespace.as_deref().unwrap_or("");
-    match namespace_owner(namespace) {
-        Some(id) if name == namespace => Ok(id),
-        Some(_) => Err(format!(
-            "StyrminDeployment {namespace}/{name}: ignored, a deployment's object must be named like its namespace ({namespace})"
-        )),
-        None => Err(format!(
-            "StyrminDeployment {namespace}/{name}: ignored, not in a namespace styrmin-<id>"
-        )),
-    }
-}
-
-/// A deployment as the view holds it. A deletion timestamp makes it `DELETING`; no phase
-/// yet is `PENDING`; an empty `environmentId` is an unknown environment.
-pub fn deployment(object: &StyrminDeployment) -> Result<Deployment, InvalidObject> {
-    let invalid = |field: &'static str| {
-        let name = format!(
-            "{}/{}",
-            object.metadata.namespace.as_deref().unwrap_or(""),
-            object.metadata.name.as_deref().unwrap_or("")
-        );
-        move |source| InvalidObject {
-            kind: "StyrminDeployment",
-            name,
-            field,
-            source,
-        }
-    };
-    let spec = &object.spec;
-    let status = object.status.as_ref();
-    let phase = if object.metadata.deletion_timestamp.is_some() {
-        Phase::Deleting
-    } else {
-        match status.and_then(|s| s.phase) {
-            None | Some(DeploymentPhase::Pending) => Phase::Pending,
-            Some(DeploymentPhase::Deploying) => Phase::Deploying,
-            Some(DeploymentPhase::Running) => Phase::Running,
-            Some(DeploymentPhase::Failed) => Phase::Failed,
-            Some(DeploymentPhase::Restoring) => Phase::Restoring,
-            Some(DeploymentPhase::Deleting) => Phase::Deleting,
-        }
-    };
-    let last_deployed = status
-        .and_then(|s| s.last_deployed.as_ref())
-        .map(deployed)
-        .transpose()
-        .map_err(invalid("status.lastDeployed.dedicatedIngress"))?;
-    let removal = (phase == Phase::Deleting).then(|| Removal {
-        deletion_requested: object
-            .metadata
-            .deletion_timestamp
-            .as_ref()
-            .map(|t| t.0.as_second()),
-        first_seen: None,
-        finalizers: object.metadata.finalizers.clone().unwrap_or_default(),
-    });
-    Ok(Deployment {
-        removal,
-        environment: Some(spec.environment_id.clone()).filter(|e| !e.is_empty()),
-        role: match spec.role {
-            DeploymentRole::Application => Role::Application,
-            DeploymentRole::IngressController => Role::IngressController,
-        },
-        phase,
-        level: level_with_mode(&spec.settings, spec.enforcement_mode)
-            .map_err(invalid("spec.dedicatedIngress"))?,
-        last_deployed,
-    })
-}
-
-/// The whole view from the three stores' contents and the API server's version.
-///
-/// The cluster level is the StyrminCluster named `default` (none: every key absent, so the
-/// class is `traefik`); other StyrminClusters, and StyrminDeployments not named like their
-/// `styrmin-<id>` namespace, are left out and listed in `ignored`. A deployment whose
-/// environment has no StyrminEnvironment gets no environment level (W1: not set).
-pub fn build_view(
-    clusters: &[Arc<StyrminCluster>],
-    environments: &[Arc<StyrminEnvironment>],
-    deployments: &[Arc<StyrminDeployment>],
-    kubernetes_version: Option<KubernetesVersion>,
-) -> Result<BuiltView, InvalidObject> {
-    let mut ignored = Vec::new();
-    let mut cluster = Level::default();
-    let mut cluster_class_applied_null = false;
-    for object in clusters {
-        let name = object.name_any();
-        if name != CLUSTER_NAME {
-            ignored.push(format!(
-                "StyrminCluster {name}: ignored, only the one named {CLUSTER_NAME:?} counts"
-            ));
-            continue;
-        }
-        cluster = level_with_mode(&object.spec.settings, object.spec.enforcement_mode).map_err(
-            |source| InvalidObject {
-                kind: "StyrminCluster",
-                name,
-                field: "spec.dedicatedIngress",
-                source,
-            },
-        )?;
-        cluster_class_applied_null = matches!(cluster.ingress_class, Setting::Value(_))
-            && last_applied_class_is_null(object);
-    }
-    let environments = environments
-        .iter()
-        .map(|object| {
-            let name = object.name_any();
-            match level_with_mode(&object.spec.settings, object.spec.enforcement_mode) {
-                Ok(level) => Ok((name, level)),
-                Err(source) => Err(InvalidObject {
-                    kind: "StyrminEnvironment",
-                    name,
-                    field: "spec.dedicatedIngress",
-                    source,
-                }),
-            }
-        })
-        .collect::<Result<_, _>>()?;
-    let mut by_id = std::collections::HashMap::new();
-    for object in deployments {
-        match deployment_id(object) {
-            Ok(id) => {
-                by_id.insert(id.to_owned(), deployment(object)?);
-            }
-            Err(why) => ignored.push(why),
-        }
-    }
-    ignored.sort();
-    Ok(BuiltView {
-        view: View::new(cluster, environments, by_id, kubernetes_version)
-            .with_cluster_class_applied_null(cluster_class_applied_null),
-        ignored,
-    })
-}
-
-/// The version whose rules the API server applies: the emulated one where it says so
-/// (`emulationMajor`/`emulationMinor`, Kubernetes 1.31+), else `major.minor` (`"27+"` on
-/// some clouds), else `gitVersion`.
-pub fn version_of(info: &Info) -> Option<KubernetesVersion> {
-    let emulated = match (&info.emulation_major, &info.emulation_minor) {
-        (Some(major), Some(minor)) if !major.is_empty() && !minor.is_empty() => {
-            format!("{major}.{minor}").parse().ok()
-        }
-        _ => None,
-    };
-    emulated
-        .or_else(|| format!("{}.{}", info.major, info.minor).parse().ok())
-        .or_else(|| info.git_version.parse().ok())
-}
 
 /// What one watch stream item means for the view.
 #[derive(Debug)]
@@ -422,19 +56,19 @@ fn step<K>(item: Result<watcher::Event<K>, watcher::Error>) -> Step {
 
 /// Where each watch stands.
 #[derive(Debug, Default)]
-struct Progress {
-    listed: ByResource<bool>,
-    last_error: ByResource<Option<Instant>>,
+pub(super) struct Progress {
+    pub(super) listed: ByResource<bool>,
+    pub(super) last_error: ByResource<Option<Instant>>,
     /// The last error of each watch, for the audit's `stale_because`.
-    last_message: ByResource<Option<String>>,
+    pub(super) last_message: ByResource<Option<String>>,
 }
 
 impl Progress {
-    fn all_listed(&self) -> bool {
+    pub(super) fn all_listed(&self) -> bool {
         self.listed.0.iter().all(|l| *l)
     }
 
-    fn all_healthy(&self, now: Instant) -> bool {
+    pub(super) fn all_healthy(&self, now: Instant) -> bool {
         self.all_listed()
             && self
                 .last_error
@@ -444,7 +78,7 @@ impl Progress {
     }
 
     /// Why the watches are not all healthy at `now` (`None` when they are).
-    fn unhealthy_because(&self, now: Instant) -> Option<String> {
+    pub(super) fn unhealthy_because(&self, now: Instant) -> Option<String> {
         let mut why = Vec::new();
         for resource in WatchedResource::ALL {
             if !self.listed[resource] {
@@ -825,14 +459,6 @@ impl ViewSource for KubeSource {
     }
 }
 
-/// The names of `objects`.
-pub fn names<K: Resource>(objects: &[Arc<K>]) -> HashSet<String> {
-    objects
-        .iter()
-        .filter_map(|object| object.meta().name.clone())
-        .collect()
-}
-
 /// The audit's watches, and the controllers last found stuck (to warn once per new one).
 struct Auditor {
     settings: AuditSettings,
@@ -888,6 +514,3 @@ impl Auditor {
         self.store.publish(report);
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,15 +1,23 @@
 //! The decision table: W1 (with R3-R5, R8, R9), W2 and its never-deny cases, W4.
 
-use std::path::Path;
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use ingress_rules::SettingsSource;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ingress_rules::{AppliedSettings, ClassFields, NoClassWarning, SettingsSource};
 use rstest::rstest;
 use serde_json::{Value, json};
 
-use super::*;
-use crate::decide::patched::{apply, classes};
-use crate::decide::review::{create, helm_release, ingress, request, styrmin_deployment, update};
-use crate::policy_file::parse_policy;
+use styrmin_webhook::decide::*;
+use styrmin_webhook::policy_file::parse_policy;
+use styrmin_webhook::view::View;
+use support::patched::{apply, classes};
+use support::review::{
+    create, decide, decide_with, helm_release, ingress, request, styrmin_deployment, update,
+};
+
+mod support;
 
 const POLICY: &str = "
 cluster: {ingress_class: contour}
@@ -442,7 +450,7 @@ fn an_object_that_is_not_a_json_object_is_never_patched() {
 /// prod (dedicated ingress on the cluster) with application web1 and its controller ctl9,
 /// whose StyrminDeployment is held by kopf's finalizer since 08:00:00Z.
 fn view_with_held_controller() -> View {
-    use crate::crd::{StyrminCluster, StyrminDeployment};
+    use styrmin_webhook::crd::{StyrminCluster, StyrminDeployment};
     let cluster: StyrminCluster = serde_json::from_value(json!({
         "apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminCluster",
         "metadata": {"name": "default"}, "spec": {"dedicatedIngress": {}}
@@ -470,9 +478,14 @@ fn view_with_held_controller() -> View {
             json!({"deletionTimestamp": "2026-12-03T08:00:00Z", "finalizers": ["styrmin.io/kopf-finalizer"]}),
         ),
     ];
-    crate::kube_source::build_view(&[std::sync::Arc::new(cluster)], &[], &deployments, None)
-        .unwrap()
-        .view
+    styrmin_webhook::kube_source::build_view(
+        &[std::sync::Arc::new(cluster)],
+        &[],
+        &deployments,
+        None,
+    )
+    .unwrap()
+    .view
 }
 
 const HELD_SINCE: i64 = 1_796_284_800; // 2026-12-03T08:00:00Z
@@ -485,12 +498,14 @@ after the removal completes, and Styrmin installs a new ingress controller";
 fn w2_denial_of_a_stuck_removal_names_the_finalizer_since_when_and_what_to_do() {
     let view = view_with_held_controller();
     let deploy = request("CREATE", "styrmin-web1", helm_release("v2", "1"), None);
-    let d = decide_at(
+    let d = decide_with(
         &view,
         &deploy,
         &DecideOptions::default(),
-        HELD_SINCE + 725,
-        None,
+        DecidedAt {
+            now: HELD_SINCE + 725,
+            flux_deadline: None,
+        },
     );
     assert_eq!(d.outcome, Outcome::Denied);
     let message = d.status.map(|s| s.message).unwrap_or_default();
@@ -514,7 +529,15 @@ fn w2_denial_of_a_young_removal_has_no_stuck_detail() {
         stuck_deleting_after: Duration::from_secs(3600),
         ..DecideOptions::default()
     };
-    let d = decide_at(&view, &deploy, &options, HELD_SINCE + 725, None);
+    let d = decide_with(
+        &view,
+        &deploy,
+        &options,
+        DecidedAt {
+            now: HELD_SINCE + 725,
+            flux_deadline: None,
+        },
+    );
     assert_eq!(d.status.map(|s| s.message).as_deref(), Some(W2_MESSAGE));
 }
 
@@ -527,15 +550,15 @@ fn w2_a_phase_without_a_deletion_timestamp_counts_from_when_it_was_first_seen() 
     let mut first_seen = std::collections::HashMap::new();
     with_removal.note_removals(&mut first_seen, HELD_SINCE);
     assert!(first_seen.is_empty(), "no removal known, nothing noted");
-    v = crate::view::View::new(
+    v = styrmin_webhook::view::View::new(
         v.cluster().clone(),
         std::collections::HashMap::new(),
         [
             ("a".to_owned(), v.deployment("a").unwrap().clone()),
             (
                 "c".to_owned(),
-                crate::view::Deployment {
-                    removal: Some(crate::view::Removal::default()),
+                styrmin_webhook::view::Deployment {
+                    removal: Some(styrmin_webhook::view::Removal::default()),
                     ..v.deployment("c").unwrap().clone()
                 },
             ),
@@ -547,12 +570,14 @@ fn w2_a_phase_without_a_deletion_timestamp_counts_from_when_it_was_first_seen() 
     // Seen again later: the first time stays.
     v.note_removals(&mut first_seen, HELD_SINCE + 60);
     let deploy = request("CREATE", "styrmin-a", helm_release("v2", "1"), None);
-    let d = decide_at(
+    let d = decide_with(
         &v,
         &deploy,
         &DecideOptions::default(),
-        HELD_SINCE + 3700,
-        None,
+        DecidedAt {
+            now: HELD_SINCE + 3700,
+            flux_deadline: None,
+        },
     );
     let message = d.status.map(|s| s.message).unwrap_or_default();
     let w2 = "environment \"e\": its dedicated ingress controller \"c\" is being removed (phase DELETING), \
@@ -573,17 +598,17 @@ after the removal completes, and Styrmin installs a new ingress controller";
 
 /// The W2 message for controller `c`, whose removal is `removal`, an hour and a minute after
 /// [`HELD_SINCE`].
-fn w2_message_of_removal(removal: crate::view::Removal) -> String {
+fn w2_message_of_removal(removal: styrmin_webhook::view::Removal) -> String {
     let text = "cluster: {dedicated_ingress: {}}\ndeployments:\n  a: {environment: e}\n  c: {environment: e, role: ingress-controller, phase: DELETING}\n";
     let v = policy(text);
-    let v = crate::view::View::new(
+    let v = styrmin_webhook::view::View::new(
         v.cluster().clone(),
         std::collections::HashMap::new(),
         [
             ("a".to_owned(), v.deployment("a").unwrap().clone()),
             (
                 "c".to_owned(),
-                crate::view::Deployment {
+                styrmin_webhook::view::Deployment {
                     removal: Some(removal),
                     ..v.deployment("c").unwrap().clone()
                 },
@@ -593,12 +618,14 @@ fn w2_message_of_removal(removal: crate::view::Removal) -> String {
         None,
     );
     let deploy = request("CREATE", "styrmin-a", helm_release("v2", "1"), None);
-    let d = decide_at(
+    let d = decide_with(
         &v,
         &deploy,
         &DecideOptions::default(),
-        HELD_SINCE + 3660,
-        None,
+        DecidedAt {
+            now: HELD_SINCE + 3660,
+            flux_deadline: None,
+        },
     );
     assert_eq!(d.outcome, Outcome::Denied);
     d.status.map(|s| s.message).unwrap_or_default()
@@ -606,7 +633,7 @@ fn w2_message_of_removal(removal: crate::view::Removal) -> String {
 
 #[test]
 fn w2_a_requested_deletion_with_no_finalizer_left_says_the_view_lags() {
-    let message = w2_message_of_removal(crate::view::Removal {
+    let message = w2_message_of_removal(styrmin_webhook::view::Removal {
         deletion_requested: Some(HELD_SINCE),
         first_seen: Some(HELD_SINCE + 30),
         finalizers: vec![],
@@ -627,7 +654,7 @@ fn w2_a_requested_deletion_with_no_finalizer_left_says_the_view_lags() {
 
 #[test]
 fn w2_a_requested_deletion_held_by_two_finalizers_names_both() {
-    let message = w2_message_of_removal(crate::view::Removal {
+    let message = w2_message_of_removal(styrmin_webhook::view::Removal {
         deletion_requested: Some(HELD_SINCE),
         first_seen: None,
         finalizers: vec![
@@ -686,10 +713,10 @@ fn w5_decisions_name_the_settings_they_applied() {
         ..DecideOptions::default()
     };
     let release = request("CREATE", "styrmin-web2", helm_release("v2", "1.0.0"), None);
-    let decision = decide_with(&view(""), &release, &flux);
+    let decision = decide_with(&view(""), &release, &flux, DecidedAt::now());
     assert_eq!(decision.outcome, Outcome::Patched);
     assert_eq!(settings_source(&decision), Some(SettingsSource::Levels));
-    let decision = decide_with(&old, &release, &flux);
+    let decision = decide_with(&old, &release, &flux, DecidedAt::now());
     assert!(decision.patch.is_empty());
     assert_eq!(decision.warnings.len(), 1);
     assert_eq!(settings_source(&decision), Some(SettingsSource::Levels));
@@ -729,10 +756,18 @@ fn w2_a_removal_is_stuck_from_exactly_the_configured_age() {
         ..DecideOptions::default()
     };
     let message = |now: i64| {
-        decide_at(&view, &deploy, &options, now, None)
-            .status
-            .map(|s| s.message)
-            .unwrap_or_default()
+        decide_with(
+            &view,
+            &deploy,
+            &options,
+            DecidedAt {
+                now,
+                flux_deadline: None,
+            },
+        )
+        .status
+        .map(|s| s.message)
+        .unwrap_or_default()
     };
     assert_eq!(message(HELD_SINCE + 724), W2_MESSAGE);
     assert!(
@@ -754,7 +789,12 @@ fn w5_a_helm_release_over_the_time_budget_still_names_its_settings() {
     let mut object = helm_release("v2", "1.0.0");
     object["spec"]["postRenderers"] = json!([{"kustomize": {"patches": []}}]);
     let release = request("CREATE", "styrmin-web2", object, None);
-    let decision = decide_within(&view(), &release, &flux, Some(Instant::now()));
+    let decision = decide_with(
+        &view(),
+        &release,
+        &flux,
+        DecidedAt::now_within(Instant::now()),
+    );
     assert_eq!(decision.reason, FLUX_OVER_BUDGET_REASON);
     assert!(decision.patch.is_empty());
     assert_eq!(settings_source(&decision), Some(SettingsSource::Levels));

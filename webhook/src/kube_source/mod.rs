@@ -1,0 +1,33 @@
+//! The `--source kubernetes` view source (rule W3): kube-rs reflectors on the three Styrmin
+//! custom resources, turned into the same [`View`](crate::view::View) that `--policy-file` feeds, and on the
+//! Ingresses, service aliases and namespaces the audit reads ([`WatchedResource`]).
+//!
+//! The part that talks to the API server is small: [`KubeSource`]'s `run` starts one
+//! `watcher` + `reflector` per resource (every call it may make is in [`API_CALLS`], which the
+//! ClusterRole in `charts/styrmin-webhook/templates/rbac.yaml` must match), reads `/version` once, and after
+//! each batch of watch events rebuilds the view from the three stores with the pure
+//! [`build_view`]. Nothing here runs while a request is answered: handlers only load the
+//! published view.
+//!
+//! - Not ready until every resource has been listed completely once (the watcher's
+//!   `InitDone`) and the version has been read (or given up on after a few tries).
+//! - A watch error keeps the last view in force: the watcher reconnects with kube-runtime's
+//!   `default_backoff` (0.8 s doubling to 30 s), resumes from the last resource version
+//!   (bookmarks included), and relists after `410 Gone`; the reflector swaps a relist in
+//!   only once it is complete. Errors are logged and counted
+//!   (`styrmin_webhook_view_update_failures_total{source="kubernetes"}`).
+//! - `styrmin_webhook_view_age_seconds` is the time since the view was last known current:
+//!   confirmed every few seconds while no watch has failed for [`HEALTHY_AFTER`].
+
+mod api;
+mod convert;
+mod run;
+
+pub use api::*;
+pub use convert::*;
+#[cfg(test)]
+use run::Progress;
+pub use run::*;
+
+#[cfg(test)]
+mod tests;
