@@ -1,11 +1,11 @@
-//! The fuzz targets' bodies (`fuzz/src/lib.rs`, which `cargo fuzz` runs under libFuzzer)
+//! The fuzz targets' bodies (the `styrmin-fuzz-bodies` crate, which `cargo fuzz` runs under libFuzzer)
 //! over the seed corpus and every input a fuzzer once failed on (`fuzz/regressions/`), in a
 //! plain `cargo test`: the targets keep compiling in the workspace, and their properties keep
 //! holding on the project's own data, without nightly flags or a fuzzer (`make fuzz` runs the
 //! fuzzer; `fuzz/README.md`).
 
-use styrmin_fuzz_bodies as bodies;
 use std::path::{Path, PathBuf};
+use styrmin_fuzz_bodies as bodies;
 
 fn files(dir: &Path, extension: Option<&str>) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
