@@ -171,3 +171,42 @@ fn explain_says_which_mode_applies_and_which_level_set_it() {
         text(&out.stdout)
     );
 }
+
+/// The kustomize exec plugin filters a stream as Helm's post-renderer does, so its config's
+/// `warn` passes the stream byte for byte too (the KRM function, which edits items, refuses it).
+#[test]
+fn the_exec_plugin_in_warn_passes_the_stream_byte_for_byte() {
+    let spec: String = WARN_HAPROXY.lines().map(|l| format!("  {l}\n")).collect();
+    let plugin = config_file(&format!(
+        "apiVersion: styrmin.io/v1alpha1\nkind: StyrminPostRender\nmetadata:\n  name: styrmin\nspec:\n{spec}"
+    ));
+    let path = plugin.path().to_str().expect("path");
+    let out = run(&["kustomize-plugin", path], &[], UMBRELLA);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        out.stdout,
+        UMBRELLA.as_bytes(),
+        "warn must not change a byte"
+    );
+    assert!(
+        text(&out.stderr).contains("would change: "),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let enforce: String = spec.replace(", enforcement_mode: warn", "");
+    let plugin = config_file(&format!(
+        "apiVersion: styrmin.io/v1alpha1\nkind: StyrminPostRender\nmetadata:\n  name: styrmin\nspec:\n{enforce}"
+    ));
+    let out = run(
+        &["kustomize-plugin", plugin.path().to_str().expect("path")],
+        &[],
+        UMBRELLA,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_ne!(
+        out.stdout,
+        UMBRELLA.as_bytes(),
+        "enforce edits the Ingresses"
+    );
+}
