@@ -90,6 +90,7 @@ mutants:
 		--timeout 120 -o target/mutants/ingress-rules
 	nice -n 19 $(TOOLS)/cargo-mutants mutants --package styrmin-webhook --no-shuffle --timeout 120 \
 		--file webhook/src/decide.rs --file webhook/src/patch.rs --file webhook/src/flux.rs \
+		--file webhook/src/clock.rs \
 		-o target/mutants/webhook
 
 clean:
