@@ -126,6 +126,32 @@ fn r9_old_kubernetes_denies_with_the_rule_message() {
     assert_eq!(d.outcome, Outcome::Patched);
 }
 
+/// R9 in warn: the Ingress is let through unchanged, with a warning that says it would be
+/// denied and what decided the class; the log names the rule and the settings.
+#[test]
+fn r9_in_warn_allows_with_a_would_deny_warning() {
+    let v = policy(
+        "kubernetes_version: '1.26'\ncluster: {ingress_class: nginx, enforcement_mode: warn}",
+    );
+    let d = create(&v, "styrmin-a", ingress("networking.k8s.io/v1", None, None));
+    assert_eq!(d.outcome, Outcome::WouldDeny);
+    assert!(d.patch.is_empty() && d.status.is_none(), "{d:?}");
+    assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+    let warning = &d.warnings[0];
+    assert!(
+        warning.starts_with("would deny (enforcement_mode warn): Kubernetes 1.26")
+            && warning.contains("\"nginx\"")
+            && warning.ends_with("decided by the cluster"),
+        "{warning}"
+    );
+    assert_eq!(d.reason, "warn: would deny (R9)");
+    assert_eq!(
+        d.settings.as_ref().map(AppliedSettings::source),
+        Some(SettingsSource::Levels)
+    );
+    assert!(d.into_response("u").allowed);
+}
+
 #[rstest]
 #[case::not_managed("default")]
 #[case::kube_system("kube-system")]
