@@ -962,6 +962,9 @@ impl LineCounter {
 }
 
 #[cfg(test)]
+mod read_back_tests;
+
+#[cfg(test)]
 mod tests {
     use ingress_rules::{LevelName, Origin};
 
