@@ -28,6 +28,7 @@
 //! [`crate::ingress_edit::plan`] leaves alone, a field removed is absent, and nothing else
 //! on the path to either changed.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use granit_parser::ScalarStyle;
@@ -95,37 +96,50 @@ impl Field {
         }
     }
 
-    fn of(self, fields: &mut ClassFields) -> &mut Option<String> {
+    fn of(self, fields: &ClassFields) -> Option<&str> {
         match self {
-            Field::ClassName => &mut fields.ingress_class_name,
-            Field::Annotation => &mut fields.class_annotation,
+            Field::ClassName => fields.ingress_class_name.as_deref(),
+            Field::Annotation => fields.class_annotation.as_deref(),
         }
     }
 }
 
-/// The class fields `ingress` (a node of `text`) reads back with once `edits` (its own
-/// edits, any order) are applied, when every edit is proven where it is; `None` when the
-/// full check must decide. `before` are the fields read from the same tree.
-pub(crate) fn proven_fields(
+/// Whether `ingress` (a node of `text`) reads back with the class fields `desired` once
+/// `edits` (its own edits, any order) are applied, every edit proven where it is: the
+/// fields before (read from the same tree) with each proven change applied. `false` when
+/// the full check must decide.
+pub(crate) fn proven_as(
     text: &str,
     ingress: &Node<'_>,
     before: &ClassFields,
+    desired: &ClassFields,
     edits: &[Edit],
-) -> Option<ClassFields> {
-    let mut after = before.clone();
-    let mut done = [false, false];
+) -> bool {
+    // Per field: `None` while no edit changes it, else the value the edit leaves.
+    let mut after: [Option<Option<Cow<'_, str>>>; 2] = [None, None];
     for edit in edits {
-        let (field, value) = [Field::ClassName, Field::Annotation]
+        let Some((field, value)) = [Field::ClassName, Field::Annotation]
             .into_iter()
-            .find_map(|field| prove(text, ingress, field, edit).map(|value| (field, value)))?;
+            .find_map(|field| prove(text, ingress, field, edit).map(|value| (field, value)))
+        else {
+            return false;
+        };
         // One edit per field: two would each be proven against the tree before the other.
-        let seen = &mut done[field as usize];
-        if std::mem::replace(seen, true) {
-            return None;
+        let slot = &mut after[field as usize];
+        if slot.is_some() {
+            return false;
         }
-        *field.of(&mut after) = value;
+        *slot = Some(value);
     }
-    Some(after)
+    [Field::ClassName, Field::Annotation]
+        .into_iter()
+        .all(|field| {
+            let got = match &after[field as usize] {
+                Some(value) => value.as_deref(),
+                None => field.of(before),
+            };
+            got == field.of(desired)
+        })
 }
 
 /// Where a field's path ends in the tree, as far as the local proof follows it.
@@ -184,7 +198,12 @@ fn simple_key<'k>(key: &'k Node<'_>) -> Option<&'k str> {
 }
 
 /// The new value of `field` if `edit` is a proven splice of it.
-fn prove(text: &str, ingress: &Node<'_>, field: Field, edit: &Edit) -> Option<Option<String>> {
+fn prove<'e>(
+    text: &str,
+    ingress: &Node<'_>,
+    field: Field,
+    edit: &'e Edit,
+) -> Option<Option<Cow<'e, str>>> {
     let path = field.path();
     match walk(ingress, path)? {
         Walk::Found(mapping, index) if edit.text.is_empty() => {
@@ -201,7 +220,7 @@ fn prove(text: &str, ingress: &Node<'_>, field: Field, edit: &Edit) -> Option<Op
 }
 
 /// A one-line scalar value replaced, at exactly its span, by one double-quoted scalar.
-fn prove_replacement(text: &str, value: &Node<'_>, edit: &Edit) -> Option<String> {
+fn prove_replacement<'e>(text: &str, value: &Node<'_>, edit: &'e Edit) -> Option<Cow<'e, str>> {
     let span = &value.span;
     let simple = matches!(
         &value.value,
@@ -247,10 +266,21 @@ fn prove_replacement(text: &str, value: &Node<'_>, edit: &Edit) -> Option<String
 }
 
 /// The string a double-quoted scalar written by [`ingress_edit::quoted`] holds, when the
-/// text is one such scalar on one line with only `\"` and `\\` escapes and printable
-/// characters; `None` for anything else.
-fn decode_quoted(quoted: &str) -> Option<String> {
+/// text is one such scalar on one line with only `\"` and `\\` escapes and characters it
+/// writes as they are; `None` for anything else.
+fn decode_quoted(quoted: &str) -> Option<Cow<'_, str>> {
     let inner = quoted.strip_prefix('"')?.strip_suffix('"')?;
+    let written_raw = |c: char| {
+        !(c.is_control()
+            || matches!(
+                c,
+                '"' | '\\' | '\u{2028}' | '\u{2029}' | '\u{FEFF}' | '\u{FFFE}' | '\u{FFFF}'
+            ))
+    };
+    if inner.chars().all(written_raw) {
+        // Every character as `quoted` writes it: the text is `quoted(inner)`.
+        return Some(Cow::Borrowed(inner));
+    }
     let mut out = String::with_capacity(inner.len());
     let mut chars = inner.chars();
     while let Some(c) = chars.next() {
@@ -259,19 +289,11 @@ fn decode_quoted(quoted: &str) -> Option<String> {
                 e @ ('"' | '\\') => out.push(e),
                 _ => return None,
             },
-            '"' => return None,
-            c if c.is_control()
-                || matches!(
-                    c,
-                    '\u{2028}' | '\u{2029}' | '\u{FEFF}' | '\u{FFFE}' | '\u{FFFF}'
-                ) =>
-            {
-                return None;
-            }
-            c => out.push(c),
+            c if written_raw(c) => out.push(c),
+            _ => return None,
         }
     }
-    (ingress_edit::quoted(&out) == quoted).then_some(out)
+    (ingress_edit::quoted(&out) == quoted).then_some(Cow::Owned(out))
 }
 
 /// The start of the line that holds `pos`.
@@ -301,7 +323,12 @@ fn key_column(text: &str, key: &Node<'_>) -> Option<usize> {
 }
 
 /// `path = "value"` inserted as block lines in front of the first key of a block mapping.
-fn prove_insertion(text: &str, mapping: &Node<'_>, path: &[&str], edit: &Edit) -> Option<String> {
+fn prove_insertion<'e>(
+    text: &str,
+    mapping: &Node<'_>,
+    path: &[&str],
+    edit: &'e Edit,
+) -> Option<Cow<'e, str>> {
     let NodeValue::Mapping {
         flow: false,
         entries,
@@ -316,17 +343,21 @@ fn prove_insertion(text: &str, mapping: &Node<'_>, path: &[&str], edit: &Edit) -
         return None;
     }
     // The new lines: the line break is the first line's own, the step the second line's.
-    let lines = &edit.text;
-    let newline = match lines.find(['\n', '\r'])? {
-        i if lines[i..].starts_with("\r\n") => "\r\n",
-        i if lines[i..].starts_with('\r') => "\r",
-        _ => "\n",
+    let mut lines = edit.text.as_str();
+    let first_break = lines.find(['\n', '\r'])?;
+    let newline = if lines[first_break..].starts_with("\r\n") {
+        "\r\n"
+    } else if lines[first_break..].starts_with('\r') {
+        "\r"
+    } else {
+        "\n"
     };
-    let mut rows = lines.split_inclusive(newline);
     let mut step = 0;
     let mut value = None;
     for (depth, key) in path.iter().enumerate() {
-        let row = rows.next()?.strip_suffix(newline)?;
+        let end = lines.find(['\n', '\r'])?;
+        let row = &lines[..end];
+        lines = lines[end..].strip_prefix(newline)?;
         let indent = row.bytes().take_while(|b| *b == b' ').count();
         if depth == 1 {
             step = indent.checked_sub(column).filter(|s| *s > 0)?;
@@ -341,7 +372,7 @@ fn prove_insertion(text: &str, mapping: &Node<'_>, path: &[&str], edit: &Edit) -
             return None;
         }
     }
-    if rows.next().is_some() {
+    if !lines.is_empty() {
         return None;
     }
     value

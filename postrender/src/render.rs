@@ -458,9 +458,9 @@ fn proven_as_desired(
     edits: &[Edit],
     desired: &ClassFields,
 ) -> bool {
-    outcomes.last().is_some_and(|outcome| {
-        read_back::proven_fields(text, ingress, &outcome.before, edits).as_ref() == Some(desired)
-    })
+    outcomes
+        .last()
+        .is_some_and(|outcome| read_back::proven_as(text, ingress, &outcome.before, desired, edits))
 }
 
 /// Reads the edited document back: where every edit of every Ingress was proven in place

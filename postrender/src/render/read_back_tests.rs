@@ -346,7 +346,7 @@ fn an_edit_off_by_one_is_caught_by_either_check() {
     let proven = |edits: &[Edit]| {
         // What the renderer asks of the document too.
         read_back::document_allows(text, &root)
-            && read_back::proven_fields(text, &root, &before, edits).as_ref() == Some(&*desired[0])
+            && read_back::proven_as(text, &root, &before, &desired[0], edits)
     };
     let both = [insert.clone(), good.clone()];
     assert!(proven(&both));
