@@ -57,21 +57,11 @@ pub(crate) enum Checked {
 }
 
 /// Whether a document's splices may be proven locally at all: no alias anywhere (so no
-/// node is shared) and no tab (whose place in the indentation Go's readers judge).
-/// A document with Unicode line breaks is never offered (see `render::go_lines`).
-pub(crate) fn document_allows(text: &str, root: &Node<'_>) -> bool {
-    memchr::memchr(b'\t', text.as_bytes()).is_none() && !has_alias(root)
-}
-
-fn has_alias(node: &Node<'_>) -> bool {
-    match &node.value {
-        NodeValue::Alias(_) => true,
-        NodeValue::Scalar { .. } => false,
-        NodeValue::Mapping { entries, .. } => {
-            entries.iter().any(|(k, v)| has_alias(k) || has_alias(v))
-        }
-        NodeValue::Sequence { items, .. } => items.iter().any(has_alias),
-    }
+/// node is shared; `has_alias` as [`crate::yaml_tree::parse_document_noting_aliases`]
+/// tells it) and no tab (whose place in the indentation Go's readers judge). A document
+/// with Unicode line breaks is never offered (see `render::go_lines`).
+pub(crate) fn document_allows(text: &str, has_alias: bool) -> bool {
+    !has_alias && memchr::memchr(b'\t', text.as_bytes()).is_none()
 }
 
 /// Whether sorted edits stay apart: no edit ends where the next starts, so that each proof

@@ -363,8 +363,8 @@ fn render_document(
     {
         return render_plain_list(text, &list, name, rules, outcomes, read_back, tally);
     }
-    let root = match yaml_tree::parse_document(text) {
-        Ok(Some(root)) => root,
+    let (root, has_alias) = match yaml_tree::parse_document_noting_aliases(text) {
+        Ok(Some(parsed)) => parsed,
         Ok(None) => return Ok(None),
         Err(source) => {
             // A document that does not parse is refused only when it may be one of ours
@@ -416,7 +416,7 @@ fn render_document(
     // Unicode line breaks are read as Go reads them (`go_lines`): only the full check.
     let mut local = read_back == ReadBack::Local
         && go_lines.is_none()
-        && read_back::document_allows(text, &root);
+        && read_back::document_allows(text, has_alias);
     for ingress in &ingresses {
         let from = edits.len();
         let fields = enforce_one(text, ingress, name, rules, outcomes, &mut edits)?;
