@@ -2,10 +2,11 @@
 //! that a splice changes one class field of the tree and nothing else, so that the edited
 //! document need not be parsed again.
 //!
-//! Three kinds of splice are proven; anything else (a flow-mapping insertion, an empty or
-//! null value replaced, a mapping left empty, a document with an alias, a tab or a Unicode
-//! line break, edits that touch each other) is left to the full read-back check, which
-//! parses the whole edited document and compares trees.
+//! Three kinds of splice are proven; anything else (a flow-mapping insertion, an empty value
+//! filled, a null or empty mapping on the way rewritten, a mapping left empty, a block
+//! scalar replaced, a document with an alias, a tab or a Unicode line break, edits that
+//! touch each other) is left to the full read-back check, which parses the whole edited
+//! document and compares trees.
 //!
 //! - **A scalar value replaced.** The range is exactly the span of a one-line plain, single-
 //!   or double-quoted scalar that is a mapping value (after `: `), without anchor or tag;
