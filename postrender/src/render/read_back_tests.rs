@@ -178,6 +178,19 @@ fn edits_the_local_proof_does_not_cover_get_the_full_check() {
             "{text}"
         );
     }
+    // A plain List whose second Ingress item is a flow mapping that gets a new entry: the
+    // first item's proof does not spare the List its full check (its digests are read then).
+    let list = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: networking.k8s.io/v1\n  kind: Ingress\n  metadata:\n    name: a\n  spec:\n    ingressClassName: nginx\n- {apiVersion: networking.k8s.io/v1, kind: Ingress, metadata: {name: b}, spec: {}}\n";
+    assert!(yaml_tree::plain_list(list).expect("parses").is_some());
+    let tally = agree(list, &rules(IngressTarget::class("haproxy")));
+    assert_eq!(
+        tally,
+        Tally {
+            locally: 0,
+            fully: 1
+        },
+        "{list}"
+    );
 }
 
 #[test]
