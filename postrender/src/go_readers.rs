@@ -130,6 +130,19 @@ fn go_string(node: &Node<'_>) -> (Option<String>, Option<String>) {
     }
 }
 
+/// Whether Go reads `node` as the string `key`: [`go_string`] without building the string
+/// for the usual untagged, `!!str` or local-tagged scalar.
+fn go_key_is(node: &Node<'_>, key: &str) -> bool {
+    match &node.value {
+        NodeValue::Scalar {
+            text,
+            tag: ScalarTag::None | ScalarTag::Str | ScalarTag::Local(_),
+            ..
+        } => text == key,
+        _ => go_string(node).0.as_deref() == Some(key),
+    }
+}
+
 /// Whether a key is YAML's merge key: a plain `<<`, tagged or not (`!!merge <<`); a quoted
 /// `"<<"` is an ordinary key.
 fn is_merge_key(key: &Node<'_>) -> bool {
@@ -235,7 +248,7 @@ pub fn lookup<'n, 'a>(
             }
             continue;
         }
-        if go_string(k).0.as_deref() == Some(key) {
+        if go_key_is(k, key) {
             found.values.push((Source::Explicit, anchors.resolve(v)));
         }
     }

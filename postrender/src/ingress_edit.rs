@@ -375,7 +375,7 @@ impl<'t, 's> Layout<'t, 's> {
         let last = depth + 1 == path.len();
         let Some(entry) = self.entry(mapping, &path[..depth], key)? else {
             self.unshared(mapping, &path[..depth])?;
-            edits.push(self.insert(mapping, &path[depth..], value, &field())?);
+            edits.push(self.insert(mapping, &path[depth..], value, &field)?);
             return Ok(());
         };
         let (k, v) = entry;
@@ -474,7 +474,7 @@ impl<'t, 's> Layout<'t, 's> {
                 }),
             };
         }
-        edits.push(self.remove_entry(mapping, index, &field())?);
+        edits.push(self.remove_entry(mapping, index, &field)?);
         Ok(())
     }
 
@@ -616,7 +616,8 @@ impl<'t, 's> Layout<'t, 's> {
         &self,
         mapping: &Node<'_>,
         index: usize,
-        field: &str,
+        // Named only in an error: most Ingresses never need the name.
+        field: &dyn Fn() -> String,
     ) -> Result<Edit, EditError> {
         let entries = mapping.entries().unwrap_or_default();
         let (k, v) = &entries[index];
@@ -636,7 +637,7 @@ impl<'t, 's> Layout<'t, 's> {
             k.span.start..next.span.start
         } else {
             return Err(EditError::Layout {
-                field: field.to_owned(),
+                field: field(),
                 why: "it shares its line with another node",
             });
         };
@@ -652,7 +653,7 @@ impl<'t, 's> Layout<'t, 's> {
         mapping: &Node<'_>,
         path: &[&str],
         value: &str,
-        field: &str,
+        field: &dyn Fn() -> String,
     ) -> Result<Edit, EditError> {
         let entries = mapping.entries().unwrap_or_default();
         if mapping.is_flow() {
@@ -665,7 +666,7 @@ impl<'t, 's> Layout<'t, 's> {
         }
         let Some((first_key, first_value)) = entries.first() else {
             return Err(EditError::Layout {
-                field: field.to_owned(),
+                field: field(),
                 why: "an empty block mapping",
             });
         };
@@ -752,14 +753,21 @@ impl<'t, 's> Layout<'t, 's> {
 
     /// `path = value` as block lines, the first key at `column`.
     fn block_lines(&self, path: &[&str], value: &str, column: usize) -> String {
-        let mut out = String::new();
+        let value = quoted(value);
+        let mut out = String::with_capacity(
+            path.iter()
+                .enumerate()
+                .map(|(depth, key)| column + depth * self.step + key.len() + 4)
+                .sum::<usize>()
+                + value.len(),
+        );
         for (depth, key) in path.iter().enumerate() {
-            out.push_str(&" ".repeat(column + depth * self.step));
+            out.extend(std::iter::repeat_n(' ', column + depth * self.step));
             out.push_str(key);
             out.push(':');
             if depth + 1 == path.len() {
                 out.push(' ');
-                out.push_str(&quoted(value));
+                out.push_str(&value);
             }
             out.push_str(self.newline);
         }

@@ -19,6 +19,7 @@ pub mod flux;
 pub mod go_readers;
 pub mod ingress_edit;
 pub mod krm;
+mod read_back;
 pub mod render;
 pub mod report;
 pub mod streaming;

@@ -15,7 +15,8 @@ use ingress_rules::{
 use crate::documents::{self, Document};
 use crate::go_readers::{self, Anchors, Doubt};
 use crate::ingress_edit::{self, Edit, EditError};
-use crate::yaml_tree::{self, Node, NodeValue, SyntaxError};
+use crate::read_back::{self, Checked, ReadBack, Tally};
+use crate::yaml_tree::{self, ItemsError, Node, NodeValue, SyntaxError};
 
 /// How a document is named in messages: its position, and the template it came from
 /// (Helm 3's `# Source:` comment or Helm 4's filename annotation).
@@ -226,7 +227,8 @@ pub(crate) fn render_block(
         }
     };
     let documents = documents.unwrap_or_else(|| documents::split(stream));
-    let mut rendered = render_documents(stream, &documents, rules)?;
+    let mut tally = Tally::default();
+    let mut rendered = render_documents(stream, &documents, rules, ReadBack::Local, &mut tally)?;
     rendered.documents = documents.len();
     Ok(rendered)
 }
@@ -236,6 +238,8 @@ fn render_documents(
     stream: &str,
     documents: &[Document],
     rules: &RenderRules,
+    read_back: ReadBack,
+    tally: &mut Tally,
 ) -> Result<Rendered, RenderError> {
     let mut rendered = Rendered::default();
     let mut lines = LineCounter::default();
@@ -245,7 +249,14 @@ fn render_documents(
             continue;
         }
         let name = name_of(stream, document, &mut lines);
-        if let Some(mut edits) = render_document(text, &name, rules, &mut rendered.ingresses)? {
+        if let Some(mut edits) = render_document(
+            text,
+            &name,
+            rules,
+            &mut rendered.ingresses,
+            read_back,
+            tally,
+        )? {
             // Kept until the whole stream is checked: no spare room.
             edits.shrink_to_fit();
             rendered.changed.push(ChangedDocument {
@@ -335,6 +346,8 @@ fn render_document(
     name: &DocumentName,
     rules: &RenderRules,
     outcomes: &mut Vec<IngressOutcome>,
+    read_back: ReadBack,
+    tally: &mut Tally,
 ) -> Result<Option<Vec<Edit>>, RenderError> {
     // Go's readers take NEL, LS and PS for line breaks: read the document as they do.
     let original = text;
@@ -348,10 +361,10 @@ fn render_document(
         && let Ok(Some(list)) = yaml_tree::plain_list(text)
         && ingress_rules::is_ingress_container_list(&list.api_version, &list.kind)
     {
-        return render_plain_list(text, &list, name, rules, outcomes);
+        return render_plain_list(text, &list, name, rules, outcomes, read_back, tally);
     }
-    let root = match yaml_tree::parse_document(text) {
-        Ok(Some(root)) => root,
+    let (root, has_alias) = match yaml_tree::parse_document_noting_aliases(text) {
+        Ok(Some(parsed)) => parsed,
         Ok(None) => return Ok(None),
         Err(source) => {
             // A document that does not parse is refused only when it may be one of ours
@@ -400,8 +413,14 @@ fn render_document(
     }
     let mut edits = Vec::new();
     let mut desired = Vec::new();
+    // Unicode line breaks are read as Go reads them (`go_lines`): only the full check.
+    let mut local = read_back == ReadBack::Local
+        && go_lines.is_none()
+        && read_back::document_allows(text, has_alias);
     for ingress in &ingresses {
+        let from = edits.len();
         let fields = enforce_one(text, ingress, name, rules, outcomes, &mut edits)?;
+        local = local && proven_as_desired(text, ingress, outcomes, &edits[from..], &fields);
         desired.push(fields);
     }
     if edits.is_empty() {
@@ -416,16 +435,52 @@ fn render_document(
     {
         return Err(go_lines.error(original, name));
     }
-    // The edited text lives only as long as its check: what is kept is the edits.
-    let new_text = ingress_edit::apply(text, &edits);
-    verify(&root, &ingresses, &new_text, &desired).map_err(|what| RenderError::Verify {
-        document: name.clone(),
-        ingress: outcomes
-            .last()
-            .map_or(IngressName(String::new()), |o| o.ingress.clone()),
-        what,
-    })?;
+    let checked =
+        check_edits(text, &root, &ingresses, &edits, &desired, local).map_err(|what| {
+            RenderError::Verify {
+                document: name.clone(),
+                ingress: outcomes
+                    .last()
+                    .map_or(IngressName(String::new()), |o| o.ingress.clone()),
+                what,
+            }
+        })?;
+    tally.count(checked);
     Ok(Some(edits))
+}
+
+/// Whether the edits of the Ingress whose outcome was pushed last are proven where they
+/// are ([`read_back`]) and read back as `desired`.
+fn proven_as_desired(
+    text: &str,
+    ingress: &Node<'_>,
+    outcomes: &[IngressOutcome],
+    edits: &[Edit],
+    desired: &ClassFields,
+) -> bool {
+    outcomes
+        .last()
+        .is_some_and(|outcome| read_back::proven_as(text, ingress, &outcome.before, desired, edits))
+}
+
+/// Reads the edited document back: where every edit of every Ingress was proven in place
+/// (`local`, which also asks that the sorted edits stay apart), that proof stands; otherwise
+/// the whole edited document is parsed again ([`verify`]).
+fn check_edits(
+    text: &str,
+    root: &Node<'_>,
+    ingresses: &[&Node<'_>],
+    sorted: &[Edit],
+    desired: &[Arc<ClassFields>],
+    local: bool,
+) -> Result<Checked, String> {
+    if local && read_back::apart(sorted) {
+        return Ok(Checked::Locally);
+    }
+    // The edited text lives only as long as its check: what is kept is the edits.
+    let new_text = ingress_edit::apply(text, sorted);
+    verify(root, ingresses, &new_text, desired)?;
+    Ok(Checked::Fully)
 }
 
 /// The self-check that keeps a wrong splice from ever reaching the cluster: the edited
@@ -536,20 +591,27 @@ fn shared(fields: ClassFields, previous: Option<&IngressOutcome>) -> Arc<ClassFi
 
 /// A List in the plain form of [`yaml_tree::plain_list`], read one item at a time so that
 /// a List of thousands of Ingresses never has all their trees at once. The same rules and
-/// the same self-check as for a whole document: the edited List is read again item by
-/// item, each Ingress must read back as the rules said and need no second pass, and every
-/// item, with its class fields set aside, must be the tree it was (compared by a digest of
-/// its canonical form, so that no item's tree is kept).
+/// the same self-check as for a whole document: each Ingress item's edits are proven where
+/// they are ([`read_back`]) while its tree is at hand; when one is not, the edited List is
+/// read again item by item, each Ingress must read back as the rules said and need no
+/// second pass, and every item, with its class fields set aside, must be the tree it was
+/// (compared by a digest of its canonical form, so that no item's tree is kept).
 fn render_plain_list(
     text: &str,
     list: &yaml_tree::PlainList,
     name: &DocumentName,
     rules: &RenderRules,
     outcomes: &mut Vec<IngressOutcome>,
+    read_back: ReadBack,
+    tally: &mut Tally,
 ) -> Result<Option<Vec<Edit>>, RenderError> {
     let mut edits = Vec::new();
     let mut desired: Vec<(usize, Arc<ClassFields>)> = Vec::new();
-    let mut digests = Vec::with_capacity(list.items);
+    // The plain form has no alias and no tab (see `render_document`).
+    let mut local = read_back == ReadBack::Local;
+    // Digests are taken in the first pass only when the full check is sure to run;
+    // otherwise only if a local proof fails, by reading the List once more.
+    let mut digests = (!local).then(|| Vec::with_capacity(list.items));
     let syntax = |error: SyntaxError| RenderError::Syntax {
         error: error.shifted(name.first_line),
         document: name.clone(),
@@ -558,18 +620,21 @@ fn render_plain_list(
         let mut anchors = Anchors::new(&item);
         let at = format!("items[{index}]");
         let ty = go_readers::go_type(&item, &at, &mut anchors);
-        if ty.may_be_ingress() {
+        let ingress = ty.may_be_ingress();
+        if ingress {
             if let Some(doubt) = ty.doubt {
                 return Err(RenderError::Doubt {
                     document: name.clone(),
                     doubt,
                 });
             }
+            let from = edits.len();
             let fields = enforce_one(text, &item, name, rules, outcomes, &mut edits)?;
+            local = local && proven_as_desired(text, &item, outcomes, &edits[from..], &fields);
             desired.push((index, fields));
-            digests.push(digest(&item, true));
-        } else {
-            digests.push(digest(&item, false));
+        }
+        if let Some(digests) = &mut digests {
+            digests.push(digest(&item, ingress));
         }
         Ok(())
     })
@@ -581,7 +646,6 @@ fn render_plain_list(
         return Ok(None);
     }
     edits.sort_by_key(|e: &Edit| (e.range.start, e.range.end));
-    let new_text = ingress_edit::apply(text, &edits);
     let verify_error = |what: String| RenderError::Verify {
         document: name.clone(),
         ingress: outcomes
@@ -589,13 +653,51 @@ fn render_plain_list(
             .map_or(IngressName(String::new()), |o| o.ingress.clone()),
         what,
     };
+    // Every edit lies inside its item's own lines, so the List's top level and its other
+    // items read as before.
+    if local && read_back::apart(&edits) {
+        tally.count(Checked::Locally);
+        return Ok(Some(edits));
+    }
+    let digests = match digests {
+        Some(digests) => digests,
+        None => list_digests(text, list.items, &desired).map_err(|_| {
+            verify_error("the List does not read as it did before the edit".to_owned())
+        })?,
+    };
+    verify_plain_list(text, list, &edits, &desired, &digests).map_err(verify_error)?;
+    tally.count(Checked::Fully);
+    Ok(Some(edits))
+}
+
+/// The digest of every item of a plain List, `ingresses` telling the Ingress items apart.
+fn list_digests(
+    text: &str,
+    items: usize,
+    ingresses: &[(usize, Arc<ClassFields>)],
+) -> Result<Vec<u64>, ItemsError<()>> {
+    let mut digests = Vec::with_capacity(items);
+    let mut ingresses = ingresses.iter().map(|(i, _)| *i).peekable();
+    yaml_tree::for_each_list_item(text, |index, item| {
+        let ingress = ingresses.next_if_eq(&index).is_some();
+        digests.push(digest(&item, ingress));
+        Ok::<(), ()>(())
+    })?;
+    Ok(digests)
+}
+
+/// The full read-back check of an edited plain List (see [`render_plain_list`]).
+fn verify_plain_list(
+    text: &str,
+    list: &yaml_tree::PlainList,
+    sorted: &[Edit],
+    desired: &[(usize, Arc<ClassFields>)],
+    digests: &[u64],
+) -> Result<(), String> {
+    let new_text = ingress_edit::apply(text, sorted);
     match yaml_tree::plain_list(&new_text) {
         Ok(Some(after)) if after == *list => {}
-        _ => {
-            return Err(verify_error(
-                "the edited List does not read as the same List".to_owned(),
-            ));
-        }
+        _ => return Err("the edited List does not read as the same List".to_owned()),
     }
     let mut wanted = desired.iter().peekable();
     let mut checked = 0;
@@ -621,16 +723,14 @@ fn render_plain_list(
     })
     .map_err(|e| match e {
         yaml_tree::ItemsError::Syntax(error) => {
-            verify_error(format!("the edited document does not parse ({error})"))
+            format!("the edited document does not parse ({error})")
         }
-        yaml_tree::ItemsError::Item(what) => verify_error(what),
+        yaml_tree::ItemsError::Item(what) => what,
     })?;
     if checked != digests.len() || wanted.next().is_some() {
-        return Err(verify_error(
-            "the edited List has another number of items".to_owned(),
-        ));
+        return Err("the edited List has another number of items".to_owned());
     }
-    Ok(Some(edits))
+    Ok(())
 }
 
 /// A digest of an item's canonical form, with its class fields set aside when it is an
@@ -860,6 +960,9 @@ impl LineCounter {
         self.newlines + 1
     }
 }
+
+#[cfg(test)]
+mod read_back_tests;
 
 #[cfg(test)]
 mod tests {

@@ -201,6 +201,12 @@ fn options() -> Options {
 /// node (only comments). Content after the first document is an error: the stream
 /// splitter hands over one document at a time.
 pub fn parse_document(text: &str) -> Result<Option<Node<'_>>, SyntaxError> {
+    Ok(parse_document_noting_aliases(text)?.map(|(root, _)| root))
+}
+
+/// [`parse_document`], and whether the document has an alias (`*name`) anywhere, which
+/// the parse sees for free and a walk of the tree would have to look for.
+pub fn parse_document_noting_aliases(text: &str) -> Result<Option<(Node<'_>, bool)>, SyntaxError> {
     let mut parser = Parser::new_from_str_with_options(text, options());
     let mut builder = Builder::default();
     let mut root = None;
@@ -232,7 +238,7 @@ pub fn parse_document(text: &str) -> Result<Option<Node<'_>>, SyntaxError> {
     if !builder.referenced.is_empty() {
         mark_shared(&mut root, &builder.referenced);
     }
-    Ok(Some(root))
+    Ok(Some((root, builder.aliases)))
 }
 
 /// Marks the nodes whose anchor an alias refers to.
@@ -282,6 +288,8 @@ struct Builder<'a> {
     open: Vec<Open<'a>>,
     /// The anchor ids aliases refer to.
     referenced: HashSet<usize>,
+    /// An alias was met, resolved or not.
+    aliases: bool,
 }
 
 struct Open<'a> {
@@ -333,9 +341,13 @@ impl<'a> Builder<'a> {
             }
             Event::Alias(id) => {
                 self.referenced.insert(id);
+                self.aliases = true;
                 Some(make(NodeValue::Alias(id), 0))
             }
-            Event::UnresolvedAlias(_) => Some(make(NodeValue::Alias(0), 0)),
+            Event::UnresolvedAlias(_) => {
+                self.aliases = true;
+                Some(make(NodeValue::Alias(0), 0))
+            }
             Event::MappingStart(style, anchor, _) => {
                 let flow = style == StructureStyle::Flow;
                 self.open.push(Open {
