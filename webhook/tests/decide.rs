@@ -358,6 +358,46 @@ fn w2_blocks_helm_release_create_and_upgrade(#[case] version: &str) {
     assert_blocked(&d, "prod", "ctl9");
 }
 
+/// A deploy whose old and new objects both have no spec changes nothing W2 guards.
+#[test]
+fn w2_never_denies_an_update_without_a_spec_before_or_after() {
+    let mut old = helm_release("v2", "1");
+    old.as_object_mut().unwrap().remove("spec");
+    let mut new = old.clone();
+    new["metadata"]["labels"] = json!({"a": "b"});
+    let d = update(&view(), "styrmin-web1", new, old);
+    assert_eq!(d.outcome, Outcome::Allowed, "{d:?}");
+    assert_eq!(d.reason, "spec unchanged");
+}
+
+/// W2 in warn: the deployment's own level decides the mode, over its environment's.
+#[test]
+fn w2_a_deployment_in_warn_is_warned_in_an_enforcing_environment() {
+    let v = policy(&POLICY.replace(
+        "web1: {environment: prod}",
+        "web1: {environment: prod, enforcement_mode: warn}",
+    ));
+    let old = styrmin_deployment("prod", "application", "a:1");
+    let new = styrmin_deployment("prod", "application", "a:2");
+    let d = update(&v, "styrmin-web1", new.clone(), old.clone());
+    assert_eq!(d.outcome, Outcome::WouldDeny, "{d:?}");
+    assert!(d.status.is_none());
+    assert_eq!(
+        d.reason,
+        "warn: would deny, dedicated ingress controller being removed (W2)"
+    );
+    assert!(
+        d.warnings[0].starts_with(
+            "would deny (enforcement_mode warn, decided by deployment.enforcement_mode)"
+        ),
+        "{:?}",
+        d.warnings
+    );
+    // A deployment of the same environment without a mode of its own is still denied.
+    let d = create(&v, "styrmin-new", new);
+    assert_blocked(&d, "prod", "ctl9");
+}
+
 #[test]
 fn w2_never_denies_delete() {
     let object = styrmin_deployment("prod", "application", "a:1");

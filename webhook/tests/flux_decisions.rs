@@ -109,6 +109,32 @@ fn create_and_update_get_the_deployments_rules() {
     );
 }
 
+/// Warn: the HelmRelease is let through without the post-renderer, with a warning that
+/// says what would be added and what decided it.
+#[test]
+fn warn_says_it_would_add_the_post_renderer() {
+    let v = parse_policy(
+        Path::new("policy.yaml"),
+        &POLICY.replace(
+            "web1: {environment: stage}",
+            "web1: {environment: stage, enforcement_mode: warn}",
+        ),
+    )
+    .unwrap();
+    let d = decide_on(&v, &request("CREATE", "styrmin-web1", release(), None));
+    assert_eq!(d.outcome, Outcome::WouldPatch, "{d:?}");
+    assert!(d.patch.is_empty());
+    assert_eq!(d.reason, "warn: would add the flux post-renderer");
+    assert!(d.settings.is_some(), "the log names the settings");
+    assert_eq!(
+        d.warnings,
+        vec![
+            "would add Styrmin's post-renderer to this HelmRelease (class:haproxy), decided by environment stage"
+                .to_owned()
+        ]
+    );
+}
+
 #[test]
 fn r5_removes_ours() {
     let v = view();
