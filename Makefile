@@ -83,6 +83,10 @@ fuzz-smoke: fuzz-tools
 
 # Mutation testing of the rule crate and the webhook's decisions (not part of `make test`:
 # each webhook mutant rebuilds the crate). Fails when a mutant survives; MUTANTS.md has the score.
+# The Flux reader's serde visitors name what they expect only in errors it discards (a list
+# that is not one is left alone), so no test can tell their `expecting` from another: skipped.
+MUTANTS_EQUIVALENT := for (OnlyMember|MarkedPatches<'_>|ClassifyEntries<'_>)>::expecting
+
 mutants:
 	test -x $(TOOLS)/cargo-mutants || $(CARGO) install cargo-mutants --locked --root .tools
 	mkdir -p target/mutants/ingress-rules target/mutants/webhook
@@ -90,7 +94,7 @@ mutants:
 		--timeout 120 -o target/mutants/ingress-rules
 	nice -n 19 $(TOOLS)/cargo-mutants mutants --package styrmin-webhook --no-shuffle --timeout 120 \
 		--file webhook/src/decide.rs --file webhook/src/patch.rs --file webhook/src/flux.rs \
-		--file webhook/src/clock.rs \
+		--file webhook/src/clock.rs --exclude-re "$(MUTANTS_EQUIVALENT)" \
 		-o target/mutants/webhook
 
 clean:
