@@ -772,9 +772,16 @@ fn run_end(text: &[u8], start: usize, stop: Option<usize>) -> usize {
 /// over by its leading spaces and only counts it), and ends with a line break. Searched a
 /// block of bytes at a time, as [`plain_run`].
 fn block_run(text: &[u8], start: usize, column: usize) -> usize {
-    let indented = |at: usize| {
-        text.get(at..at + column)
-            .is_some_and(|lead| lead.iter().all(|b| *b == b' '))
+    // Up to eight leading spaces are compared as one word.
+    let lead_mask = u64::MAX >> (8 * 8usize.saturating_sub(column).min(7)) as u32;
+    let indented = |at: usize| match text.get(at..at + 8) {
+        Some(word) if column <= 8 => {
+            let word = u64::from_le_bytes(word.try_into().unwrap_or_default());
+            (word ^ 0x2020_2020_2020_2020) & lead_mask == 0
+        }
+        _ => text
+            .get(at..at + column)
+            .is_some_and(|lead| lead.iter().all(|b| *b == b' ')),
     };
     if column == 0 || !indented(start) {
         return start;
@@ -785,15 +792,17 @@ fn block_run(text: &[u8], start: usize, column: usize) -> usize {
     let stop = 'search: {
         while let Some(chunk) = text.get(at..at + 8) {
             let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
-            let mut breaks = bytes_equal(word, b'\n');
-            while breaks != 0 {
-                let i = at + breaks.trailing_zeros() as usize / 8;
-                if !indented(i + 1) {
-                    break 'search Some(i);
-                }
-                breaks &= breaks - 1;
+            let breaks = bytes_equal(word, b'\n');
+            if breaks == 0 {
+                at += 8;
+                continue;
             }
-            at += 8;
+            let i = at + breaks.trailing_zeros() as usize / 8;
+            if !indented(i + 1) {
+                break 'search Some(i);
+            }
+            // The next line's leading spaces hold no line break: the search goes on after them.
+            at = i + 1 + column;
         }
         let last = text.len() - 1;
         (at..last).find(|&i| text[i] == b'\n' && !indented(i + 1))
@@ -1908,6 +1917,17 @@ mod tests {
             text.find("  end").unwrap_or_default()
         );
         assert_eq!(block_run(b"    short\n", 0, 6), 0);
+        // Content deeper than eight spaces (compared byte by byte), and exactly eight.
+        for column in [8, 10, 12] {
+            let lead = " ".repeat(column);
+            let content = format!("{lead}a line of the block scalar, past a block\n").repeat(3);
+            let text = format!("{content}{}one space less\n{lead}after\n", &lead[1..]);
+            assert_eq!(
+                block_run(text.as_bytes(), 0, column),
+                content.len(),
+                "{column}"
+            );
+        }
     }
 
     /// A reader that hands out a few bytes at a time, as a pipe may.
