@@ -733,7 +733,7 @@ fn plain_run(text: &[u8], start: usize) -> usize {
         return start;
     }
     let mut at = start;
-    // Each block of 32 bytes (and the byte after it) gives the bits of the bytes that stop.
+    // Each block of 32 bytes (and the byte after it) gives a flag for each byte that stops.
     let stop = loop {
         let Some(block) = text.get(at..at + 33) else {
             // The end: byte by byte, the last byte stopping (its line is read: it may not end).
