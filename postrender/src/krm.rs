@@ -344,6 +344,9 @@ struct Cutter {
     /// Lines read so far.
     number: usize,
     checker: Option<LineChecker>,
+    /// Whether runs of plain lines are skipped by a search ([`plain_run`]); off, every line
+    /// goes through the line logic (the tests compare the two).
+    skip_plain: bool,
     /// Bytes fed so far.
     bytes: usize,
     /// The first error of each kind, in the order they are reported: a tab or CR, a
@@ -365,6 +368,7 @@ impl Cutter {
             item_column: None,
             number: 0,
             checker: checked.then(LineChecker::default),
+            skip_plain: true,
             bytes: 0,
             tab: None,
             line_break: None,
@@ -495,9 +499,33 @@ impl Cutter {
         let mut number = self.number;
         let mut checker = self.checker.as_mut();
         let mut offset = 0;
-        let mut openers = Openers::new(text);
         let result = (|| -> Result<(), KrmError> {
             while offset < text.len() {
+                // Runs of indented lines of an item (the items in column 0) that the line
+                // logic below would pass over are skipped whole, by a search for the bytes
+                // that could make it read a line; it reads the line the search stops at.
+                if self.skip_plain
+                    && section == Section::Items
+                    && item_column == Some(0)
+                    && checker.as_deref().is_some_and(|c| c.block.is_none())
+                {
+                    let stop = plain_run(text, offset);
+                    number += newlines(&text[offset..stop]);
+                    offset = stop;
+                }
+                // The same for the lines of a block scalar, by their leading spaces.
+                if self.skip_plain
+                    && let Some(LineChecker {
+                        block: Some((_, Some(column))),
+                    }) = checker.as_deref()
+                {
+                    let stop = block_run(text, offset, *column);
+                    number += newlines(&text[offset..stop]);
+                    offset = stop;
+                }
+                if offset == text.len() {
+                    break;
+                }
                 number += 1;
                 let start = offset;
                 let end = memchr::memchr(b'\n', &text[start..]).map_or(text.len(), |i| start + i);
@@ -515,7 +543,7 @@ impl Cutter {
                         Some(_) => {
                             section == Section::Items
                                 && item_column == Some(0)
-                                && !openers.within(start..end)
+                                && !line.iter().any(|b| OPENERS[usize::from(*b)])
                                 && !ends_with_dash(line)
                         }
                     };
@@ -677,43 +705,141 @@ fn ends_with_dash(line: &[u8]) -> bool {
     }
 }
 
-/// Where the next byte of [`OPENERS`] is, searched for a few bytes at a time with `memchr3`
-/// and kept until passed, so that a line is known to hold none without reading it again.
-#[derive(Debug)]
-struct Openers<'t> {
-    text: &'t [u8],
-    /// For each group of opener bytes, its next position at or after the last line asked
-    /// about (the text's length when there is none).
-    next: [usize; OPENER_GROUPS.len()],
-    /// The least of `next`.
-    first: usize,
+/// Whether a byte may make the line logic read a line it would otherwise pass over, seen
+/// with the byte after it: a byte that may be an opener (every byte of [`OPENERS`], and a few
+/// more that share their ranges: `#`, `$`, `(`, `)`), a line break before a line that does
+/// not start with a space (or before an empty one), and a `-` or space that ends a line.
+/// Written with `&` and `|` so that a block of bytes is tested without branches.
+#[inline(always)]
+fn stops_plain_run(byte: u8, next: u8) -> bool {
+    let opener = (byte.wrapping_sub(b'!') <= b'*' - b'!')
+        | (byte.wrapping_sub(b'>') <= b'@' - b'>')
+        | (byte == b'[')
+        | (byte == b'`')
+        | (byte.wrapping_sub(b'{') <= b'|' - b'{');
+    let column_0 = (byte == b'\n') & (next != b' ');
+    let line_end = ((byte == b'-') | (byte == b' ')) & (next == b'\n');
+    opener | column_0 | line_end
 }
 
-/// [`OPENERS`]'s bytes, three to a `memchr3` search.
-const OPENER_GROUPS: [[u8; 3]; 5] = [*b"\"'[", *b"{|>", *b"&*!", *b"%@`", *b"???"];
+/// The start of the first line at or after `start` (a line's start) that the line logic
+/// must read, when the lines from `start` are indented lines of an item with the items in
+/// column 0, outside block scalars: every line before it starts with a space, holds no byte
+/// of [`OPENERS`], does not end in `-` or a space, and ends with a line break (the line
+/// logic passes such a line over and only counts it). The search looks at a block of bytes
+/// at a time and only finds the byte it stopped at within the block that holds it.
+fn plain_run(text: &[u8], start: usize) -> usize {
+    if text.get(start) != Some(&b' ') {
+        return start;
+    }
+    let mut at = start;
+    // Each block of 32 bytes (and the byte after it) gives a flag for each byte that stops.
+    let stop = loop {
+        let Some(block) = text.get(at..at + 33) else {
+            // The end: byte by byte, the last byte stopping (its line is read: it may not end).
+            let last = text.len() - 1;
+            break (at..last).find(|&i| stops_plain_run(text[i], text[i + 1]));
+        };
+        let mut flags = [0u8; 32];
+        for (k, flag) in flags.iter_mut().enumerate() {
+            *flag = u8::from(stops_plain_run(block[k], block[k + 1]));
+        }
+        if let Some(k) = first_flag(&flags) {
+            break Some(at + k);
+        }
+        at += 32;
+    };
+    run_end(text, start, stop)
+}
 
-impl<'t> Openers<'t> {
-    fn new(text: &'t [u8]) -> Self {
-        Self {
-            text,
-            next: [0; OPENER_GROUPS.len()],
-            first: 0,
+/// Where a run from `start` ends, given the first byte that stops it: after it when it is a
+/// line break (it ends the run's last line; the next line is the one to read), else at the
+/// start of its line. With none, the last line is read (it may not end with a line break).
+fn run_end(text: &[u8], start: usize, stop: Option<usize>) -> usize {
+    match stop {
+        Some(at) if text[at] == b'\n' => at + 1,
+        Some(at) => memchr::memrchr(b'\n', &text[start..at]).map_or(start, |i| start + i + 1),
+        None => {
+            let last = text.len() - 1;
+            memchr::memrchr(b'\n', &text[start..last]).map_or(start, |i| start + i + 1)
         }
     }
+}
 
-    /// Whether `line` (asked about in increasing order) holds an opener.
-    fn within(&mut self, line: Range<usize>) -> bool {
-        if self.first < line.start {
-            for (next, [a, b, c]) in self.next.iter_mut().zip(OPENER_GROUPS) {
-                if *next < line.start {
-                    *next = memchr::memchr3(a, b, c, &self.text[line.start..])
-                        .map_or(self.text.len(), |i| line.start + i);
-                }
+/// The start of the first line at or after `start` (a line's start) that does not start
+/// with `column` spaces or is the last line: every line before it is a line of the block
+/// scalar being read whose content starts at `column` (the line logic passes such a line
+/// over by its leading spaces and only counts it), and ends with a line break. Searched a
+/// block of bytes at a time, as [`plain_run`].
+fn block_run(text: &[u8], start: usize, column: usize) -> usize {
+    // Up to eight leading spaces are compared as one word.
+    let lead_mask = u64::MAX >> (8 * 8usize.saturating_sub(column).min(7)) as u32;
+    let indented = |at: usize| match text.get(at..at + 8) {
+        Some(word) if column <= 8 => {
+            let word = u64::from_le_bytes(word.try_into().unwrap_or_default());
+            (word ^ 0x2020_2020_2020_2020) & lead_mask == 0
+        }
+        _ => text
+            .get(at..at + column)
+            .is_some_and(|lead| lead.iter().all(|b| *b == b' ')),
+    };
+    if column == 0 || !indented(start) {
+        return start;
+    }
+    let mut at = start;
+    // Eight bytes at a time, each line break found in the word; only the line after each
+    // is looked at.
+    let stop = 'search: {
+        while let Some(chunk) = text.get(at..at + 8) {
+            let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+            let breaks = bytes_equal(word, b'\n');
+            if breaks == 0 {
+                at += 8;
+                continue;
             }
-            self.first = self.next.iter().copied().min().unwrap_or(self.text.len());
+            let i = at + breaks.trailing_zeros() as usize / 8;
+            if !indented(i + 1) {
+                break 'search Some(i);
+            }
+            // The next line's leading spaces hold no line break: the search goes on after them.
+            at = i + 1 + column;
         }
-        self.first < line.end
+        let last = text.len() - 1;
+        (at..last).find(|&i| text[i] == b'\n' && !indented(i + 1))
+    };
+    run_end(text, start, stop)
+}
+
+/// The high bit of each byte of `word` that is `byte`, and no other bit (no carry crosses
+/// a byte: the low seven bits are added apart from the high one).
+fn bytes_equal(word: u64, byte: u8) -> u64 {
+    const LOW: u64 = 0x0101_0101_0101_0101;
+    const SEVEN: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let x = word ^ (LOW * u64::from(byte));
+    !(((x & SEVEN) + SEVEN) | x | SEVEN)
+}
+
+/// The first of 32 flags (0 or 1) that is set, read as four words.
+fn first_flag(flags: &[u8; 32]) -> Option<usize> {
+    flags
+        .chunks_exact(8)
+        .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
+        .enumerate()
+        .find(|(_, word)| *word != 0)
+        .map(|(w, word)| w * 8 + word.trailing_zeros() as usize / 8)
+}
+
+/// How many line breaks `text` holds (counted in bytes, a block at a time).
+fn newlines(text: &[u8]) -> usize {
+    let mut count = 0;
+    for block in text.chunks(255) {
+        let mut n = 0u8;
+        for byte in block {
+            n += u8::from(*byte == b'\n');
+        }
+        count += usize::from(n);
     }
+    count
 }
 
 /// Checks, line by line, that no scalar or collection runs over a line break except block
@@ -1665,6 +1791,145 @@ mod tests {
         }
     }
 
+    /// Lines for the skipping cut: long runs of plain lines (past a search block), block
+    /// scalars deeper than their key and lines that end them, and every kind of line a run
+    /// must stop at.
+    const RUN_FRAGMENTS: [&str; 18] = [
+        "  plain: a value long enough to run past one block of thirty-two bytes\n    more: x\n",
+        "  spec:\n    nested:\n      deeper: value value value value value value\n",
+        "  a: \"off\"\n",
+        "  c: \"one\n- kind: Fake\n  d: two\"\n",
+        "  g: |\n    - kind: Fake\n    \"x\n    and a long line of the block scalar, past a block\n",
+        "  h: |-\n      deep content line one of the block scalar\n      two\n    less: indented\n",
+        "  i: >\n    folded\n\n    after a blank line\n  j: after\n",
+        "  k: |\n    content\n   three spaces\n",
+        "  l: ends with a dash -\n",
+        "  m: ends with a space \n",
+        "  n:\n  - one\n  -\n",
+        "\n",
+        "# a comment in column 0\n",
+        "  o: x # a comment with ' and \" in it\n",
+        "  p: (parens) $dollar\n",
+        "other: a top-level key\n",
+        "  q: caf\u{e9} \u{2603}\n",
+        "  r: |\n        eight spaces deep\n        and again\n",
+    ];
+
+    proptest::proptest! {
+        /// The cut that skips runs of plain lines and of block scalar lines is the cut that
+        /// reads every line: the same items, or the same refusal on the same line; fed
+        /// whole or in pieces.
+        #[test]
+        fn the_skipping_cut_is_the_line_by_line_cut(
+            items in proptest::collection::vec(proptest::collection::vec(0..RUN_FRAGMENTS.len(), 0..6), 1..5),
+            breaks in proptest::collection::vec(proptest::bool::ANY, 96),
+            end_without_break in proptest::bool::ANY,
+        ) {
+            let mut text = String::from("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n");
+            for (i, fragments) in items.iter().enumerate() {
+                text.push_str(&format!("- kind: K{i}\n"));
+                for f in fragments {
+                    text.push_str(RUN_FRAGMENTS[*f]);
+                }
+            }
+            text.push_str("functionConfig:\n  kind: X\n");
+            if end_without_break {
+                text.pop();
+            }
+            let cut = |skip: bool, pieces: bool| {
+                let mut cutter = Cutter::new(true);
+                cutter.skip_plain = skip;
+                let mut piece = 0;
+                if pieces {
+                    for (line, (at, _)) in text.match_indices('\n').enumerate() {
+                        if breaks.get(line).copied().unwrap_or(false) {
+                            cutter.feed(&text.as_bytes()[piece..=at]);
+                            piece = at + 1;
+                        }
+                    }
+                }
+                cutter.feed(&text.as_bytes()[piece..]);
+                let lines = cutter.number;
+                (cutter.finish().map_err(|e| e.to_string()), lines)
+            };
+            let careful = cut(false, false);
+            proptest::prop_assert_eq!(&cut(true, false), &careful);
+            proptest::prop_assert_eq!(&cut(true, true), &careful);
+        }
+    }
+
+    #[test]
+    fn every_opener_stops_a_plain_run() {
+        for byte in 0..=u8::MAX {
+            if OPENERS[usize::from(byte)] {
+                assert!(stops_plain_run(byte, b'x'), "{:?}", char::from(byte));
+            }
+        }
+        // A line break before a space, a letter after a dash: no stop.
+        assert!(!stops_plain_run(b'\n', b' '));
+        assert!(!stops_plain_run(b'-', b'x'));
+        assert!(!stops_plain_run(b'a', b'\n'));
+    }
+
+    #[test]
+    fn a_plain_run_stops_at_the_line_the_line_logic_must_read() {
+        let plain = "  plain: a line of an item, long enough to fill a block\n".repeat(5);
+        for stop in [
+            "- kind: next item\n",
+            "top: key\n",
+            "\n",
+            "  a: \"quoted\"\n",
+            "  b: |\n",
+            "  c: x {\n",
+            "  d: &anchor\n",
+            "  e: ends in a dash -\n",
+            "  f: ends in a space \n",
+            "  no line break at the end",
+        ] {
+            let text = format!("{plain}{stop}  after: x\n");
+            assert_eq!(plain_run(text.as_bytes(), 0), plain.len(), "{stop:?}");
+            // From the start of a line in the run, the same stop.
+            let second = plain.find('\n').unwrap_or_default() + 1;
+            assert_eq!(plain_run(text.as_bytes(), second), plain.len(), "{stop:?}");
+        }
+        // A line that does not start with a space is read at once.
+        assert_eq!(plain_run(b"- kind: x\n  a: b\n", 0), 0);
+    }
+
+    #[test]
+    fn a_block_run_stops_at_the_first_line_less_indented_than_its_content() {
+        let content = "      a line of the block scalar, long enough to fill a block\n".repeat(4);
+        for stop in [
+            "     five spaces\n",
+            "  key: value\n",
+            "- kind: next item\n",
+            "\n",
+            "    \n",
+            "      the last line, with no line break",
+        ] {
+            let text = format!("{content}{stop}      after\n");
+            assert_eq!(block_run(text.as_bytes(), 0, 6), content.len(), "{stop:?}");
+        }
+        // Deeper lines and any bytes in them belong to the block scalar.
+        let text = format!("{content}        \"deeper\" [x] - \n  end: x\n");
+        assert_eq!(
+            block_run(text.as_bytes(), 0, 6),
+            text.find("  end").unwrap_or_default()
+        );
+        assert_eq!(block_run(b"    short\n", 0, 6), 0);
+        // Content deeper than eight spaces (compared byte by byte), and exactly eight.
+        for column in [8, 10, 12] {
+            let lead = " ".repeat(column);
+            let content = format!("{lead}a line of the block scalar, past a block\n").repeat(3);
+            let text = format!("{content}{}one space less\n{lead}after\n", &lead[1..]);
+            assert_eq!(
+                block_run(text.as_bytes(), 0, column),
+                content.len(),
+                "{column}"
+            );
+        }
+    }
+
     /// A reader that hands out a few bytes at a time, as a pipe may.
     struct Trickle<'a>(&'a [u8], usize);
 
@@ -1754,15 +2019,6 @@ mod tests {
             field("apiVersion: styrmin.io/v1alpha1\nkind: Other\n"),
             "kind"
         );
-    }
-
-    #[test]
-    fn the_opener_groups_are_the_openers() {
-        let mut table = [false; 256];
-        for byte in OPENER_GROUPS.iter().flatten() {
-            table[usize::from(*byte)] = true;
-        }
-        assert_eq!(table, OPENERS);
     }
 
     #[test]
