@@ -13,37 +13,16 @@
 //! Kustomize unwraps `List`s, re-sorts, drops comments and reformats, so objects are compared
 //! parsed, never as bytes.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
 use e2e::{Scratch, copy_dir, data, describe, release_binary, run, tool, utf8};
-use serde_json::Value;
 use support::{
-    RESOLUTION_TABLE, is_ingress, kustomize_objects as objects, rendered_streams,
-    without_null_metadata_maps,
+    RESOLUTION_TABLE, compare_with_post_renderer, is_ingress, objects_by_id, post_render,
+    rendered_streams,
 };
 
 mod support;
-
-fn by_id(stream: &str, what: &str) -> BTreeMap<String, Value> {
-    let mut map = BTreeMap::new();
-    for object in objects(stream).into_iter().map(without_null_metadata_maps) {
-        let field = |key: &str| object["metadata"][key].as_str().unwrap_or_default();
-        let key = format!(
-            "{} {} {}/{}",
-            object["apiVersion"].as_str().unwrap_or_default(),
-            object["kind"].as_str().unwrap_or_default(),
-            field("namespace"),
-            field("name")
-        );
-        assert!(
-            map.insert(key.clone(), object).is_none(),
-            "{what}: two objects with the id {key}"
-        );
-    }
-    map
-}
 
 /// The plugin's config: a `StyrminPostRender` whose spec is the config file's sections (no
 /// function annotation: kustomize looks the kind up among its plugins).
@@ -94,62 +73,6 @@ fn kubectl_kustomize_ok(dir: &Path, home: &Path) -> String {
     utf8(output.stdout, "kubectl kustomize output")
 }
 
-fn post_render(stream: &[u8], config_path: &Path) -> String {
-    let mut cmd = Command::new(release_binary("styrmin-postrender"));
-    cmd.arg("--config").arg(config_path);
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("STYRMIN_") {
-            cmd.env_remove(&key);
-        }
-    }
-    let output = run(&mut cmd, Some(stream));
-    assert!(
-        output.status.success(),
-        "{} failed: {}",
-        describe(&cmd),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    utf8(output.stdout, "post-renderer output")
-}
-
-/// Ingresses equal the post-renderer's, everything else equals kustomize's without the
-/// plugin; the number of Ingresses compared.
-fn compare(
-    context: &str,
-    with_plugin: &BTreeMap<String, Value>,
-    without: &BTreeMap<String, Value>,
-    post_rendered: &BTreeMap<String, Value>,
-) -> Result<usize, String> {
-    let ids = |m: &BTreeMap<String, Value>| m.keys().cloned().collect::<Vec<_>>();
-    if ids(with_plugin) != ids(without) {
-        return Err(format!(
-            "{context}: objects {:?} with the plugin, {:?} without",
-            ids(with_plugin),
-            ids(without)
-        ));
-    }
-    let mut compared = 0;
-    for (key, plain) in without {
-        let got = &with_plugin[key];
-        if is_ingress(plain) {
-            let want = post_rendered
-                .get(key)
-                .ok_or_else(|| format!("{context}: the post-renderer has no {key}"))?;
-            if got != want {
-                return Err(format!(
-                    "{context}: {key}\nexec plugin:    {got}\npost-renderer:  {want}"
-                ));
-            }
-            compared += 1;
-        } else if got != plain {
-            return Err(format!(
-                "{context}: the plugin changed {key}\nwithout: {plain}\nwith:    {got}"
-            ));
-        }
-    }
-    Ok(compared)
-}
-
 /// The default class, R5 (no class), classes YAML would misread, a dedicated ingress.
 const SOME_CONFIGS: [usize; 5] = [0, 2, 9, 10, 11];
 
@@ -165,12 +88,12 @@ fn plugin_over_rendered_streams_equals_the_post_renderer() {
         std::fs::write(dir.join("stream.yaml"), &stream).expect("stream");
         std::fs::write(dir.join("kustomization.yaml"), "resources: [stream.yaml]\n")
             .expect("kustomization");
-        let without = by_id(&kubectl_kustomize_ok(&dir, scratch.path()), name);
+        let without = objects_by_id(&kubectl_kustomize_ok(&dir, scratch.path()), name);
         for c in SOME_CONFIGS {
             let config = &RESOLUTION_TABLE[c];
             let context = format!("{name} with config {config:?}");
             let config_path = scratch.write(&format!("config-{c}.yaml"), &config.config_yaml());
-            let post_rendered = by_id(&post_render(&stream, &config_path), &context);
+            let post_rendered = objects_by_id(&post_render(&stream, &config_path), &context);
             std::fs::write(
                 dir.join("styrmin.yaml"),
                 plugin_config(&config.config_yaml()),
@@ -181,8 +104,14 @@ fn plugin_over_rendered_streams_equals_the_post_renderer() {
                 "resources: [stream.yaml]\ntransformers: [styrmin.yaml]\n",
             )
             .expect("kustomization");
-            let with_plugin = by_id(&kubectl_kustomize_ok(&dir, scratch.path()), &context);
-            match compare(&context, &with_plugin, &without, &post_rendered) {
+            let with_plugin = objects_by_id(&kubectl_kustomize_ok(&dir, scratch.path()), &context);
+            match compare_with_post_renderer(
+                &context,
+                "exec plugin",
+                &with_plugin,
+                &without,
+                &post_rendered,
+            ) {
                 Ok(n) => compared += n,
                 Err(e) => failures.push(e),
             }
@@ -238,7 +167,7 @@ fn plugin_over_helm_template_equals_helm_with_the_post_renderer() {
             let config_arg = format!("--config={}", config_path.display());
             let post_renderer = release_binary("styrmin-postrender");
             let post_renderer = post_renderer.to_string_lossy();
-            let helm_post_rendered = by_id(
+            let helm_post_rendered = objects_by_id(
                 &helm(
                     helm_name,
                     &[
@@ -261,7 +190,7 @@ fn plugin_over_helm_template_equals_helm_with_the_post_renderer() {
                 "resources: [chart.yaml]\ntransformers: [styrmin.yaml]\n",
             )
             .expect("kustomization");
-            let with_plugin = by_id(&kubectl_kustomize_ok(&dir, scratch.path()), &context);
+            let with_plugin = objects_by_id(&kubectl_kustomize_ok(&dir, scratch.path()), &context);
             let ingresses: Vec<_> = helm_post_rendered
                 .iter()
                 .filter(|(_, o)| is_ingress(o))

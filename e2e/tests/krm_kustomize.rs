@@ -15,37 +15,17 @@
 //! Kustomize unwraps `List`s, re-sorts, drops comments and reformats, so objects are compared
 //! parsed, never as bytes.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
 use e2e::{Scratch, copy_dir, data, describe, release_binary, run, tool, utf8};
 use serde_json::Value;
 use support::{
-    RESOLUTION_TABLE, is_ingress, kustomize_objects as objects, rendered_streams,
-    without_null_metadata_maps,
+    RESOLUTION_TABLE, compare_with_post_renderer, is_ingress, objects_by_id, post_render,
+    rendered_streams,
 };
 
 mod support;
-
-fn by_id(stream: &str, what: &str) -> BTreeMap<String, Value> {
-    let mut map = BTreeMap::new();
-    for object in objects(stream).into_iter().map(without_null_metadata_maps) {
-        let field = |key: &str| object["metadata"][key].as_str().unwrap_or_default();
-        let key = format!(
-            "{} {} {}/{}",
-            object["apiVersion"].as_str().unwrap_or_default(),
-            object["kind"].as_str().unwrap_or_default(),
-            field("namespace"),
-            field("name")
-        );
-        assert!(
-            map.insert(key.clone(), object).is_none(),
-            "{what}: two objects with the id {key}"
-        );
-    }
-    map
-}
 
 /// The function's config: a `StyrminPostRender` whose spec is the config file's sections,
 /// run as an exec function.
@@ -95,57 +75,6 @@ fn kustomize_ok(dir: &Path, home: &Path, helm: bool) -> String {
     utf8(output.stdout, "kustomize output")
 }
 
-fn post_render(stream: &[u8], config_path: &Path) -> String {
-    let mut cmd = Command::new(release_binary("styrmin-postrender"));
-    cmd.arg("--config").arg(config_path);
-    let output = run(&mut cmd, Some(stream));
-    assert!(
-        output.status.success(),
-        "{} failed: {}",
-        describe(&cmd),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    utf8(output.stdout, "post-renderer output")
-}
-
-/// Ingresses equal the post-renderer's, everything else equals kustomize's without the
-/// function; the number of Ingresses compared.
-fn compare(
-    context: &str,
-    with_function: &BTreeMap<String, Value>,
-    without: &BTreeMap<String, Value>,
-    post_rendered: &BTreeMap<String, Value>,
-) -> Result<usize, String> {
-    let ids = |m: &BTreeMap<String, Value>| m.keys().cloned().collect::<Vec<_>>();
-    if ids(with_function) != ids(without) {
-        return Err(format!(
-            "{context}: objects {:?} with the function, {:?} without",
-            ids(with_function),
-            ids(without)
-        ));
-    }
-    let mut compared = 0;
-    for (key, plain) in without {
-        let got = &with_function[key];
-        if is_ingress(plain) {
-            let want = post_rendered
-                .get(key)
-                .ok_or_else(|| format!("{context}: the post-renderer has no {key}"))?;
-            if got != want {
-                return Err(format!(
-                    "{context}: {key}\nKRM function:   {got}\npost-renderer:  {want}"
-                ));
-            }
-            compared += 1;
-        } else if got != plain {
-            return Err(format!(
-                "{context}: the function changed {key}\nwithout: {plain}\nwith:    {got}"
-            ));
-        }
-    }
-    Ok(compared)
-}
-
 /// Configurations for every stream: the default class, R5 (no class), classes YAML would
 /// misread, and a dedicated ingress. The whole table runs on one stream.
 const SOME_CONFIGS: [usize; 5] = [0, 2, 9, 10, 11];
@@ -163,7 +92,7 @@ fn transformer_over_plain_resources_equals_the_post_renderer() {
         std::fs::write(dir.join("stream.yaml"), &stream).expect("stream");
         std::fs::write(dir.join("kustomization.yaml"), "resources: [stream.yaml]\n")
             .expect("kustomization");
-        let without = by_id(&kustomize_ok(&dir, scratch.path(), false), name);
+        let without = objects_by_id(&kustomize_ok(&dir, scratch.path(), false), name);
         let configs: Vec<usize> = if name == "umbrella-mix.yaml" {
             (0..RESOLUTION_TABLE.len()).collect()
         } else {
@@ -173,7 +102,7 @@ fn transformer_over_plain_resources_equals_the_post_renderer() {
             let config = &RESOLUTION_TABLE[c];
             let context = format!("{name} with config {config:?}");
             let config_path = scratch.write(&format!("config-{c}.yaml"), &config.config_yaml());
-            let post_rendered = by_id(&post_render(&stream, &config_path), &context);
+            let post_rendered = objects_by_id(&post_render(&stream, &config_path), &context);
             std::fs::write(
                 dir.join("styrmin.yaml"),
                 function_config(&config.config_yaml()),
@@ -184,8 +113,14 @@ fn transformer_over_plain_resources_equals_the_post_renderer() {
                 "resources: [stream.yaml]\ntransformers: [styrmin.yaml]\n",
             )
             .expect("kustomization");
-            let with_function = by_id(&kustomize_ok(&dir, scratch.path(), false), &context);
-            match compare(&context, &with_function, &without, &post_rendered) {
+            let with_function = objects_by_id(&kustomize_ok(&dir, scratch.path(), false), &context);
+            match compare_with_post_renderer(
+                &context,
+                "KRM function",
+                &with_function,
+                &without,
+                &post_rendered,
+            ) {
                 Ok(n) => compared += n,
                 Err(e) => failures.push(e),
             }
@@ -208,7 +143,7 @@ fn transformer_over_helm_charts_equals_helm_template_with_the_post_renderer() {
     let app = scratch.join("app");
     let helm_charts = "helmGlobals:\n  chartHome: charts\nhelmCharts:\n- name: styrmin-e2e\n  releaseName: web\n  namespace: apps\n";
     std::fs::write(app.join("kustomization.yaml"), helm_charts).expect("kustomization");
-    let without = by_id(&kustomize_ok(&app, scratch.path(), true), "helmCharts");
+    let without = objects_by_id(&kustomize_ok(&app, scratch.path(), true), "helmCharts");
     assert!(
         without.keys().any(|k| k.contains("/web-hook")),
         "the hook Ingress is in kustomize's output"
@@ -246,10 +181,11 @@ fn transformer_over_helm_charts_equals_helm_template_with_the_post_renderer() {
     for (c, config) in RESOLUTION_TABLE.iter().enumerate() {
         let context = format!("helmCharts with config {config:?}");
         let config_path = scratch.write(&format!("config-{c}.yaml"), &config.config_yaml());
-        let post_rendered = by_id(&post_render(rendered.as_bytes(), &config_path), &context);
+        let post_rendered =
+            objects_by_id(&post_render(rendered.as_bytes(), &config_path), &context);
         // Helm's own post-renderer route gives the same Ingresses (hooks aside).
         let config_arg = format!("--config={}", config_path.display());
-        let helm_post_rendered = by_id(
+        let helm_post_rendered = objects_by_id(
             &helm(&[
                 "--post-renderer",
                 &release_binary("styrmin-postrender").to_string_lossy(),
@@ -274,9 +210,15 @@ fn transformer_over_helm_charts_equals_helm_template_with_the_post_renderer() {
             format!("{helm_charts}transformers: [styrmin.yaml]\n"),
         )
         .expect("kustomization");
-        let with_function = by_id(&kustomize_ok(&app, scratch.path(), true), &context);
-        compared += compare(&context, &with_function, &without, &post_rendered)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let with_function = objects_by_id(&kustomize_ok(&app, scratch.path(), true), &context);
+        compared += compare_with_post_renderer(
+            &context,
+            "KRM function",
+            &with_function,
+            &without,
+            &post_rendered,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
     }
     assert!(
         compared >= 7 * RESOLUTION_TABLE.len(),

@@ -170,3 +170,85 @@ impl Webhook {
         }
     }
 }
+
+/// The objects of a stream as kustomize sees them, by `apiVersion kind namespace/name`.
+pub fn objects_by_id(stream: &str, what: &str) -> std::collections::BTreeMap<String, Value> {
+    let mut map = std::collections::BTreeMap::new();
+    for object in kustomize_objects(stream)
+        .into_iter()
+        .map(without_null_metadata_maps)
+    {
+        let field = |key: &str| object["metadata"][key].as_str().unwrap_or_default();
+        let key = format!(
+            "{} {} {}/{}",
+            object["apiVersion"].as_str().unwrap_or_default(),
+            object["kind"].as_str().unwrap_or_default(),
+            field("namespace"),
+            field("name")
+        );
+        assert!(
+            map.insert(key.clone(), object).is_none(),
+            "{what}: two objects with the id {key}"
+        );
+    }
+    map
+}
+
+/// `styrmin-postrender --config config_path` over `stream`, without the caller's STYRMIN_
+/// variables; its output.
+pub fn post_render(stream: &[u8], config_path: &Path) -> String {
+    let mut cmd = std::process::Command::new(e2e::release_binary("styrmin-postrender"));
+    cmd.arg("--config").arg(config_path);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("STYRMIN_") {
+            cmd.env_remove(&key);
+        }
+    }
+    let output = e2e::run(&mut cmd, Some(stream));
+    assert!(
+        output.status.success(),
+        "{} failed: {}",
+        e2e::describe(&cmd),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    e2e::utf8(output.stdout, "post-renderer output")
+}
+
+/// Ingresses equal the post-renderer's, everything else equals kustomize's output without
+/// the `route` (the KRM function, the exec plugin); the number of Ingresses compared.
+pub fn compare_with_post_renderer(
+    context: &str,
+    route: &str,
+    with_route: &std::collections::BTreeMap<String, Value>,
+    without: &std::collections::BTreeMap<String, Value>,
+    post_rendered: &std::collections::BTreeMap<String, Value>,
+) -> Result<usize, String> {
+    let ids = |m: &std::collections::BTreeMap<String, Value>| m.keys().cloned().collect::<Vec<_>>();
+    if ids(with_route) != ids(without) {
+        return Err(format!(
+            "{context}: objects {:?} with the {route}, {:?} without",
+            ids(with_route),
+            ids(without)
+        ));
+    }
+    let mut compared = 0;
+    for (key, plain) in without {
+        let got = &with_route[key];
+        if is_ingress(plain) {
+            let want = post_rendered
+                .get(key)
+                .ok_or_else(|| format!("{context}: the post-renderer has no {key}"))?;
+            if got != want {
+                return Err(format!(
+                    "{context}: {key}\n{route}: {got}\npost-renderer: {want}"
+                ));
+            }
+            compared += 1;
+        } else if got != plain {
+            return Err(format!(
+                "{context}: the {route} changed {key}\nwithout: {plain}\nwith:    {got}"
+            ));
+        }
+    }
+    Ok(compared)
+}
