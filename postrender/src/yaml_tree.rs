@@ -11,6 +11,10 @@ use std::ops::Range;
 
 use granit_parser::{Event, Options, Parser, ScalarStyle, Span, StructureStyle};
 
+mod common_layout;
+#[cfg(test)]
+mod common_layout_tests;
+
 /// A parse failure, with the position in the parsed text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line} column {column}: {message}")]
@@ -207,6 +211,15 @@ pub fn parse_document(text: &str) -> Result<Option<Node<'_>>, SyntaxError> {
 /// [`parse_document`], and whether the document has an alias (`*name`) anywhere, which
 /// the parse sees for free and a walk of the tree would have to look for.
 pub fn parse_document_noting_aliases(text: &str) -> Result<Option<(Node<'_>, bool)>, SyntaxError> {
+    // The layout charts render has no alias.
+    if let Some(root) = common_layout::read(text) {
+        return Ok(Some((root, false)));
+    }
+    parse_with_parser(text)
+}
+
+/// [`parse_document_noting_aliases`] by the general parser alone.
+fn parse_with_parser(text: &str) -> Result<Option<(Node<'_>, bool)>, SyntaxError> {
     let mut parser = Parser::new_from_str_with_options(text, options());
     let mut builder = Builder::default();
     let mut root = None;

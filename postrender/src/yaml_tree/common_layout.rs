@@ -1,0 +1,476 @@
+//! The layout charts render, read without the general parser.
+//!
+//! Almost every Ingress a chart renders is printable ASCII in block mappings and block
+//! sequences whose scalars sit on one line each: words, hosts and paths unquoted, values
+//! in quotes without escapes, small flow collections (`{name: web, port: {number: 80}}`),
+//! comments. For that layout this reader builds the same tree as the general parser
+//! (granit-parser), with the same spans, lines and columns, at a fraction of its cost.
+//! Anything it does not know for certain (a tab, a carriage return, a byte outside
+//! printable ASCII, a tag, an anchor, an alias, a block scalar, an escape, a scalar on
+//! several lines, an empty value, an explicit key, a document marker after the first
+//! line, anything the general parser would refuse) makes it give up, and the document is
+//! parsed the general way. It never decides anything the general parser would not: a
+//! test compares the two trees over rendered charts, generated layouts, the YAML test
+//! suite and every one-byte change of those.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use granit_parser::ScalarStyle;
+
+use super::{Node, NodeValue, ScalarTag};
+
+/// The tree of a document in the common layout; `None` when the document is not in it
+/// (which says nothing about whether it is valid YAML).
+pub(super) fn read(text: &str) -> Option<Node<'_>> {
+    let bytes = text.as_bytes();
+    if !bytes
+        .iter()
+        .all(|&b| b == b'\n' || (b' '..=b'~').contains(&b))
+    {
+        return None;
+    }
+    let mut reader = Reader {
+        text,
+        bytes,
+        line_start: 0,
+        line: 1,
+        next: None,
+    };
+    reader.next = reader.next_content();
+    // An explicit document start on the first line with content, alone on its line.
+    if let Some(0) = reader.next
+        && bytes[reader.line_start..].starts_with(b"---")
+    {
+        match bytes.get(reader.line_start + 3) {
+            None => return None,
+            Some(b'\n') => {
+                reader.line_start += 4;
+                reader.line += 1;
+                reader.next = reader.next_content();
+            }
+            Some(_) => return None,
+        }
+    }
+    let indent = reader.next?;
+    let at = reader.line_start + indent;
+    let root = if matches!(bytes[at], b'{' | b'[') {
+        let mut at = at;
+        let node = reader.flow(&mut at)?;
+        reader.end_of_line(at)?;
+        node
+    } else {
+        reader.block(indent)?
+    };
+    // Content after the root (a dedented line) is for the general parser to judge.
+    if reader.next.is_some() {
+        return None;
+    }
+    Some(root)
+}
+
+/// First bytes of a plain scalar that cannot be mistaken for an indicator.
+fn starts_plain(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'/' | b'.' | b'_' | b'$' | b'(' | b'+' | b'=' | b'~' | b'^' | b';' | b'<' | b'\\'
+        )
+}
+
+/// Bytes inside a plain scalar (after its first) that end it in no context; a block
+/// scalar also holds flow indicators and quotes.
+fn inside_plain(b: u8, flow: bool) -> bool {
+    starts_plain(b)
+        || matches!(
+            b,
+            b'-' | b')' | b'@' | b'%' | b'*' | b'&' | b'!' | b'?' | b'>' | b'#' | b'`'
+        )
+        || (!flow && matches!(b, b',' | b'[' | b']' | b'{' | b'}' | b'"' | b'\''))
+}
+
+struct Reader<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    /// The start of the line the reader is on: the next line with content once a node is read.
+    line_start: usize,
+    /// That line's number, from 1.
+    line: usize,
+    /// The indentation of that line, `None` at the end of the document.
+    next: Option<usize>,
+}
+
+impl<'a> Reader<'a> {
+    /// Moves to the next line with content from the current line's start (blank lines and
+    /// comment lines are skipped); its indentation, `None` at the end.
+    fn next_content(&mut self) -> Option<usize> {
+        let bytes = self.bytes;
+        loop {
+            let mut at = self.line_start;
+            while bytes.get(at) == Some(&b' ') {
+                at += 1;
+            }
+            match bytes.get(at) {
+                None => return None,
+                Some(b'\n') => {}
+                Some(b'#') => at += memchr::memchr(b'\n', &bytes[at..])?,
+                Some(_) => return Some(at - self.line_start),
+            }
+            self.line_start = at + 1;
+            self.line += 1;
+        }
+    }
+
+    /// Finishes the current line at `at`: spaces, an optional comment after a space, the
+    /// line break; then moves to the next line with content.
+    fn end_of_line(&mut self, mut at: usize) -> Option<()> {
+        let bytes = self.bytes;
+        let spaced = at;
+        while bytes.get(at) == Some(&b' ') {
+            at += 1;
+        }
+        if bytes.get(at) == Some(&b'#') && at > spaced {
+            at += memchr::memchr(b'\n', &bytes[at..]).unwrap_or(bytes.len() - at);
+        }
+        match bytes.get(at) {
+            None => {
+                self.line_start = at;
+                self.next = None;
+                return Some(());
+            }
+            Some(b'\n') => {}
+            Some(_) => return None,
+        }
+        self.line_start = at + 1;
+        self.line += 1;
+        self.next = self.next_content();
+        Some(())
+    }
+
+    /// Where a block collection ends: the start of the next token, less the spaces before
+    /// it (the start of the next line with content, or the end less trailing spaces).
+    fn block_end(&self, start: usize) -> usize {
+        if self.next.is_some() {
+            return self.line_start.max(start);
+        }
+        let mut end = self.bytes.len();
+        while end > start && self.bytes[end - 1] == b' ' {
+            end -= 1;
+        }
+        end
+    }
+
+    fn node(
+        &self,
+        value: NodeValue<'a>,
+        span: Range<usize>,
+        line: usize,
+        column: usize,
+    ) -> Node<'a> {
+        Node {
+            value,
+            start_with_tag: span.start,
+            span,
+            anchor: 0,
+            anchored: false,
+            line,
+            column,
+        }
+    }
+
+    /// The block node starting on the current line, at column `indent`.
+    fn block(&mut self, indent: usize) -> Option<Node<'a>> {
+        let at = self.line_start + indent;
+        match self.bytes[at] {
+            b'-' => self.sequence(indent, false),
+            _ => self.mapping(indent),
+        }
+    }
+
+    /// A block mapping whose first key starts at column `column` of the current line.
+    fn mapping(&mut self, column: usize) -> Option<Node<'a>> {
+        let bytes = self.bytes;
+        let start = self.line_start + column;
+        let line = self.line;
+        let mut entries = Vec::new();
+        loop {
+            let mut at = self.line_start + column;
+            let key = self.key(&mut at, true)?;
+            if bytes.get(at) != Some(&b':') {
+                return None;
+            }
+            at += 1;
+            let after_colon = at;
+            let inline = match bytes.get(at) {
+                Some(b' ') => {
+                    while bytes.get(at) == Some(&b' ') {
+                        at += 1;
+                    }
+                    !matches!(bytes.get(at), None | Some(b'\n' | b'#'))
+                }
+                None | Some(b'\n') => false,
+                Some(_) => return None,
+            };
+            let value = if inline {
+                let value = self.inline_value(&mut at, false)?;
+                self.end_of_line(at)?;
+                value
+            } else {
+                self.end_of_line(after_colon)?;
+                match self.next {
+                    Some(indent) if indent > column => self.block(indent)?,
+                    Some(indent) if indent == column && self.at_sequence_entry(indent) => {
+                        self.sequence(indent, true)?
+                    }
+                    // An empty value: the general parser decides where its span is.
+                    _ => return None,
+                }
+            };
+            entries.push((key, value));
+            match self.next {
+                Some(indent) if indent == column => {
+                    if self.bytes[self.line_start + indent] == b'-' {
+                        return None;
+                    }
+                }
+                Some(indent) if indent < column => break,
+                None => break,
+                Some(_) => return None,
+            }
+        }
+        let end = self.block_end(start);
+        Some(self.node(
+            NodeValue::Mapping {
+                flow: false,
+                entries,
+            },
+            start..end,
+            line,
+            column,
+        ))
+    }
+
+    fn at_sequence_entry(&self, indent: usize) -> bool {
+        let at = self.line_start + indent;
+        self.bytes.get(at) == Some(&b'-') && self.bytes.get(at + 1) == Some(&b' ')
+    }
+
+    /// A block sequence whose first `- ` is at column `column` of the current line;
+    /// `compact` when it is the value of a key at the same column (Helm's usual layout).
+    fn sequence(&mut self, column: usize, compact: bool) -> Option<Node<'a>> {
+        let bytes = self.bytes;
+        // The general parser starts an indentless sequence (`key:` then `- ` at the key's
+        // column) at its first item's content, an indented one at its first `-`.
+        let mut start = self.line_start + column;
+        let line = self.line;
+        let mut start_column = column;
+        let mut items = Vec::new();
+        loop {
+            if !self.at_sequence_entry(column) {
+                return None;
+            }
+            let mut at = self.line_start + column + 2;
+            while bytes.get(at) == Some(&b' ') {
+                at += 1;
+            }
+            let item = match bytes.get(at) {
+                None | Some(b'\n' | b'#' | b'-') => return None,
+                Some(_) if self.is_key(at) => self.mapping(at - self.line_start)?,
+                Some(_) => {
+                    let item = self.inline_value(&mut at, false)?;
+                    self.end_of_line(at)?;
+                    item
+                }
+            };
+            if compact && items.is_empty() {
+                start = item.span.start;
+                start_column = item.column;
+            }
+            items.push(item);
+            match self.next {
+                Some(indent) if indent == column => {
+                    if !self.at_sequence_entry(indent) {
+                        if compact {
+                            break;
+                        }
+                        return None;
+                    }
+                }
+                Some(indent) if indent < column => break,
+                None => break,
+                Some(_) => return None,
+            }
+        }
+        let end = self.block_end(start);
+        Some(self.node(
+            NodeValue::Sequence { flow: false, items },
+            start..end,
+            line,
+            start_column,
+        ))
+    }
+
+    /// Whether a key and `: ` (or `:` at the end of the line) start at `at`.
+    fn is_key(&self, mut at: usize) -> bool {
+        self.key(&mut at, true).is_some()
+            && self.bytes.get(at) == Some(&b':')
+            && matches!(self.bytes.get(at + 1), None | Some(b' ' | b'\n'))
+    }
+
+    /// A scalar or a flow collection on the current line, starting at `at`.
+    fn inline_value(&mut self, at: &mut usize, flow: bool) -> Option<Node<'a>> {
+        match self.bytes.get(*at)? {
+            b'"' => self.quoted(at, b'"'),
+            b'\'' => self.quoted(at, b'\''),
+            b'[' | b'{' => self.flow(at),
+            _ => self.plain(at, !flow, false),
+        }
+    }
+
+    /// A plain scalar on one line. In block context (`block`) it may hold single spaces,
+    /// flow indicators and `:` before a non-space; a key (`key`) holds neither spaces nor
+    /// `:`, and in flow context it holds no flow indicator either.
+    fn plain(&self, at: &mut usize, block: bool, key: bool) -> Option<Node<'a>> {
+        let bytes = self.bytes;
+        let start = *at;
+        if !bytes.get(start).is_some_and(|&b| starts_plain(b)) {
+            return None;
+        }
+        let flow = !block;
+        let mut end = start + 1;
+        loop {
+            match bytes.get(end) {
+                Some(&b) if inside_plain(b, flow) => end += 1,
+                Some(b':')
+                    if block
+                        && !key
+                        && bytes.get(end + 1).is_some_and(|&b| inside_plain(b, flow)) =>
+                {
+                    end += 2;
+                }
+                Some(b' ') if block && !key => {
+                    let mut next = end;
+                    while bytes.get(next) == Some(&b' ') {
+                        next += 1;
+                    }
+                    // ` #` starts a comment.
+                    if bytes
+                        .get(next)
+                        .is_some_and(|&b| b != b'#' && inside_plain(b, flow))
+                    {
+                        end = next + 1;
+                    } else {
+                        break;
+                    }
+                }
+                _ => break,
+            }
+        }
+        *at = end;
+        Some(self.scalar(start..end, start..end, ScalarStyle::Plain))
+    }
+
+    /// A mapping key at `at`: a plain word or a quoted scalar on one line.
+    fn key(&self, at: &mut usize, block: bool) -> Option<Node<'a>> {
+        match self.bytes.get(*at)? {
+            b'"' => self.quoted(at, b'"'),
+            b'\'' => self.quoted(at, b'\''),
+            _ => self.plain(at, block, true),
+        }
+    }
+
+    /// A quoted scalar on one line without escapes (`''` inside single quotes is one).
+    fn quoted(&self, at: &mut usize, quote: u8) -> Option<Node<'a>> {
+        let bytes = self.bytes;
+        let start = *at;
+        let inner = &bytes[start + 1..];
+        let len = memchr::memchr3(quote, b'\\', b'\n', inner)?;
+        // A backslash (an escape in double quotes) and `''` are left to the general parser.
+        if inner[len] != quote || (quote == b'\'' && inner.get(len + 1) == Some(&b'\'')) {
+            return None;
+        }
+        let end = start + 1 + len + 1;
+        *at = end;
+        let style = if quote == b'"' {
+            ScalarStyle::DoubleQuoted
+        } else {
+            ScalarStyle::SingleQuoted
+        };
+        Some(self.scalar(start..end, start + 1..end - 1, style))
+    }
+
+    /// A scalar node: its bytes (`span`) and its value's (`text`).
+    fn scalar(&self, span: Range<usize>, text: Range<usize>, style: ScalarStyle) -> Node<'a> {
+        let text = &self.text[text];
+        let column = span.start - self.line_start;
+        self.node(
+            NodeValue::Scalar {
+                text: Cow::Borrowed(text),
+                style,
+                tag: ScalarTag::None,
+            },
+            span,
+            self.line,
+            column,
+        )
+    }
+
+    /// A flow mapping or sequence that closes on its own line, starting at `at`.
+    fn flow(&mut self, at: &mut usize) -> Option<Node<'a>> {
+        let bytes = self.bytes;
+        let start = *at;
+        let mapping = bytes[start] == b'{';
+        let close = if mapping { b'}' } else { b']' };
+        let skip_spaces = |at: &mut usize| {
+            while bytes.get(*at) == Some(&b' ') {
+                *at += 1;
+            }
+        };
+        *at += 1;
+        skip_spaces(at);
+        let mut entries = Vec::new();
+        let mut items = Vec::new();
+        if bytes.get(*at) == Some(&close) {
+            *at += 1;
+        } else {
+            loop {
+                if mapping {
+                    let key = self.key(at, false)?;
+                    if bytes.get(*at) != Some(&b':') || bytes.get(*at + 1) != Some(&b' ') {
+                        return None;
+                    }
+                    *at += 2;
+                    skip_spaces(at);
+                    let value = self.inline_value(at, true)?;
+                    entries.push((key, value));
+                } else {
+                    items.push(self.inline_value(at, true)?);
+                }
+                skip_spaces(at);
+                match bytes.get(*at)? {
+                    b',' => {
+                        *at += 1;
+                        skip_spaces(at);
+                        if matches!(bytes.get(*at)?, b']' | b'}' | b',') {
+                            return None;
+                        }
+                    }
+                    &b if b == close => {
+                        *at += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        let value = if mapping {
+            NodeValue::Mapping {
+                flow: true,
+                entries,
+            }
+        } else {
+            NodeValue::Sequence { flow: true, items }
+        };
+        Some(self.node(value, start..*at, self.line, start - self.line_start))
+    }
+}
