@@ -5,6 +5,7 @@ use std::fmt;
 use std::io::{self, Write};
 use std::sync::{Arc, LazyLock};
 
+use aho_corasick::packed::Searcher;
 use memchr::memmem;
 
 use ingress_rules::{
@@ -210,7 +211,7 @@ pub(crate) fn render_block(
     documents: Option<Vec<Document>>,
     rules: &RenderRules,
 ) -> Result<Rendered, RenderError> {
-    let stream = match std::str::from_utf8(input) {
+    let stream = match documents::utf8(input) {
         Ok(text) => text,
         Err(e) => {
             let offset = e.valid_up_to();
@@ -275,13 +276,12 @@ fn render_documents(
 /// breaks all leave the word in the bytes. A document with none of these is certainly not
 /// one of ours and skips the parser; every other document is parsed and classified.
 fn may_hold_ingress(text: &str) -> bool {
-    static INGRESS: LazyLock<memmem::Finder<'static>> =
-        LazyLock::new(|| memmem::Finder::new("Ingress"));
-    static LIST: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new("List"));
-    let bytes = text.as_bytes();
-    INGRESS.find(bytes).is_some()
-        || LIST.find(bytes).is_some()
-        || memchr::memchr2(b'\\', b'!', bytes).is_some()
+    // One pass for all four (most documents have none of them).
+    static WORDS: LazyLock<Searcher> = LazyLock::new(|| {
+        Searcher::new(["Ingress", "List", "\\", "!"])
+            .unwrap_or_else(|| unreachable!("four fixed patterns"))
+    });
+    WORDS.find(text.as_bytes()).is_some()
 }
 
 /// NEL, LS and PS: line breaks to go-yaml (v2 and v3), ordinary characters to YAML 1.2.

@@ -90,18 +90,16 @@ pub fn render_stream_keeping(
             lines_before: 0,
         };
         let mut block: Vec<u8> = Vec::with_capacity(block_bytes * 2);
-        let mut scratch = vec![0u8; 1 << 16];
         // A block with one huge document has no cut yet: look again only after another
         // block's worth of bytes, so the search stays linear in the input.
         let mut next_attempt = block_bytes;
         loop {
-            let n = match input.read(&mut scratch) {
+            // Read straight into the block's spare room, not through a buffer of our own.
+            match input.by_ref().take(READ_BYTES).read_to_end(&mut block) {
                 Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Ok(_) => {}
                 Err(e) => return Err(StreamError::Read(e)),
-            };
-            block.extend_from_slice(&scratch[..n]);
+            }
             if block.len() < next_attempt {
                 continue;
             }
@@ -132,6 +130,9 @@ pub fn render_stream_keeping(
         Ok(merged.out)
     })
 }
+
+/// How much is read from the input at a time.
+const READ_BYTES: u64 = 1 << 16;
 
 /// At most this many blocks are rendered at once (fewer on a machine with fewer cores).
 const MAX_BLOCKS_IN_FLIGHT: usize = 4;
@@ -168,7 +169,7 @@ fn render_and_keep(
 /// comment-only piece is ever joined to the document after it).
 fn last_complete_cut(block: &[u8]) -> Option<(usize, Vec<Document>)> {
     let complete_lines = memchr::memrchr(b'\n', block)? + 1;
-    let text = match std::str::from_utf8(&block[..complete_lines]) {
+    let text = match documents::utf8(&block[..complete_lines]) {
         Ok(text) => text,
         // A character cut by the read ends on a later line; invalid text fails the block.
         Err(e) => std::str::from_utf8(&block[..e.valid_up_to()]).ok()?,

@@ -24,10 +24,7 @@ use super::{Node, NodeValue, ScalarTag};
 /// (which says nothing about whether it is valid YAML).
 pub(super) fn read(text: &str) -> Option<Node<'_>> {
     let bytes = text.as_bytes();
-    if !bytes
-        .iter()
-        .all(|&b| b == b'\n' || (b' '..=b'~').contains(&b))
-    {
+    if !printable_ascii(bytes) {
         return None;
     }
     let mut reader = Reader {
@@ -69,24 +66,49 @@ pub(super) fn read(text: &str) -> Option<Node<'_>> {
     Some(root)
 }
 
-/// First bytes of a plain scalar that cannot be mistaken for an indicator.
+/// What each byte may be in a plain scalar: its first byte ([`START`], one that cannot be
+/// mistaken for an indicator), a later byte in flow context ([`IN_FLOW`]) or in block
+/// context ([`IN_BLOCK`], which also takes flow indicators and quotes).
+static PLAIN: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        let start = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'/' | b'.' | b'_' | b'$' | b'(' | b'+' | b'=' | b'~' | b'^' | b';' | b'<' | b'\\'
+            );
+        let inside = start
+            || matches!(
+                c,
+                b'-' | b')' | b'@' | b'%' | b'*' | b'&' | b'!' | b'?' | b'>' | b'#' | b'`'
+            );
+        let block = inside || matches!(c, b',' | b'[' | b']' | b'{' | b'}' | b'"' | b'\'');
+        table[b] = (start as u8 * START) | (inside as u8 * IN_FLOW) | (block as u8 * IN_BLOCK);
+        b += 1;
+    }
+    table
+};
+const START: u8 = 1;
+const IN_FLOW: u8 = 2;
+const IN_BLOCK: u8 = 4;
+
 fn starts_plain(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
-        || matches!(
-            b,
-            b'/' | b'.' | b'_' | b'$' | b'(' | b'+' | b'=' | b'~' | b'^' | b';' | b'<' | b'\\'
-        )
+    PLAIN[usize::from(b)] & START != 0
 }
 
-/// Bytes inside a plain scalar (after its first) that end it in no context; a block
-/// scalar also holds flow indicators and quotes.
 fn inside_plain(b: u8, flow: bool) -> bool {
-    starts_plain(b)
-        || matches!(
-            b,
-            b'-' | b')' | b'@' | b'%' | b'*' | b'&' | b'!' | b'?' | b'>' | b'#' | b'`'
-        )
-        || (!flow && matches!(b, b',' | b'[' | b']' | b'{' | b'}' | b'"' | b'\''))
+    PLAIN[usize::from(b)] & if flow { IN_FLOW } else { IN_BLOCK } != 0
+}
+
+/// Only printable ASCII and line feeds, checked a chunk at a time so that it vectorises.
+fn printable_ascii(bytes: &[u8]) -> bool {
+    bytes.chunks(64).all(|chunk| {
+        !chunk.iter().fold(false, |bad, &b| {
+            bad | (!(b' '..=b'~').contains(&b) & (b != b'\n'))
+        })
+    })
 }
 
 struct Reader<'a> {
