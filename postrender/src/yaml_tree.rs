@@ -601,6 +601,14 @@ pub struct PlainList {
 /// Reads a document's top level as [`PlainList`] describes; `Ok(None)` when it is not in
 /// that form. Builds no tree.
 pub fn plain_list(text: &str) -> Result<Option<PlainList>, SyntaxError> {
+    if let Some(list) = common_layout::plain_list(text) {
+        return Ok(list);
+    }
+    plain_list_parsed(text)
+}
+
+/// [`plain_list`] by the general parser alone.
+fn plain_list_parsed(text: &str) -> Result<Option<PlainList>, SyntaxError> {
     let mut parser = Parser::new_from_str_with_options(text, options());
     let mut depth = 0usize;
     let mut expecting_key = true;
@@ -703,9 +711,38 @@ pub enum ItemsError<E> {
 /// Calls `f` with each item of the top-level `items` sequence of a document in the form
 /// [`plain_list`] accepts, as a tree (spans in `text`), one at a time: only one item's tree
 /// exists at once.
-pub fn for_each_list_item<E>(
-    text: &str,
-    mut f: impl FnMut(usize, Node<'_>) -> Result<(), E>,
+pub fn for_each_list_item<'a, E>(
+    text: &'a str,
+    mut f: impl FnMut(usize, Node<'a>) -> Result<(), E>,
+) -> Result<(), ItemsError<E>> {
+    // The common layout first; where it stops after some items, the parser goes on from
+    // the next one (its trees of the items before are the same, and are not handed over again).
+    let mut handed = 0;
+    let mut failed = None;
+    let quick = common_layout::for_each_list_item(text, &mut |item| match f(handed, item) {
+        Ok(()) => {
+            handed += 1;
+            true
+        }
+        Err(error) => {
+            failed = Some(error);
+            false
+        }
+    });
+    if let Some(error) = failed {
+        return Err(ItemsError::Item(error));
+    }
+    match quick {
+        Ok(()) => Ok(()),
+        Err(_) => for_each_list_item_parsed(text, handed, f),
+    }
+}
+
+/// [`for_each_list_item`] by the general parser, handing over the items from `skip` on.
+fn for_each_list_item_parsed<'a, E>(
+    text: &'a str,
+    skip: usize,
+    mut f: impl FnMut(usize, Node<'a>) -> Result<(), E>,
 ) -> Result<(), ItemsError<E>> {
     let mut parser = Parser::new_from_str_with_options(text, options());
     let mut depth = 0usize;
@@ -733,7 +770,9 @@ pub fn for_each_list_item<E>(
                 .push(event, &span, text)
                 .map_err(ItemsError::Syntax)?
             {
-                f(index, item).map_err(ItemsError::Item)?;
+                if index >= skip {
+                    f(index, item).map_err(ItemsError::Item)?;
+                }
                 index += 1;
             }
             continue;

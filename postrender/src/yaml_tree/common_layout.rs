@@ -18,40 +18,15 @@ use std::ops::Range;
 
 use granit_parser::ScalarStyle;
 
-use super::{Node, NodeValue, ScalarTag};
+use super::{Node, NodeValue, PlainList, ScalarTag};
 
 /// The tree of a document in the common layout; `None` when the document is not in it
 /// (which says nothing about whether it is valid YAML).
 pub(super) fn read(text: &str) -> Option<Node<'_>> {
-    let bytes = text.as_bytes();
-    if !printable_ascii(bytes) {
-        return None;
-    }
-    let mut reader = Reader {
-        text,
-        bytes,
-        line_start: 0,
-        line: 1,
-        next: None,
-    };
-    reader.next = reader.next_content();
-    // An explicit document start on the first line with content, alone on its line.
-    if let Some(0) = reader.next
-        && bytes[reader.line_start..].starts_with(b"---")
-    {
-        match bytes.get(reader.line_start + 3) {
-            None => return None,
-            Some(b'\n') => {
-                reader.line_start += 4;
-                reader.line += 1;
-                reader.next = reader.next_content();
-            }
-            Some(_) => return None,
-        }
-    }
+    let mut reader = Reader::at_first_node(text)?;
     let indent = reader.next?;
     let at = reader.line_start + indent;
-    let root = if matches!(bytes[at], b'{' | b'[') {
+    let root = if matches!(reader.bytes[at], b'{' | b'[') {
         let mut at = at;
         let node = reader.flow(&mut at)?;
         reader.end_of_line(at)?;
@@ -60,11 +35,83 @@ pub(super) fn read(text: &str) -> Option<Node<'_>> {
         reader.block(indent)?
     };
     // Content after the root (a dedented line) is for the general parser to judge.
+    reader.next.is_none().then_some(root)
+}
+
+/// Hands `each` the items of the top-level `items` sequence of a document in the common
+/// layout, one at a time, each the tree [`read`] builds for it (so that a `List` of
+/// thousands never has all their trees at once). `Err` with the number of items handed
+/// over when it stops early: `each` returned `false`, or the document is not in the
+/// layout (which it may find out after some items).
+pub(super) fn for_each_list_item<'a>(
+    text: &'a str,
+    each: &mut dyn FnMut(Node<'a>) -> bool,
+) -> Result<(), usize> {
+    let mut handed = 0;
+    let mut counted = |item| {
+        handed += 1;
+        each(item)
+    };
+    let whole = Reader::at_first_node(text).and_then(|mut reader| {
+        let indent = reader.next?;
+        if matches!(reader.bytes[reader.line_start + indent], b'{' | b'[' | b'-') {
+            return None;
+        }
+        reader.mapping(indent, Some(&mut counted))?;
+        reader.next.is_none().then_some(())
+    });
+    whole.ok_or(handed)
+}
+
+/// [`super::plain_list`] for a document in the common layout (`None` when it is not):
+/// the top level read with its items counted, one item's tree at a time.
+pub(super) fn plain_list(text: &str) -> Option<Option<PlainList>> {
+    let mut items = 0;
+    let mut reader = Reader::at_first_node(text)?;
+    let indent = reader.next?;
+    if matches!(reader.bytes[reader.line_start + indent], b'{' | b'[' | b'-') {
+        return None;
+    }
+    let root = reader.mapping(
+        indent,
+        Some(&mut |_| {
+            items += 1;
+            true
+        }),
+    )?;
     if reader.next.is_some() {
         return None;
     }
-    Some(root)
+    let entries = root.entries()?;
+    let (mut api_version, mut kind, mut seen_items) = (Vec::new(), Vec::new(), false);
+    for (key, value) in entries {
+        if key.is_plain() && key.as_str() == Some("<<") {
+            return Some(None);
+        }
+        match (key.as_str(), value.as_str()) {
+            (Some("kind"), Some(k)) if !k.ends_with("List") => return Some(None),
+            (Some("kind"), Some(k)) => kind.push(k),
+            (Some("apiVersion"), Some(v)) => api_version.push(v),
+            (Some("apiVersion" | "kind"), None) => return Some(None),
+            // Only a block sequence reaches here under `items` (the rest gave up above).
+            (Some("items"), _) if seen_items => return Some(None),
+            (Some("items"), _) => seen_items = true,
+            _ => {}
+        }
+    }
+    let ([api_version], [kind], true) = (api_version.as_slice(), kind.as_slice(), seen_items)
+    else {
+        return Some(None);
+    };
+    Some(Some(PlainList {
+        api_version: (*api_version).to_owned(),
+        kind: (*kind).to_owned(),
+        items,
+    }))
 }
+
+/// The sink of a sequence read one item at a time; `false` stops the reading.
+type Items<'s, 'a> = &'s mut dyn FnMut(Node<'a>) -> bool;
 
 /// What each byte may be in a plain scalar: its first byte ([`START`], one that cannot be
 /// mistaken for an indicator), a later byte in flow context ([`IN_FLOW`]) or in block
@@ -123,6 +170,37 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A reader on the first line with content of `text`, past a `---` line; `None` when
+    /// `text` holds anything but printable ASCII and line feeds.
+    fn at_first_node(text: &'a str) -> Option<Self> {
+        let bytes = text.as_bytes();
+        if !printable_ascii(bytes) {
+            return None;
+        }
+        let mut reader = Reader {
+            text,
+            bytes,
+            line_start: 0,
+            line: 1,
+            next: None,
+        };
+        reader.next = reader.next_content();
+        // An explicit document start on the first line with content, alone on its line.
+        if let Some(0) = reader.next
+            && bytes[reader.line_start..].starts_with(b"---")
+        {
+            match bytes.get(reader.line_start + 3) {
+                Some(b'\n') => {
+                    reader.line_start += 4;
+                    reader.line += 1;
+                    reader.next = reader.next_content();
+                }
+                _ => return None,
+            }
+        }
+        Some(reader)
+    }
+
     /// Moves to the next line with content from the current line's start (blank lines and
     /// comment lines are skipped); its indentation, `None` at the end.
     fn next_content(&mut self) -> Option<usize> {
@@ -204,13 +282,14 @@ impl<'a> Reader<'a> {
     fn block(&mut self, indent: usize) -> Option<Node<'a>> {
         let at = self.line_start + indent;
         match self.bytes[at] {
-            b'-' => self.sequence(indent, false),
-            _ => self.mapping(indent),
+            b'-' => self.sequence(indent, false, None),
+            _ => self.mapping(indent, None),
         }
     }
 
-    /// A block mapping whose first key starts at column `column` of the current line.
-    fn mapping(&mut self, column: usize) -> Option<Node<'a>> {
+    /// A block mapping whose first key starts at column `column` of the current line. With
+    /// `items`, the block sequence under its key `items` goes to that sink item by item.
+    fn mapping(&mut self, column: usize, mut items: Option<Items<'_, 'a>>) -> Option<Node<'a>> {
         let bytes = self.bytes;
         let start = self.line_start + column;
         let line = self.line;
@@ -233,16 +312,29 @@ impl<'a> Reader<'a> {
                 None | Some(b'\n') => false,
                 Some(_) => return None,
             };
+            // The List's items are a block sequence, or left to the general parser.
+            let to_sink = items.is_some() && key.as_str() == Some("items");
             let value = if inline {
+                if to_sink {
+                    return None;
+                }
                 let value = self.inline_value(&mut at, false)?;
                 self.end_of_line(at)?;
                 value
             } else {
                 self.end_of_line(after_colon)?;
+                let sink = match &mut items {
+                    Some(sink) if to_sink => Some(&mut **sink as Items<'_, 'a>),
+                    _ => None,
+                };
                 match self.next {
+                    Some(indent) if to_sink && !self.at_sequence_entry(indent) => return None,
+                    Some(indent) if indent > column && self.at_sequence_entry(indent) => {
+                        self.sequence(indent, false, sink)?
+                    }
                     Some(indent) if indent > column => self.block(indent)?,
                     Some(indent) if indent == column && self.at_sequence_entry(indent) => {
-                        self.sequence(indent, true)?
+                        self.sequence(indent, true, sink)?
                     }
                     // An empty value: the general parser decides where its span is.
                     _ => return None,
@@ -279,7 +371,13 @@ impl<'a> Reader<'a> {
 
     /// A block sequence whose first `- ` is at column `column` of the current line;
     /// `compact` when it is the value of a key at the same column (Helm's usual layout).
-    fn sequence(&mut self, column: usize, compact: bool) -> Option<Node<'a>> {
+    /// With `sink`, each item goes there as soon as it is read and the node has no items.
+    fn sequence(
+        &mut self,
+        column: usize,
+        compact: bool,
+        mut sink: Option<Items<'_, 'a>>,
+    ) -> Option<Node<'a>> {
         let bytes = self.bytes;
         // The general parser starts an indentless sequence (`key:` then `- ` at the key's
         // column) at its first item's content, an indented one at its first `-`.
@@ -287,6 +385,7 @@ impl<'a> Reader<'a> {
         let line = self.line;
         let mut start_column = column;
         let mut items = Vec::new();
+        let mut first = true;
         loop {
             if !self.at_sequence_entry(column) {
                 return None;
@@ -297,18 +396,26 @@ impl<'a> Reader<'a> {
             }
             let item = match bytes.get(at) {
                 None | Some(b'\n' | b'#' | b'-') => return None,
-                Some(_) if self.is_key(at) => self.mapping(at - self.line_start)?,
+                Some(_) if self.is_key(at) => self.mapping(at - self.line_start, None)?,
                 Some(_) => {
                     let item = self.inline_value(&mut at, false)?;
                     self.end_of_line(at)?;
                     item
                 }
             };
-            if compact && items.is_empty() {
+            if compact && first {
                 start = item.span.start;
                 start_column = item.column;
             }
-            items.push(item);
+            first = false;
+            match &mut sink {
+                Some(sink) => {
+                    if !sink(item) {
+                        return None;
+                    }
+                }
+                None => items.push(item),
+            }
             match self.next {
                 Some(indent) if indent == column => {
                     if !self.at_sequence_entry(indent) {

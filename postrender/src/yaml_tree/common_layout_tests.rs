@@ -11,6 +11,7 @@ use crate::documents;
 
 /// Checks one document; whether the reader took it.
 fn agrees(text: &str) -> bool {
+    plain_list_agrees(text);
     let Some(fast) = common_layout::read(text) else {
         return false;
     };
@@ -44,6 +45,14 @@ fn agrees(text: &str) -> bool {
         ),
     }
     true
+}
+
+/// Where the common layout reads a document's top level as a List (or as not one), the
+/// parser reads it the same.
+fn plain_list_agrees(text: &str) {
+    if let Some(quick) = common_layout::plain_list(text) {
+        assert_eq!(Ok(quick), super::plain_list_parsed(text), "{text:?}");
+    }
 }
 
 /// Node for node the same tree.
@@ -221,4 +230,100 @@ fn every_one_byte_change_reads_the_same_or_is_left_to_the_parser() {
     }
     // Both sides are reached: many changes keep the layout, many leave it.
     assert!(taken > 1000 && left > 1000, "taken {taken}, left {left}");
+}
+
+/// The items a List hands over, with their indexes, and whether it ended without error:
+/// by the common layout first (`quick`), or by the general parser alone.
+fn list_items(text: &str, quick: bool) -> (Vec<(usize, Node<'_>)>, bool) {
+    let mut items = Vec::new();
+    let collect = |index, item| {
+        items.push((index, item));
+        Ok::<(), ()>(())
+    };
+    let ended = if quick {
+        super::for_each_list_item(text, collect)
+    } else {
+        super::for_each_list_item_parsed(text, 0, collect)
+    };
+    (items, ended.is_ok())
+}
+
+/// Checks a List; whether the common layout read all of it.
+fn list_agrees(text: &str) -> bool {
+    plain_list_agrees(text);
+    if !matches!(super::plain_list(text), Ok(Some(_))) {
+        return false;
+    }
+    let (quick, quick_ended) = list_items(text, true);
+    let (parsed, parsed_ended) = list_items(text, false);
+    assert_eq!(quick_ended, parsed_ended, "{text:?}");
+    assert_eq!(quick.len(), parsed.len(), "{text:?}");
+    for ((i, a), (j, b)) in quick.iter().zip(&parsed) {
+        assert!(i == j && same(a, b), "item {i} differs for {text:?}");
+    }
+    common_layout::for_each_list_item(text, &mut |_| true).is_ok()
+}
+
+/// A List of Ingresses as the benchmark generator writes it, with an item between.
+fn bench_list(between: &str) -> String {
+    let item = |i: usize| {
+        format!(
+            "- apiVersion: networking.k8s.io/v1\n  kind: Ingress\n  metadata:\n    name: web-{i}\n  spec:\n    ingressClassName: nginx\n    rules:\n    - host: a{i}.example.com\n      http:\n        paths:\n        - path: /\n          pathType: Prefix\n          backend:\n            service: {{name: web, port: {{number: 80}}}}\n"
+        )
+    };
+    format!(
+        "# Source: c/templates/list.yaml\napiVersion: v1\nkind: List\nitems:\n{}{between}{}metadata:\n  resourceVersion: \"\"\n",
+        item(0) + &item(1),
+        item(2)
+    )
+}
+
+#[test]
+fn lists_hand_over_the_same_items() {
+    assert!(
+        list_agrees(&bench_list("")),
+        "the common List is read whole"
+    );
+    // The common layout stops at a block scalar in the middle: the parser hands over the
+    // rest, each item once, in order.
+    let stopped = bench_list("- kind: ConfigMap\n  data:\n    a: |\n      text\n");
+    assert!(!list_agrees(&stopped));
+    assert_eq!(list_items(&stopped, true).0.len(), 4);
+    // Indented items, a flow `items`, comments between.
+    let indented = bench_list("")
+        .replace("items:\n", "items: # c\n\n")
+        .replace("\n- ", "\n  - ");
+    list_agrees(&indented);
+    list_agrees("apiVersion: v1\nkind: List\nitems: [{kind: Ingress}, {kind: Service}]\n");
+}
+
+#[test]
+fn generated_lists_hand_over_the_same_items() {
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::from_seed(RngAlgorithm::ChaCha, &[11; 32]),
+    );
+    let strategy = ingress_gen::stream(true);
+    let mut taken = 0;
+    for _ in 0..3000 {
+        let (text, _) = strategy
+            .new_tree(&mut runner)
+            .expect("a stream")
+            .current()
+            .text();
+        for document in documents_of(&text) {
+            taken += usize::from(list_agrees(document));
+        }
+    }
+    assert!(taken > 50, "only {taken} generated Lists read whole");
+}
+
+#[test]
+fn every_one_byte_change_of_a_list_hands_over_the_same_items() {
+    let list = bench_list("");
+    let mut whole = 0;
+    for changed in one_byte_changes(&list) {
+        whole += usize::from(list_agrees(&changed));
+    }
+    assert!(whole > 1000, "only {whole} changed Lists read whole");
 }
