@@ -132,7 +132,7 @@ pub fn render_stream_keeping(
 }
 
 /// How much is read from the input at a time.
-const READ_BYTES: u64 = 1 << 16;
+const READ_BYTES: u64 = 1 << 20;
 
 /// At most this many blocks are rendered at once (fewer on a machine with fewer cores).
 const MAX_BLOCKS_IN_FLIGHT: usize = 4;
