@@ -233,18 +233,13 @@ impl Merge {
             changed.document.range = changed.document.range.start + bytes_before
                 ..changed.document.range.end + bytes_before;
         }
-        for outcome in &mut rendered.ingresses {
-            outcome
-                .document
-                .renumber(self.documents_before, self.lines_before);
-        }
+        let mut ingresses = rendered.ingresses;
+        ingresses.renumber(self.documents_before, self.lines_before);
+        // Kept until the whole stream is checked: no spare room.
+        ingresses.shrink_to_fit();
         let out = &mut self.out;
         out.rendered.documents += rendered.documents;
-        if out.rendered.ingresses.is_empty() {
-            out.rendered.ingresses = rendered.ingresses;
-        } else {
-            out.rendered.ingresses.append(&mut rendered.ingresses);
-        }
+        out.rendered.ingresses.append(ingresses);
         if out.rendered.changed.is_empty() {
             out.rendered.changed = rendered.changed;
         } else {
@@ -576,7 +571,8 @@ mod tests {
     fn splicing_in_place_gives_the_copied_splice() {
         let block = b"0123456789abcdefghij".as_slice();
         let edit = |start: usize, end: usize, text: &str| (start, end, text.to_owned());
-        let cases: Vec<(Vec<(usize, usize, String)>, &str)> = vec![
+        type Case = (Vec<(usize, usize, String)>, &'static str);
+        let cases: Vec<Case> = vec![
             (vec![], "0123456789abcdefghij"),
             // Growing, at the start and at the end.
             (vec![edit(0, 0, "<<")], "<<0123456789abcdefghij"),
@@ -652,7 +648,7 @@ mod tests {
                 at = end;
             }
             let mut cuts: Vec<usize> = cuts.into_iter().filter(|c| {
-                edits.iter().all(|(s, e, _)| !(s < c && c < e) && !(s == c && e == c))
+                edits.iter().all(|(s, e, _)| !(s < c && c < e || s == c && e == c))
             }).collect();
             cuts.sort_unstable();
             let changed = changed_documents(len, &cuts, &edits);
