@@ -147,18 +147,11 @@ impl RenderError {
     }
 }
 
+mod outcomes;
+
 /// What happened to one Ingress. Every Ingress of a stream keeps one until the stream is
-/// written, so the class fields, which most Ingresses of a stream share, are shared.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IngressOutcome {
-    pub document: DocumentName,
-    pub ingress: IngressName,
-    pub before: Arc<ClassFields>,
-    pub after: Arc<ClassFields>,
-    /// Whether any byte of the Ingress changed (a plain `on` re-quoted counts).
-    pub edited: bool,
-    pub warning: Option<NoClassWarning>,
-}
+/// written, in [`Outcomes`], compactly.
+pub use outcomes::{DocumentRef, IngressOutcome, IngressRef, Iter, Outcomes};
 
 /// A document whose bytes change: only its edits are kept (byte ranges of the document and
 /// their new text), never a copy of the document, so a stream of edited Ingresses does
@@ -183,12 +176,12 @@ impl ChangedDocument {
 #[derive(Debug, Default)]
 pub struct Rendered {
     pub changed: Vec<ChangedDocument>,
-    pub ingresses: Vec<IngressOutcome>,
+    pub ingresses: Outcomes,
     pub documents: usize,
 }
 
 impl Rendered {
-    pub fn warnings(&self) -> impl Iterator<Item = &IngressOutcome> {
+    pub fn warnings(&self) -> impl Iterator<Item = IngressOutcome<'_>> {
         self.ingresses.iter().filter(|i| i.warning.is_some())
     }
 }
@@ -345,7 +338,7 @@ fn render_document(
     text: &str,
     name: &DocumentName,
     rules: &RenderRules,
-    outcomes: &mut Vec<IngressOutcome>,
+    outcomes: &mut Outcomes,
     read_back: ReadBack,
     tally: &mut Tally,
 ) -> Result<Option<Vec<Edit>>, RenderError> {
@@ -441,7 +434,7 @@ fn render_document(
                 document: name.clone(),
                 ingress: outcomes
                     .last()
-                    .map_or(IngressName(String::new()), |o| o.ingress.clone()),
+                    .map_or(IngressName(String::new()), |o| o.ingress.to_name()),
                 what,
             }
         })?;
@@ -454,13 +447,13 @@ fn render_document(
 fn proven_as_desired(
     text: &str,
     ingress: &Node<'_>,
-    outcomes: &[IngressOutcome],
+    outcomes: &Outcomes,
     edits: &[Edit],
     desired: &ClassFields,
 ) -> bool {
     outcomes
         .last()
-        .is_some_and(|outcome| read_back::proven_as(text, ingress, &outcome.before, desired, edits))
+        .is_some_and(|outcome| read_back::proven_as(text, ingress, outcome.before, desired, edits))
 }
 
 /// Reads the edited document back: where every edit of every Ingress was proven in place
@@ -533,7 +526,7 @@ fn enforce_one(
     ingress: &Node<'_>,
     name: &DocumentName,
     rules: &RenderRules,
-    outcomes: &mut Vec<IngressOutcome>,
+    outcomes: &mut Outcomes,
     edits: &mut Vec<Edit>,
 ) -> Result<Arc<ClassFields>, RenderError> {
     let ingress_name = ingress_name(ingress);
@@ -567,26 +560,16 @@ fn enforce_one(
     } else {
         ingress_edit::plan(text, ingress, &fields).map_err(edit_error)?
     };
-    let after = shared(fields, outcomes.last());
-    outcomes.push(IngressOutcome {
-        document: name.clone(),
-        ingress: ingress_name,
-        before: shared(before, outcomes.last()),
-        after: Arc::clone(&after),
-        edited: !planned.is_empty(),
+    let after = outcomes.push(
+        name,
+        &ingress_name.0,
+        before,
+        fields,
+        !planned.is_empty(),
         warning,
-    });
+    );
     edits.extend(planned);
     Ok(after)
-}
-
-/// `fields`, shared with the outcome before when it has the same.
-fn shared(fields: ClassFields, previous: Option<&IngressOutcome>) -> Arc<ClassFields> {
-    previous
-        .into_iter()
-        .flat_map(|p| [&p.after, &p.before])
-        .find(|f| ***f == fields)
-        .map_or_else(|| Arc::new(fields), Arc::clone)
 }
 
 /// A List in the plain form of [`yaml_tree::plain_list`], read one item at a time so that
@@ -601,7 +584,7 @@ fn render_plain_list(
     list: &yaml_tree::PlainList,
     name: &DocumentName,
     rules: &RenderRules,
-    outcomes: &mut Vec<IngressOutcome>,
+    outcomes: &mut Outcomes,
     read_back: ReadBack,
     tally: &mut Tally,
 ) -> Result<Option<Vec<Edit>>, RenderError> {
@@ -650,7 +633,7 @@ fn render_plain_list(
         document: name.clone(),
         ingress: outcomes
             .last()
-            .map_or(IngressName(String::new()), |o| o.ingress.clone()),
+            .map_or(IngressName(String::new()), |o| o.ingress.to_name()),
         what,
     };
     // Every edit lies inside its item's own lines, so the List's top level and its other
@@ -1071,7 +1054,7 @@ mod tests {
                     .iter()
                     .map(|o| {
                         (
-                            o.ingress.0.clone(),
+                            o.ingress.0.to_owned(),
                             o.before.clone(),
                             o.after.clone(),
                             o.edited,
@@ -1119,7 +1102,10 @@ mod tests {
             );
             let rendered = render(input.as_bytes(), &no_class()).unwrap();
             assert!(rendered.changed.is_empty(), "{value}");
-            assert!(!rendered.ingresses[0].edited, "{value}");
+            assert!(
+                rendered.ingresses.iter().next().is_some_and(|o| !o.edited),
+                "{value}"
+            );
             assert_eq!(run(&input, &no_class()), input);
             let out = run(&input, &class(value));
             assert!(
@@ -1136,7 +1122,10 @@ mod tests {
         assert_eq!(rendered.warnings().count(), 0);
         let classless = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: bare\nspec:\n  rules: []\n";
         let rendered = render(classless.as_bytes(), &no_class()).unwrap();
-        let warned: Vec<_> = rendered.warnings().map(|o| o.ingress.0.clone()).collect();
+        let warned: Vec<_> = rendered
+            .warnings()
+            .map(|o| o.ingress.0.to_owned())
+            .collect();
         assert_eq!(warned, vec!["bare".to_owned()]);
         let strict = RenderRules {
             strict: true,

@@ -18,7 +18,7 @@ pub fn success(rendered: &Rendered) -> String {
                 "changed: {}: {}: {}",
                 outcome.document,
                 outcome.ingress,
-                describe_change(outcome)
+                describe_change(&outcome)
             );
         }
     }
@@ -33,13 +33,13 @@ pub fn success(rendered: &Rendered) -> String {
 pub fn would_change(rendered: &Rendered, decided_by: &str) -> String {
     let mut out = String::new();
     for outcome in rendered.ingresses.iter().filter(|o| o.edited) {
-        for change in ingress_rules::changes_between(&outcome.before, &outcome.after) {
+        for change in ingress_rules::changes_between(outcome.before, outcome.after) {
             let _ = writeln!(
                 out,
                 "would change: {}: {}: {}, decided by {decided_by}",
                 outcome.document,
                 outcome.ingress,
-                ingress_rules::would_change(&change, &outcome.before)
+                ingress_rules::would_change(&change, outcome.before)
             );
         }
     }

@@ -5,8 +5,9 @@
 //! that each end at a document boundary, and every full block is rendered on its own
 //! thread while the next one is read. Nothing is written before every block is done and
 //! checked, so an error still leaves stdout empty. The filter keeps only the output of
-//! each finished block ([`Keep::Output`]), so that the stream is held once, not as input
-//! and edits. This is the only pipeline: the filter, `check`, the fuzz targets and the
+//! each finished block ([`Keep::Output`]): each block's edits are spliced into the block's
+//! own bytes as soon as it is rendered, so that the stream is held once, never as input
+//! and output side by side. This is the only pipeline: the filter, `check`, the fuzz targets and the
 //! tests (on a stream already in memory: `&[u8]` is a reader) all run it. The answer does
 //! not depend on where the blocks are cut, nor on what is kept: document numbers, line
 //! numbers and the first error in stream order included (tested below with tiny blocks).
@@ -24,10 +25,11 @@ pub const BLOCK_BYTES: usize = 1 << 20;
 /// whole stream).
 #[derive(Debug, Default)]
 pub struct StreamRendered {
-    /// The blocks as they came in ([`Keep::Input`]).
+    /// The blocks as they came in ([`Keep::Input`]), or each with its edits spliced in
+    /// ([`Keep::Output`]).
     blocks: Vec<Vec<u8>>,
-    /// The output, spliced block by block ([`Keep::Output`]).
-    output: Option<Vec<u8>>,
+    /// Whether the blocks hold the output ([`Keep::Output`]).
+    spliced: bool,
     pub rendered: Rendered,
     pub bytes: usize,
 }
@@ -38,9 +40,9 @@ pub enum Keep {
     /// The blocks as they came in and each changed document's edits, for what reads the
     /// documents before and after (`check`'s diff, the KRM function).
     Input,
-    /// Only the output: each block is spliced as soon as it is merged and dropped, and
-    /// [`Rendered::changed`] stays empty. The one full copy of the stream the filter holds
-    /// before it writes.
+    /// Only the output: each block's edits are spliced into the block itself as soon as it
+    /// is rendered, and [`Rendered::changed`] stays empty. The one copy of the stream the
+    /// filter holds before it writes.
     Output,
 }
 
@@ -52,9 +54,16 @@ pub enum StreamError {
     Render(#[from] RenderError),
 }
 
-/// What a block's renderer hands back: the block, its result, and how many documents and
-/// lines it holds, to number the documents of the blocks after it.
-type BlockResult = (Vec<u8>, Result<Rendered, RenderError>, usize, usize);
+/// What a block's renderer hands back: the block (spliced, with [`Keep::Output`]), its
+/// result, and how many bytes, documents and lines it held as it came in, to number the
+/// documents of the blocks after it.
+struct BlockResult {
+    block: Vec<u8>,
+    result: Result<Rendered, RenderError>,
+    bytes: usize,
+    documents: usize,
+    lines: usize,
+}
 
 /// Reads `input` to the end, rendering full blocks as they arrive; keeps the input.
 pub fn render_stream(
@@ -83,7 +92,7 @@ pub fn render_stream_keeping(
         // outcomes are never held twice (once per block and once merged).
         let mut merged = Merge {
             out: StreamRendered {
-                output: (keep == Keep::Output).then(Vec::new),
+                spliced: keep == Keep::Output,
                 ..StreamRendered::default()
             },
             documents_before: 0,
@@ -152,15 +161,31 @@ fn render_and_keep(
     rules: &RenderRules,
     keep: Keep,
 ) -> BlockResult {
-    let result = render::render_block(&block, documents, rules);
-    // A block kept until the whole stream is checked gives back the room it was read into
-    // and does not use (memory the parse trees touched would otherwise stay resident).
-    if keep == Keep::Input {
-        block.shrink_to_fit();
-    }
+    let mut result = render::render_block(&block, documents, rules);
     let documents = result.as_ref().map_or(0, |r| r.documents);
     let lines = memchr::memchr_iter(b'\n', &block).count();
-    (block, result, documents, lines)
+    let bytes = block.len();
+    match (keep, &mut result) {
+        // A block kept until the whole stream is checked gives back the room it was read
+        // into and does not use (memory the parse trees touched would otherwise stay
+        // resident).
+        (Keep::Input, _) => block.shrink_to_fit(),
+        // The edits, counted from the block's start, go into the block's own bytes, and
+        // then go. The block keeps its capacity: the room it does not use was never
+        // touched, and shrinking a large block could copy it.
+        (Keep::Output, Ok(rendered)) => {
+            splice_in_place(&mut block, &rendered.changed);
+            rendered.changed = Vec::new();
+        }
+        (Keep::Output, Err(_)) => {}
+    }
+    BlockResult {
+        block,
+        result,
+        bytes,
+        documents,
+        lines,
+    }
 }
 
 /// The start of the last document of `block` whose lines are all there, when documents
@@ -188,7 +213,14 @@ struct Merge {
 
 impl Merge {
     /// Adds the next block's result; the first error in stream order ends the stream.
-    fn push(&mut self, (block, result, documents, lines): BlockResult) -> Result<(), StreamError> {
+    fn push(&mut self, block: BlockResult) -> Result<(), StreamError> {
+        let BlockResult {
+            block,
+            result,
+            bytes,
+            documents,
+            lines,
+        } = block;
         let bytes_before = self.out.bytes;
         let mut rendered = match result {
             Ok(rendered) => rendered,
@@ -197,70 +229,103 @@ impl Merge {
                 return Err(error.into());
             }
         };
-        if let Some(output) = &mut self.out.output {
-            // The block's edits are counted from its start: splice them now, then let the
-            // block and its edits go.
-            splice_into(&block, &rendered.changed, output);
-            rendered.changed = Vec::new();
-        }
         for changed in &mut rendered.changed {
             changed.document.index += self.documents_before;
             changed.document.range = changed.document.range.start + bytes_before
                 ..changed.document.range.end + bytes_before;
         }
-        for outcome in &mut rendered.ingresses {
-            outcome
-                .document
-                .renumber(self.documents_before, self.lines_before);
-        }
+        let mut ingresses = rendered.ingresses;
+        ingresses.renumber(self.documents_before, self.lines_before);
+        // Kept until the whole stream is checked: no spare room.
+        ingresses.shrink_to_fit();
         let out = &mut self.out;
         out.rendered.documents += rendered.documents;
-        if out.rendered.ingresses.is_empty() {
-            out.rendered.ingresses = rendered.ingresses;
-        } else {
-            out.rendered.ingresses.append(&mut rendered.ingresses);
-        }
+        out.rendered.ingresses.append(ingresses);
         if out.rendered.changed.is_empty() {
             out.rendered.changed = rendered.changed;
         } else {
             out.rendered.changed.append(&mut rendered.changed);
         }
-        out.bytes += block.len();
+        out.bytes += bytes;
         self.documents_before += documents;
         self.lines_before += lines;
-        if out.output.is_none() {
-            out.blocks.push(block);
-        }
+        out.blocks.push(block);
         Ok(())
     }
 }
 
-/// Appends `block` to `output` with the edits of its changed documents (ranges counted
-/// from the block's start, in order) in place of the bytes they replace.
-fn splice_into(block: &[u8], changed: &[render::ChangedDocument], output: &mut Vec<u8>) {
-    // The block's output size, exactly: a first block reserves no spare room, which a
-    // stream of one large document (a List) would otherwise hold beside its input.
-    let edits = changed.iter().flat_map(|c| &c.edits);
-    let added: usize = edits.clone().map(|e| e.text.len()).sum();
-    let removed: usize = edits.map(|e| e.range.len()).sum();
-    output.reserve((block.len() + added).saturating_sub(removed));
-    let mut at = 0;
-    for document in changed {
-        let start = document.document.range.start;
-        for edit in &document.edits {
-            output.extend_from_slice(&block[at..start + edit.range.start]);
-            output.extend_from_slice(edit.text.as_bytes());
-            at = start + edit.range.end;
+/// Splices the edits of the changed documents of `block` (ranges counted from the block's
+/// start, in order, not overlapping) into `block` itself: the block grows or shrinks by
+/// their net size, and every kept byte moves at most once. Kept runs that move toward the
+/// block's start are moved first, front to back; then those that move toward its end,
+/// back to front; then the edits' texts are written between them. A run's new place never
+/// covers bytes of a run not yet moved: runs before it that move the same way are already
+/// in place, and a run that moves the other way lies on its far side.
+fn splice_in_place(block: &mut Vec<u8>, changed: &[render::ChangedDocument]) {
+    let edits = || {
+        changed.iter().flat_map(|c| {
+            let start = c.document.range.start;
+            c.edits.iter().map(move |e| {
+                (
+                    start + e.range.start..start + e.range.end,
+                    e.text.as_bytes(),
+                )
+            })
+        })
+    };
+    let old_len = block.len();
+    let added: usize = edits().map(|(_, text)| text.len()).sum();
+    let removed: usize = edits().map(|(range, _)| range.len()).sum();
+    let new_len = old_len + added - removed;
+    if new_len > old_len {
+        block.resize(new_len, 0);
+    }
+    let delta =
+        |range: &std::ops::Range<usize>, text: &[u8]| text.len() as isize - range.len() as isize;
+    // The kept run after each edit: where it starts now, its length, and how far it moves.
+    let mut shift = 0isize;
+    let mut forward = edits().peekable();
+    while let Some((range, text)) = forward.next() {
+        shift += delta(&range, text);
+        let end = forward.peek().map_or(old_len, |(next, _)| next.start);
+        if shift < 0 {
+            block.copy_within(range.end..end, range.end.wrapping_add_signed(shift));
         }
     }
-    output.extend_from_slice(&block[at..]);
+    let backward = changed.iter().rev().flat_map(|c| {
+        let start = c.document.range.start;
+        c.edits.iter().rev().map(move |e| {
+            (
+                start + e.range.start..start + e.range.end,
+                e.text.as_bytes(),
+            )
+        })
+    });
+    let mut end = old_len;
+    for (range, text) in backward {
+        if shift > 0 {
+            block.copy_within(range.end..end, range.end.wrapping_add_signed(shift));
+        }
+        shift -= delta(&range, text);
+        end = range.start;
+    }
+    debug_assert_eq!(shift, 0);
+    let mut shift = 0isize;
+    for (range, text) in edits() {
+        let at = range.start.wrapping_add_signed(shift);
+        block[at..at + text.len()].copy_from_slice(text);
+        shift += text.len() as isize - range.len() as isize;
+    }
+    block.truncate(new_len);
 }
 
 impl StreamRendered {
     /// Writes the stream with the changed documents' edits spliced in.
     pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
-        if let Some(output) = &self.output {
-            out.write_all(output)?;
+        if self.spliced {
+            for block in &self.blocks {
+                out.write_all(block)?;
+            }
             return out.flush();
         }
         render::write_spliced(
@@ -274,6 +339,9 @@ impl StreamRendered {
     /// blocks); `None` for a range that is not one of its documents, and always with
     /// [`Keep::Output`].
     pub fn document_text(&self, document: &Document) -> Option<&str> {
+        if self.spliced {
+            return None;
+        }
         let mut block_start = 0;
         for block in &self.blocks {
             let block_end = block_start + block.len();
@@ -439,6 +507,155 @@ mod tests {
                 expected,
                 "block {block}"
             );
+        }
+    }
+
+    /// The changed documents of a block from edits given as (start, end, text) over the
+    /// whole block, cut into documents at `cuts` (each edit inside one document).
+    fn changed_documents(
+        len: usize,
+        cuts: &[usize],
+        edits: &[(usize, usize, String)],
+    ) -> Vec<render::ChangedDocument> {
+        let mut bounds = vec![0];
+        bounds.extend(cuts.iter().copied().filter(|&c| c > 0 && c < len));
+        bounds.push(len);
+        bounds.dedup();
+        if bounds.len() == 1 {
+            bounds.push(len);
+        }
+        let mut changed: Vec<render::ChangedDocument> = Vec::new();
+        for (start, end, text) in edits {
+            // The document the edit starts in (an insertion at the very end: the last).
+            let Some(index) = bounds
+                .windows(2)
+                .position(|b| b[0] <= *start && (*start < b[1] || b[1] == len))
+            else {
+                continue;
+            };
+            let range = bounds[index]..bounds[index + 1];
+            if *end > range.end {
+                continue;
+            }
+            let edit = crate::ingress_edit::Edit {
+                range: start - range.start..end - range.start,
+                text: text.clone(),
+            };
+            match changed.last_mut() {
+                Some(last) if last.document.index == index + 1 => last.edits.push(edit),
+                _ => changed.push(render::ChangedDocument {
+                    document: Document {
+                        index: index + 1,
+                        range,
+                    },
+                    edits: vec![edit],
+                }),
+            }
+        }
+        changed
+    }
+
+    /// Splices in place, and compares with the copying splice of the written stream.
+    fn spliced_in_place(block: &[u8], changed: &[render::ChangedDocument]) -> Vec<u8> {
+        let mut expected = Vec::new();
+        render::write_spliced([block], changed, &mut expected).expect("write to memory");
+        let mut in_place = block.to_vec();
+        splice_in_place(&mut in_place, changed);
+        assert_eq!(
+            String::from_utf8_lossy(&in_place),
+            String::from_utf8_lossy(&expected)
+        );
+        in_place
+    }
+
+    #[test]
+    fn splicing_in_place_gives_the_copied_splice() {
+        let block = b"0123456789abcdefghij".as_slice();
+        let edit = |start: usize, end: usize, text: &str| (start, end, text.to_owned());
+        type Case = (Vec<(usize, usize, String)>, &'static str);
+        let cases: Vec<Case> = vec![
+            (vec![], "0123456789abcdefghij"),
+            // Growing, at the start and at the end.
+            (vec![edit(0, 0, "<<")], "<<0123456789abcdefghij"),
+            (vec![edit(20, 20, ">>")], "0123456789abcdefghij>>"),
+            (
+                vec![edit(0, 1, "ZZZ"), edit(19, 20, "YYY")],
+                "ZZZ123456789abcdefghiYYY",
+            ),
+            // Shrinking, at the start and at the end.
+            (vec![edit(0, 3, "")], "3456789abcdefghij"),
+            (vec![edit(17, 20, "")], "0123456789abcdefg"),
+            (
+                vec![edit(0, 2, "x"), edit(18, 20, "y")],
+                "x23456789abcdefghy",
+            ),
+            // The same size.
+            (
+                vec![edit(2, 4, "AB"), edit(10, 12, "CD")],
+                "01AB456789CDcdefghij",
+            ),
+            // Mixed: shrinking then growing, growing then shrinking.
+            (
+                vec![edit(1, 6, ""), edit(12, 12, "+++++++")],
+                "06789ab+++++++cdefghij",
+            ),
+            (
+                vec![edit(1, 1, "+++++++"), edit(12, 19, "")],
+                "0+++++++123456789abj",
+            ),
+            (vec![edit(0, 20, "all")], "all"),
+            (vec![edit(0, 20, "")], ""),
+        ];
+        for (edits, want) in cases {
+            for cuts in [vec![], vec![5], vec![1, 10, 19]] {
+                let changed = changed_documents(block.len(), &cuts, &edits);
+                // An edit across a cut belongs to no document: only cuts all edits allow.
+                let count: usize = changed.iter().map(|c| c.edits.len()).sum();
+                if count != edits.len() {
+                    continue;
+                }
+                assert_eq!(
+                    spliced_in_place(block, &changed),
+                    want.as_bytes(),
+                    "{edits:?} {cuts:?}"
+                );
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Many edits of every size, anywhere: the same bytes as the copying splice.
+        #[test]
+        fn splicing_in_place_gives_the_copied_splice_for_any_edits(
+            len in 0usize..200,
+            picks in proptest::collection::vec((0usize..200, 0usize..6, 0usize..9), 0..40),
+            cuts in proptest::collection::vec(0usize..200, 0..4),
+        ) {
+            let block: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            // Non-overlapping edits, in order: each starts at or after the last one's end.
+            let mut starts: Vec<(usize, usize, usize)> = picks
+                .into_iter()
+                .map(|(at, removed, added)| (at.min(len), removed, added))
+                .collect();
+            starts.sort();
+            let mut edits = Vec::new();
+            let mut at = 0;
+            for (n, (start, removed, added)) in starts.into_iter().enumerate() {
+                if start < at || (n > 0 && start == at && removed == 0) {
+                    continue;
+                }
+                let end = (start + removed).min(len);
+                edits.push((start, end, "+0123456789"[..added].to_owned()));
+                at = end;
+            }
+            let mut cuts: Vec<usize> = cuts.into_iter().filter(|c| {
+                edits.iter().all(|(s, e, _)| !(s < c && c < e || s == c && e == c))
+            }).collect();
+            cuts.sort_unstable();
+            let changed = changed_documents(len, &cuts, &edits);
+            let count: usize = changed.iter().map(|c| c.edits.len()).sum();
+            proptest::prop_assert_eq!(count, edits.len());
+            spliced_in_place(&block, &changed);
         }
     }
 
