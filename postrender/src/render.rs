@@ -1,7 +1,6 @@
 //! The post-renderer's pipeline: split the stream, find the Ingresses, apply the rules,
 //! splice the edits, and prove each edited document reads back as intended.
 
-use std::fmt;
 use std::io::{self, Write};
 use std::sync::{Arc, LazyLock};
 
@@ -18,45 +17,6 @@ use crate::go_readers::{self, Anchors, Doubt};
 use crate::ingress_edit::{self, Edit, EditError};
 use crate::read_back::{self, Checked, ReadBack, Tally};
 use crate::yaml_tree::{self, ItemsError, Node, NodeValue, SyntaxError};
-
-/// How a document is named in messages: its position, and the template it came from
-/// (Helm 3's `# Source:` comment or Helm 4's filename annotation).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DocumentName {
-    pub index: usize,
-    pub source: Option<String>,
-    /// The line of the stream the document starts on (1-based).
-    pub first_line: usize,
-}
-
-impl fmt::Display for DocumentName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "document {}", self.index)?;
-        match &self.source {
-            Some(source) => write!(f, " ({source})"),
-            None => write!(f, " (line {})", self.first_line),
-        }
-    }
-}
-
-impl DocumentName {
-    /// The same document counted in a larger stream that has `documents` documents and
-    /// `lines` lines before the part this name was made in.
-    pub fn renumber(&mut self, documents: usize, lines: usize) {
-        self.index += documents;
-        self.first_line += lines;
-    }
-}
-
-/// An Ingress, named as `kubectl` would: `namespace/name`, or `name`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IngressName(pub String);
-
-impl fmt::Display for IngressName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Ingress {}", self.0)
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
@@ -151,7 +111,9 @@ mod outcomes;
 
 /// What happened to one Ingress. Every Ingress of a stream keeps one until the stream is
 /// written, in [`Outcomes`], compactly.
-pub use outcomes::{DocumentRef, IngressOutcome, IngressRef, Iter, Outcomes};
+pub use outcomes::{
+    DocumentName, DocumentRef, IngressName, IngressOutcome, IngressRef, Iter, Outcomes,
+};
 
 /// A document whose bytes change: only its edits are kept (byte ranges of the document and
 /// their new text), never a copy of the document, so a stream of edited Ingresses does

@@ -9,7 +9,44 @@ use std::sync::Arc;
 
 use ingress_rules::{ClassFields, NoClassWarning};
 
-use super::{DocumentName, IngressName};
+/// How a document is named in messages: its position, and the template it came from
+/// (Helm 3's `# Source:` comment or Helm 4's filename annotation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentName {
+    pub index: usize,
+    pub source: Option<String>,
+    /// The line of the stream the document starts on (1-based).
+    pub first_line: usize,
+}
+
+impl fmt::Display for DocumentName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "document {}", self.index)?;
+        match &self.source {
+            Some(source) => write!(f, " ({source})"),
+            None => write!(f, " (line {})", self.first_line),
+        }
+    }
+}
+
+impl DocumentName {
+    /// The same document counted in a larger stream that has `documents` documents and
+    /// `lines` lines before the part this name was made in.
+    pub fn renumber(&mut self, documents: usize, lines: usize) {
+        self.index += documents;
+        self.first_line += lines;
+    }
+}
+
+/// An Ingress, named as `kubectl` would: `namespace/name`, or `name`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngressName(pub String);
+
+impl fmt::Display for IngressName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Ingress {}", self.0)
+    }
+}
 
 /// How the document of an outcome is named in messages; prints as [`DocumentName`] does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
