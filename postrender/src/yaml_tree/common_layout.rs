@@ -341,15 +341,10 @@ impl<'a> Reader<'a> {
                 }
             };
             entries.push((key, value));
-            match self.next {
-                Some(indent) if indent == column => {
-                    if self.bytes[self.line_start + indent] == b'-' {
-                        return None;
-                    }
-                }
-                Some(indent) if indent < column => break,
-                None => break,
-                Some(_) => return None,
+            let is_key_line =
+                |reader: &Self, indent: usize| reader.bytes[reader.line_start + indent] != b'-';
+            if !self.another_entry(column, is_key_line, false)? {
+                break;
             }
         }
         let end = self.block_end(start);
@@ -362,6 +357,25 @@ impl<'a> Reader<'a> {
             line,
             column,
         ))
+    }
+
+    /// After an entry of a block collection at `column`: whether the next line with content
+    /// holds another (`is_entry`), ends the collection, or is for the general parser (`None`:
+    /// deeper than the entry, or at its column but not an entry, unless `same_column_ends`,
+    /// as for an indentless sequence under a key).
+    fn another_entry(
+        &self,
+        column: usize,
+        is_entry: impl Fn(&Self, usize) -> bool,
+        same_column_ends: bool,
+    ) -> Option<bool> {
+        match self.next {
+            Some(indent) if indent == column && is_entry(self, indent) => Some(true),
+            Some(indent) if indent == column => same_column_ends.then_some(false),
+            Some(indent) if indent < column => Some(false),
+            None => Some(false),
+            Some(_) => None,
+        }
     }
 
     fn at_sequence_entry(&self, indent: usize) -> bool {
@@ -416,18 +430,8 @@ impl<'a> Reader<'a> {
                 }
                 None => items.push(item),
             }
-            match self.next {
-                Some(indent) if indent == column => {
-                    if !self.at_sequence_entry(indent) {
-                        if compact {
-                            break;
-                        }
-                        return None;
-                    }
-                }
-                Some(indent) if indent < column => break,
-                None => break,
-                Some(_) => return None,
+            if !self.another_entry(column, Self::at_sequence_entry, compact)? {
+                break;
             }
         }
         let end = self.block_end(start);
