@@ -68,6 +68,14 @@ pub fn split(stream: &str) -> Vec<Document> {
     documents
 }
 
+/// The starts of the `---` lines of `bytes` after its first byte, last first: where
+/// [`split`] may start a document (a `---` at the very start is not one of them).
+pub fn start_markers_backwards(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    memchr::memmem::rfind_iter(bytes, b"\n---")
+        .map(|i| i + 1)
+        .filter(|&line_start| matches!(marker(&bytes[line_start..]), Some(Marker::Start)))
+}
+
 /// The text of `bytes` when it is UTF-8: checked at SIMD speed, the error (with the
 /// offset of the first invalid byte) from the standard library.
 pub fn utf8(bytes: &[u8]) -> Result<&str, std::str::Utf8Error> {

@@ -126,9 +126,8 @@ pub fn render_stream_keeping(
                 {
                     merged.push(join(oldest))?;
                 }
-                handles.push_back(
-                    scope.spawn(move || render_and_keep(full, Some(documents), rules, keep)),
-                );
+                handles
+                    .push_back(scope.spawn(move || render_and_keep(full, documents, rules, keep)));
             }
         }
         let last = render_and_keep(block, None, rules, keep);
@@ -192,8 +191,19 @@ fn render_and_keep(
 /// come before it, and the documents before it: every document before that point is
 /// complete and final (a boundary never moves when more lines arrive, and only a trailing
 /// comment-only piece is ever joined to the document after it).
-fn last_complete_cut(block: &[u8]) -> Option<(usize, Vec<Document>)> {
+fn last_complete_cut(block: &[u8]) -> Option<(usize, Option<Vec<Document>>)> {
     let complete_lines = memchr::memrchr(b'\n', block)? + 1;
+    // Only the stream from the second-to-last `---` line on is split here: a piece that
+    // starts with a `---` line is never joined to the next, so the split of that tail
+    // ends as the split of the whole does, and the block's renderer splits the rest on
+    // its own thread.
+    let mut starts = documents::start_markers_backwards(&block[..complete_lines]);
+    let from = starts.nth(1).unwrap_or(0);
+    if let Ok(tail) = documents::utf8(&block[from..complete_lines]) {
+        let cut = from + documents::split(tail).pop()?.range.start;
+        return (cut > 0).then_some((cut, None));
+    }
+    // Text that is not UTF-8 near the end: the whole block is split, up to it.
     let text = match documents::utf8(&block[..complete_lines]) {
         Ok(text) => text,
         // A character cut by the read ends on a later line; invalid text fails the block.
@@ -201,7 +211,7 @@ fn last_complete_cut(block: &[u8]) -> Option<(usize, Vec<Document>)> {
     };
     let mut documents = documents::split(text);
     let last = documents.pop()?;
-    (!documents.is_empty() && last.range.start > 0).then_some((last.range.start, documents))
+    (!documents.is_empty() && last.range.start > 0).then_some((last.range.start, Some(documents)))
 }
 
 /// The blocks' results joined in stream order, documents and lines renumbered.
@@ -449,6 +459,45 @@ mod tests {
             .collect()
     }
 
+    /// The cut as the whole split of the block's complete lines finds it.
+    fn cut_by_the_whole_split(block: &[u8]) -> Option<usize> {
+        let complete_lines = memchr::memrchr(b'\n', block)? + 1;
+        let text = match std::str::from_utf8(&block[..complete_lines]) {
+            Ok(text) => text,
+            Err(e) => std::str::from_utf8(&block[..e.valid_up_to()]).ok()?,
+        };
+        let mut documents = documents::split(text);
+        let last = documents.pop()?;
+        (!documents.is_empty() && last.range.start > 0).then_some(last.range.start)
+    }
+
+    #[test]
+    fn the_cut_from_the_tail_is_the_cut_of_the_whole_split() {
+        let mut streams = vec![
+            stream_of(41),
+            format!("\u{feff}# prologue\n%YAML 1.2\n{}", stream_of(9)),
+            format!("{}...\n# only comments after an end\n", stream_of(9)),
+            "a: 1\n...\nb: 2\n...\n# c\n---\nc: 3\n--- |\n  x\n---\n".to_owned(),
+        ];
+        for stream in &mut streams {
+            stream.push_str("---\nlast: 1\n");
+        }
+        // (Text that is not UTF-8 may be cut elsewhere; the error it gives is the same,
+        // see `invalid_utf8_is_reported_at_its_offset_in_the_stream`.)
+        let blocks: Vec<Vec<u8>> = streams.into_iter().map(String::into_bytes).collect();
+        for block in &blocks {
+            for end in 0..=block.len() {
+                let prefix = &block[..end];
+                assert_eq!(
+                    last_complete_cut(prefix).map(|(cut, _)| cut),
+                    cut_by_the_whole_split(prefix),
+                    "{:?}",
+                    String::from_utf8_lossy(prefix)
+                );
+            }
+        }
+    }
+
     #[test]
     fn same_answer_as_rendering_the_whole_stream_for_any_block_size() {
         let input = stream_of(41);
@@ -663,12 +712,25 @@ mod tests {
     fn invalid_utf8_is_reported_at_its_offset_in_the_stream() {
         let mut input = stream_of(20).into_bytes();
         input.extend_from_slice(b"---\nkind: Ingress\nx: \xff\n");
-        let whole = render_stream(&input[..], &rules(false), BLOCK_BYTES)
-            .unwrap_err()
-            .to_string();
-        let streamed = render_stream(&input[..], &rules(false), 64)
-            .unwrap_err()
-            .to_string();
-        assert_eq!(streamed, whole);
+        let stream = stream_of(20).into_bytes();
+        // A byte that is not UTF-8 early, in the middle and at the end of the stream, read
+        // in blocks of every size: the same error, at the same offset, in the same document.
+        let mut inputs = vec![input];
+        for at in [40, stream.len() / 2, stream.len() - 3] {
+            let mut bad = stream.clone();
+            bad.insert(at, 0xff);
+            inputs.push(bad);
+        }
+        for input in &inputs {
+            let whole = render_stream(&input[..], &rules(false), BLOCK_BYTES)
+                .unwrap_err()
+                .to_string();
+            for block in [1, 17, 64, 300] {
+                let streamed = render_stream(&input[..], &rules(false), block)
+                    .unwrap_err()
+                    .to_string();
+                assert_eq!(streamed, whole, "block {block}");
+            }
+        }
     }
 }
