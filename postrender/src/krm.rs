@@ -1754,6 +1754,33 @@ mod tests {
         }
     }
 
+    /// A `ResourceList` whose items are `- kind: K<i>` and then the fragments named.
+    fn resource_list_of(items: &[Vec<usize>], fragments: &[&str]) -> String {
+        let mut text =
+            String::from("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n");
+        for (i, named) in items.iter().enumerate() {
+            text.push_str(&format!("- kind: K{i}\n"));
+            for f in named {
+                text.push_str(fragments[*f]);
+            }
+        }
+        text.push_str("functionConfig:\n  kind: X\n");
+        text
+    }
+
+    /// Feeds `text` to `cutter` in pieces of whole lines, a piece ending after line `n`
+    /// where `breaks[n]`, and the rest at the end.
+    fn feed_in_pieces(cutter: &mut Cutter, text: &str, breaks: &[bool]) {
+        let mut piece = 0;
+        for (line, (at, _)) in text.match_indices('\n').enumerate() {
+            if breaks.get(line).copied().unwrap_or(false) {
+                cutter.feed(&text.as_bytes()[piece..=at]);
+                piece = at + 1;
+            }
+        }
+        cutter.feed(&text.as_bytes()[piece..]);
+    }
+
     proptest::proptest! {
         /// The cut made while the input is read, in pieces of whole lines, is the cut of the
         /// whole input: the same items, or the same refusal.
@@ -1763,14 +1790,7 @@ mod tests {
             breaks in proptest::collection::vec(proptest::bool::ANY, 64),
             tab in proptest::option::of(0..64usize),
         ) {
-            let mut text = String::from("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n");
-            for (i, fragments) in items.iter().enumerate() {
-                text.push_str(&format!("- kind: K{i}\n"));
-                for f in fragments {
-                    text.push_str(FRAGMENTS[*f]);
-                }
-            }
-            text.push_str("functionConfig:\n  kind: X\n");
+            let mut text = resource_list_of(&items, &FRAGMENTS);
             // A tab somewhere, refused wherever it is.
             if let Some(line) = tab
                 && let Some((at, _)) = text.match_indices('\n').nth(line)
@@ -1779,14 +1799,7 @@ mod tests {
             }
             let whole = layout(&text, true).map_err(|e| e.to_string());
             let mut cutter = Cutter::new(true);
-            let mut piece = 0;
-            for (line, (at, _)) in text.match_indices('\n').enumerate() {
-                if breaks.get(line).copied().unwrap_or(false) {
-                    cutter.feed(&text.as_bytes()[piece..=at]);
-                    piece = at + 1;
-                }
-            }
-            cutter.feed(&text.as_bytes()[piece..]);
+            feed_in_pieces(&mut cutter, &text, &breaks);
             proptest::prop_assert_eq!(cutter.finish().map_err(|e| e.to_string()), whole);
         }
     }
@@ -1825,30 +1838,14 @@ mod tests {
             breaks in proptest::collection::vec(proptest::bool::ANY, 96),
             end_without_break in proptest::bool::ANY,
         ) {
-            let mut text = String::from("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n");
-            for (i, fragments) in items.iter().enumerate() {
-                text.push_str(&format!("- kind: K{i}\n"));
-                for f in fragments {
-                    text.push_str(RUN_FRAGMENTS[*f]);
-                }
-            }
-            text.push_str("functionConfig:\n  kind: X\n");
+            let mut text = resource_list_of(&items, &RUN_FRAGMENTS);
             if end_without_break {
                 text.pop();
             }
             let cut = |skip: bool, pieces: bool| {
                 let mut cutter = Cutter::new(true);
                 cutter.skip_plain = skip;
-                let mut piece = 0;
-                if pieces {
-                    for (line, (at, _)) in text.match_indices('\n').enumerate() {
-                        if breaks.get(line).copied().unwrap_or(false) {
-                            cutter.feed(&text.as_bytes()[piece..=at]);
-                            piece = at + 1;
-                        }
-                    }
-                }
-                cutter.feed(&text.as_bytes()[piece..]);
+                feed_in_pieces(&mut cutter, &text, if pieces { &breaks } else { &[] });
                 let lines = cutter.number;
                 (cutter.finish().map_err(|e| e.to_string()), lines)
             };

@@ -302,17 +302,8 @@ fn splice_in_place(block: &mut Vec<u8>, changed: &[render::ChangedDocument]) {
             block.copy_within(range.end..end, range.end.wrapping_add_signed(shift));
         }
     }
-    let backward = changed.iter().rev().flat_map(|c| {
-        let start = c.document.range.start;
-        c.edits.iter().rev().map(move |e| {
-            (
-                start + e.range.start..start + e.range.end,
-                e.text.as_bytes(),
-            )
-        })
-    });
     let mut end = old_len;
-    for (range, text) in backward {
+    for (range, text) in edits().rev() {
         if shift > 0 {
             block.copy_within(range.end..end, range.end.wrapping_add_signed(shift));
         }
@@ -324,7 +315,7 @@ fn splice_in_place(block: &mut Vec<u8>, changed: &[render::ChangedDocument]) {
     for (range, text) in edits() {
         let at = range.start.wrapping_add_signed(shift);
         block[at..at + text.len()].copy_from_slice(text);
-        shift += text.len() as isize - range.len() as isize;
+        shift += delta(&range, text);
     }
     block.truncate(new_len);
 }

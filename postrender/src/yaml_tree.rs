@@ -449,7 +449,8 @@ fn collect_tab_exempt(text: &str, node: &Node<'_>, indent: usize, exempt: &mut T
 }
 
 /// Reads a document's top level as [`PlainList`] describes; `Ok(None)` when it is not in
-/// that form. Builds no tree.
+/// that form. Never holds the tree of more than one item: the general parser builds none,
+/// the common-layout reader one item's at a time.
 pub fn plain_list(text: &str) -> Result<Option<PlainList>, SyntaxError> {
     if let Some(list) = common_layout::plain_list(text) {
         return Ok(list);

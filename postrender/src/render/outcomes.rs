@@ -21,11 +21,12 @@ pub struct DocumentName {
 
 impl fmt::Display for DocumentName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "document {}", self.index)?;
-        match &self.source {
-            Some(source) => write!(f, " ({source})"),
-            None => write!(f, " (line {})", self.first_line),
+        DocumentRef {
+            index: self.index,
+            source: self.source.as_deref(),
+            first_line: self.first_line,
         }
+        .fmt(f)
     }
 }
 
@@ -44,11 +45,11 @@ pub struct IngressName(pub String);
 
 impl fmt::Display for IngressName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Ingress {}", self.0)
+        IngressRef(&self.0).fmt(f)
     }
 }
 
-/// How the document of an outcome is named in messages; prints as [`DocumentName`] does.
+/// How the document of an outcome is named in messages (and how [`DocumentName`] prints).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DocumentRef<'a> {
     pub index: usize,
@@ -67,7 +68,7 @@ impl fmt::Display for DocumentRef<'_> {
     }
 }
 
-/// The name of the Ingress of an outcome; prints as [`IngressName`] does.
+/// The name of the Ingress of an outcome (and how [`IngressName`] prints).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IngressRef<'a>(pub &'a str);
 

@@ -52,36 +52,18 @@ pub(super) fn for_each_list_item<'a>(
         handed += 1;
         each(item)
     };
-    let whole = Reader::at_first_node(text).and_then(|mut reader| {
-        let indent = reader.next?;
-        if matches!(reader.bytes[reader.line_start + indent], b'{' | b'[' | b'-') {
-            return None;
-        }
-        reader.mapping(indent, Some(&mut counted))?;
-        reader.next.is_none().then_some(())
-    });
-    whole.ok_or(handed)
+    let whole = list_top_level(text, &mut counted);
+    whole.map(drop).ok_or(handed)
 }
 
 /// [`super::plain_list`] for a document in the common layout (`None` when it is not):
 /// the top level read with its items counted, one item's tree at a time.
 pub(super) fn plain_list(text: &str) -> Option<Option<PlainList>> {
     let mut items = 0;
-    let mut reader = Reader::at_first_node(text)?;
-    let indent = reader.next?;
-    if matches!(reader.bytes[reader.line_start + indent], b'{' | b'[' | b'-') {
-        return None;
-    }
-    let root = reader.mapping(
-        indent,
-        Some(&mut |_| {
-            items += 1;
-            true
-        }),
-    )?;
-    if reader.next.is_some() {
-        return None;
-    }
+    let root = list_top_level(text, &mut |_| {
+        items += 1;
+        true
+    })?;
     let entries = root.entries()?;
     let (mut api_version, mut kind, mut seen_items) = (Vec::new(), Vec::new(), false);
     for (key, value) in entries {
@@ -108,6 +90,19 @@ pub(super) fn plain_list(text: &str) -> Option<Option<PlainList>> {
         kind: (*kind).to_owned(),
         items,
     }))
+}
+
+/// The top-level block mapping of a document in the common layout, the items of its
+/// block sequence `items` handed to `each` instead of kept; `None` when the document is
+/// not in the layout, has another top level, or `each` stopped the reading.
+fn list_top_level<'a>(text: &'a str, each: Items<'_, 'a>) -> Option<Node<'a>> {
+    let mut reader = Reader::at_first_node(text)?;
+    let indent = reader.next?;
+    if matches!(reader.bytes[reader.line_start + indent], b'{' | b'[' | b'-') {
+        return None;
+    }
+    let root = reader.mapping(indent, Some(each))?;
+    reader.next.is_none().then_some(root)
 }
 
 /// The sink of a sequence read one item at a time; `false` stops the reading.
@@ -201,15 +196,20 @@ impl<'a> Reader<'a> {
         Some(reader)
     }
 
+    /// The first byte at or after `at` that is not a space.
+    fn after_spaces(&self, mut at: usize) -> usize {
+        while self.bytes.get(at) == Some(&b' ') {
+            at += 1;
+        }
+        at
+    }
+
     /// Moves to the next line with content from the current line's start (blank lines and
     /// comment lines are skipped); its indentation, `None` at the end.
     fn next_content(&mut self) -> Option<usize> {
         let bytes = self.bytes;
         loop {
-            let mut at = self.line_start;
-            while bytes.get(at) == Some(&b' ') {
-                at += 1;
-            }
+            let mut at = self.after_spaces(self.line_start);
             match bytes.get(at) {
                 None => return None,
                 Some(b'\n') => {}
@@ -223,12 +223,9 @@ impl<'a> Reader<'a> {
 
     /// Finishes the current line at `at`: spaces, an optional comment after a space, the
     /// line break; then moves to the next line with content.
-    fn end_of_line(&mut self, mut at: usize) -> Option<()> {
+    fn end_of_line(&mut self, spaced: usize) -> Option<()> {
         let bytes = self.bytes;
-        let spaced = at;
-        while bytes.get(at) == Some(&b' ') {
-            at += 1;
-        }
+        let mut at = self.after_spaces(spaced);
         if bytes.get(at) == Some(&b'#') && at > spaced {
             at += memchr::memchr(b'\n', &bytes[at..]).unwrap_or(bytes.len() - at);
         }
@@ -304,9 +301,7 @@ impl<'a> Reader<'a> {
             let after_colon = at;
             let inline = match bytes.get(at) {
                 Some(b' ') => {
-                    while bytes.get(at) == Some(&b' ') {
-                        at += 1;
-                    }
+                    at = self.after_spaces(at);
                     !matches!(bytes.get(at), None | Some(b'\n' | b'#'))
                 }
                 None | Some(b'\n') => false,
@@ -404,10 +399,7 @@ impl<'a> Reader<'a> {
             if !self.at_sequence_entry(column) {
                 return None;
             }
-            let mut at = self.line_start + column + 2;
-            while bytes.get(at) == Some(&b' ') {
-                at += 1;
-            }
+            let mut at = self.after_spaces(self.line_start + column + 2);
             let item = match bytes.get(at) {
                 None | Some(b'\n' | b'#' | b'-') => return None,
                 Some(_) if self.is_key(at) => self.mapping(at - self.line_start, None)?,
@@ -482,10 +474,7 @@ impl<'a> Reader<'a> {
                     end += 2;
                 }
                 Some(b' ') if block && !key => {
-                    let mut next = end;
-                    while bytes.get(next) == Some(&b' ') {
-                        next += 1;
-                    }
+                    let next = self.after_spaces(end);
                     // ` #` starts a comment.
                     if bytes
                         .get(next)
@@ -554,13 +543,8 @@ impl<'a> Reader<'a> {
         let start = *at;
         let mapping = bytes[start] == b'{';
         let close = if mapping { b'}' } else { b']' };
-        let skip_spaces = |at: &mut usize| {
-            while bytes.get(*at) == Some(&b' ') {
-                *at += 1;
-            }
-        };
         *at += 1;
-        skip_spaces(at);
+        *at = self.after_spaces(*at);
         let mut entries = Vec::new();
         let mut items = Vec::new();
         if bytes.get(*at) == Some(&close) {
@@ -573,17 +557,17 @@ impl<'a> Reader<'a> {
                         return None;
                     }
                     *at += 2;
-                    skip_spaces(at);
+                    *at = self.after_spaces(*at);
                     let value = self.inline_value(at, true)?;
                     entries.push((key, value));
                 } else {
                     items.push(self.inline_value(at, true)?);
                 }
-                skip_spaces(at);
+                *at = self.after_spaces(*at);
                 match bytes.get(*at)? {
                     b',' => {
                         *at += 1;
-                        skip_spaces(at);
+                        *at = self.after_spaces(*at);
                         if matches!(bytes.get(*at)?, b']' | b'}' | b',') {
                             return None;
                         }
