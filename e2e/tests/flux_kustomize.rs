@@ -24,38 +24,13 @@ use std::sync::Mutex;
 use e2e::{Scratch, describe, release_binary, run, run_ok, tool, utf8};
 use serde_json::{Value, json};
 use support::{
-    RESOLUTION_TABLE, is_ingress, kustomize_objects as objects, rendered_streams as streams,
-    without_null_metadata_maps,
+    RESOLUTION_TABLE, compare_with_post_renderer, objects_by_id, rendered_streams as streams,
 };
 
 mod support;
 
 /// `styrmin-postrender flux`'s exit code for R5 (nothing to patch).
 const FLUX_NO_CLASS_EXIT: i32 = 3;
-
-/// `apiVersion kind namespace/name`.
-fn id(object: &Value) -> String {
-    let field = |key: &str| object["metadata"][key].as_str().unwrap_or_default();
-    format!(
-        "{} {} {}/{}",
-        object["apiVersion"].as_str().unwrap_or_default(),
-        object["kind"].as_str().unwrap_or_default(),
-        field("namespace"),
-        field("name")
-    )
-}
-
-fn by_id(objects: Vec<Value>, what: &str) -> BTreeMap<String, Value> {
-    let mut map = BTreeMap::new();
-    for object in objects.into_iter().map(without_null_metadata_maps) {
-        let key = id(&object);
-        assert!(
-            map.insert(key.clone(), object).is_none(),
-            "{what}: two objects with the id {key}"
-        );
-    }
-    map
-}
 
 /// The kustomize `patches` entries of the CLI's output for `config`, or `None` for R5.
 fn flux_patches(scratch: &Scratch, config: &str, index: usize) -> Option<Vec<Value>> {
@@ -185,49 +160,30 @@ fn check_stream(
     patches: &[Option<Vec<Value>>],
 ) -> Result<usize, String> {
     let input = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
-    let input_objects = by_id(objects(&input), name);
+    let input_objects = objects_by_id(&input, name);
     let mut kustomized: HashMap<String, BTreeMap<String, Value>> = HashMap::new();
     let mut compared = 0;
     for (c, config) in RESOLUTION_TABLE.iter().enumerate() {
         let context = format!("{name} with config {config:?}");
         let config_path = scratch.join(&format!("config-{c}.yaml"));
-        let rendered = by_id(objects(&post_render(path, &config_path)), &context);
+        let rendered = objects_by_id(&post_render(path, &config_path), &context);
         let these = patches[c].clone().unwrap_or_default();
         let key = serde_json::to_string(&these).expect("json");
         let n = kustomized.len();
         let out = kustomized.entry(key).or_insert_with(|| {
             let dir = scratch.join(&format!("k-{index}-{n}"));
-            by_id(objects(&kustomize(&dir, path, &these)), &context)
+            objects_by_id(&kustomize(&dir, path, &these), &context)
         });
 
-        // The same objects come out of both, by id.
-        let ids = |m: &BTreeMap<String, Value>| m.keys().cloned().collect::<Vec<_>>();
-        if ids(out) != ids(&input_objects) {
-            return Err(format!(
-                "{context}: kustomize's objects {:?} differ from the stream's {:?}",
-                ids(out),
-                ids(&input_objects)
-            ));
-        }
-        for (key, original) in &input_objects {
-            let from_kustomize = &out[key];
-            if is_ingress(original) {
-                let from_post_renderer = rendered
-                    .get(key)
-                    .ok_or_else(|| format!("{context}: the post-renderer lost {key}"))?;
-                if from_kustomize != from_post_renderer {
-                    return Err(format!(
-                        "{context}: {key}\nkustomize:      {from_kustomize}\npost-renderer:  {from_post_renderer}"
-                    ));
-                }
-                compared += 1;
-            } else if from_kustomize != original {
-                // R7: not an Ingress, not changed (semantically: kustomize reformats).
-                return Err(format!(
-                    "{context}: kustomize changed {key}\nbefore: {original}\nafter:  {from_kustomize}"
-                ));
-            }
-        }
+        // The same objects come out of both, by id; Ingresses as the post-renderer's, the
+        // rest unchanged (R7; semantically: kustomize reformats).
+        compared += compare_with_post_renderer(
+            &context,
+            "kustomize patches",
+            out,
+            &input_objects,
+            &rendered,
+        )?;
     }
     Ok(compared)
 }
