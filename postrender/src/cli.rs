@@ -311,7 +311,7 @@ fn run_krm(
     // it again at every doubling (pages not written to are never touched).
     let (text, cut) =
         krm::read(input, KRM_INPUT_RESERVE).context("reading the ResourceList from stdin")?;
-    let outcome = krm::run_cut(&text, cut, fallback, fallback_given);
+    let outcome = krm::run_cut(text, cut, fallback, fallback_given);
     // The report holds what stderr gets (kustomize shows a function's stderr only on failure).
     if let Some(path) = report_path {
         let lines: String = outcome.messages.iter().map(|m| format!("{m}\n")).collect();

@@ -3,12 +3,13 @@
 //! Ingress item edited exactly as the post-renderer edits a stream, and `results` for R5's
 //! warning and for refusals.
 //!
-//! The items are not re-serialised. The `ResourceList`'s text is cut into its items by lines,
-//! each item becomes one document of a stream (its leading `- ` turned into two spaces, so
-//! every byte keeps its column and its offset), and that stream goes through the
-//! post-renderer's own pipeline ([`streaming::render_stream`]): the same pre-filter, the same
-//! Go-reader classification and refusals, the same byte-level edit and self-check. The edits
-//! come back as byte ranges of the items and are spliced into the `ResourceList`'s text.
+//! The items are not re-serialised, nor copied. The `ResourceList`'s text is cut into its
+//! items by lines, and each item is read where it lies as one document of the post-renderer's
+//! own pipeline ([`streaming::render_found_documents`]; its leading `-` turned into a space
+//! for that time, so every byte keeps its column and its offset): the same pre-filter, the
+//! same Go-reader classification and refusals, the same byte-level edit and self-check. The
+//! edits come back as byte ranges of the items and are spliced into the `ResourceList`'s text
+//! as it is written.
 //!
 //! Cutting by lines is exact only when no quoted scalar or flow collection runs over a line
 //! break: a line that starts in the item column inside such a scalar would look like the
@@ -27,9 +28,10 @@ use ingress_rules::{IngressTarget, KubernetesVersion, Level};
 use serde::Deserialize;
 
 use crate::config::StyrminConfig;
+use crate::documents::Document;
 use crate::ingress_edit::{self, Edit};
 use crate::render::{RenderError, RenderRules, Rendered};
-use crate::streaming::{self, StreamError};
+use crate::streaming;
 use crate::yaml_tree;
 
 /// The `functionConfig` kind, and its API group and version (the group of Styrmin's custom
@@ -1075,8 +1077,8 @@ fn plain_key(text: &str) -> Option<(usize, &str)> {
 /// The outcome of a run: the `ResourceList` to write (the input's text with the edits
 /// spliced in, then `results`), and whether it failed.
 #[derive(Debug)]
-pub struct Outcome<'t> {
-    text: &'t [u8],
+pub struct Outcome {
+    text: Vec<u8>,
     edits: Vec<Edit>,
     tail: String,
     pub failed: bool,
@@ -1084,7 +1086,7 @@ pub struct Outcome<'t> {
     pub messages: Vec<String>,
 }
 
-impl Outcome<'_> {
+impl Outcome {
     /// Writes the `ResourceList`, splicing the edits in as it goes (no copy of it is made).
     pub fn write(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         let mut at = 0;
@@ -1100,7 +1102,7 @@ impl Outcome<'_> {
 
     /// The `ResourceList` as text.
     pub fn output(&self) -> String {
-        let mut text = ingress_edit::apply(&String::from_utf8_lossy(self.text), &self.edits);
+        let mut text = ingress_edit::apply(&String::from_utf8_lossy(&self.text), &self.edits);
         text.push_str(&self.tail);
         text
     }
@@ -1109,21 +1111,26 @@ impl Outcome<'_> {
 /// Runs the function on a whole `ResourceList`. `fallback` is the config from the command
 /// line, used when the `ResourceList` has no functionConfig; `fallback_given` says whether
 /// any of it was given explicitly (both at once is an error).
-pub fn run(input: &[u8], fallback: FunctionConfig, fallback_given: bool) -> Outcome<'_> {
+pub fn run(input: &[u8], fallback: FunctionConfig, fallback_given: bool) -> Outcome {
     let mut cutter = Cutter::new(true);
     cutter.feed(input);
-    run_cut(input, ListCut(cutter.finish()), fallback, fallback_given)
+    run_cut(
+        input.to_vec(),
+        ListCut(cutter.finish()),
+        fallback,
+        fallback_given,
+    )
 }
 
 /// [`run`] on a `ResourceList` already cut by [`read`].
 pub fn run_cut(
-    input: &[u8],
+    mut input: Vec<u8>,
     cut: ListCut,
     fallback: FunctionConfig,
     fallback_given: bool,
-) -> Outcome<'_> {
-    match process(input, cut, fallback, fallback_given) {
-        Ok((text, edits, rendered, warned)) => {
+) -> Outcome {
+    match process(&mut input, cut, fallback, fallback_given) {
+        Ok((edits, rendered, warned)) => {
             let mut results = Vec::new();
             let mut messages = Vec::new();
             for (outcome, item) in rendered.warnings().zip(&warned) {
@@ -1141,7 +1148,7 @@ pub fn run_cut(
             }
             let mut tail = String::new();
             if !results.is_empty() {
-                if !text.ends_with(b"\n") && !text.is_empty() {
+                if !input.ends_with(b"\n") && !input.is_empty() {
                     tail.push('\n');
                 }
                 tail.push_str("results:\n");
@@ -1150,7 +1157,7 @@ pub fn run_cut(
                 }
             }
             Outcome {
-                text,
+                text: input,
                 edits,
                 tail,
                 failed: false,
@@ -1160,7 +1167,7 @@ pub fn run_cut(
         Err(error) => {
             let message = error.to_string();
             let reference = match &error {
-                KrmError::Render { item, .. } => item_reference(input, item),
+                KrmError::Render { item, .. } => item_reference(&input, item),
                 _ => None,
             };
             let field = error.field();
@@ -1174,7 +1181,7 @@ pub fn run_cut(
                 field.as_deref(),
             ));
             Outcome {
-                text: b"",
+                text: Vec::new(),
                 edits: Vec::new(),
                 tail: output,
                 failed: true,
@@ -1279,15 +1286,15 @@ fn result(
     out
 }
 
-/// The text, its edits (sorted), what the pipeline found, and each warning's item.
-type Processed<'t> = (&'t [u8], Vec<Edit>, Rendered, Vec<ItemInfo>);
+/// The text's edits (sorted), what the pipeline found, and each warning's item.
+type Processed = (Vec<Edit>, Rendered, Vec<ItemInfo>);
 
 fn process(
-    input: &[u8],
+    input: &mut [u8],
     cut: ListCut,
     fallback: FunctionConfig,
     fallback_given: bool,
-) -> Result<Processed<'_>, KrmError> {
+) -> Result<Processed, KrmError> {
     let layout = cut.0?;
     render_items(input, &layout, fallback, fallback_given)
 }
@@ -1371,12 +1378,12 @@ fn text_of(text: &[u8], range: Range<usize>) -> Result<&str, KrmError> {
     })
 }
 
-fn render_items<'t>(
-    text: &'t [u8],
+fn render_items(
+    text: &mut [u8],
     layout: &Layout,
     fallback: FunctionConfig,
     fallback_given: bool,
-) -> Result<Processed<'t>, KrmError> {
+) -> Result<Processed, KrmError> {
     let function_config = layout
         .function_config
         .as_ref()
@@ -1403,54 +1410,44 @@ fn render_items<'t>(
         strict: config.strict,
     };
 
-    // The items as a stream: each is a document whose bytes sit at the same columns. The
-    // stream is made while the pipeline reads it, never held whole.
+    // Each item is a document of the pipeline read where it lies: its `-` turned into a
+    // space for the time of the rendering, so that every byte keeps its column and its
+    // offset, and nothing is copied.
     let column = layout.item_column;
-    let mut starts = Vec::with_capacity(layout.items.len());
-    let mut length = 0;
+    let documents: Vec<Document> = layout
+        .items
+        .iter()
+        .enumerate()
+        .map(|(i, range)| Document {
+            index: i + 1,
+            range: range.clone(),
+        })
+        .collect();
     for range in &layout.items {
-        starts.push(length + SEPARATOR.len());
-        length += SEPARATOR.len() + range.len();
+        text[range.start + column] = b' ';
     }
-    let stream = ItemStream {
-        text,
-        items: &layout.items,
-        column,
-        item: 0,
-        at: 0,
-    };
+    let rendered =
+        streaming::render_found_documents(text, &documents, &rules, streaming::BLOCK_BYTES);
+    for range in &layout.items {
+        text[range.start + column] = b'-';
+    }
+    let text = &*text;
     let item_ref = |index: usize| ItemRef {
         index,
         line: line_of(text, layout.items[index].start),
     };
-    let rendered = match streaming::render_stream(stream, &rules, streaming::BLOCK_BYTES) {
-        Ok(rendered) => rendered,
-        Err(StreamError::Render(error)) => {
-            return Err(render_error(text, layout, &rules, error));
-        }
-        Err(error) => {
-            return Err(KrmError::Render {
-                item: item_ref(0),
-                error: error.to_string(),
-            });
-        }
-    };
+    let rendered = rendered.map_err(|error| render_error(text, layout, &rules, error))?;
 
-    // The edits, moved from the stream's items to the ResourceList's.
+    // The edits, moved from the items read as documents to the ResourceList's items: the
+    // same bytes, but for an edit before the first key.
     let mut edits = Vec::new();
-    for changed in &rendered.rendered.changed {
+    for changed in &rendered.changed {
         let index = changed.document.index - 1;
-        let (Some(range), Some(&start)) = (layout.items.get(index), starts.get(index)) else {
-            return Err(KrmError::Render {
-                item: item_ref(index.min(layout.items.len().saturating_sub(1))),
-                error: "internal check failed: an edited document that is not an item. Please report this with the ResourceList.".to_owned(),
-            });
-        };
-        let body = start - changed.document.range.start;
+        let range = &changed.document.range;
         let dash = column + 2;
-        let mut item_edits = Vec::with_capacity(changed.edits.len());
+        let mut moved_key = false;
         for edit in &changed.edits {
-            let at = edit.range.start - body;
+            let at = edit.range.start;
             let moved = if at >= dash {
                 Edit {
                     range: range.start + at..range.start + at + edit.range.len(),
@@ -1463,6 +1460,7 @@ fn render_items<'t>(
             {
                 // A key put before the item's first key (a missing `spec:`): in the list it
                 // goes after the `- `, and the old first key keeps its column.
+                moved_key = true;
                 Edit {
                     range: range.start + dash..range.start + dash,
                     text: format!("{}{}", &edit.text[dash..], " ".repeat(dash)),
@@ -1473,30 +1471,28 @@ fn render_items<'t>(
                     error: "internal check failed: an edit of the item's `-`. Please report this with the ResourceList.".to_owned(),
                 });
             };
-            item_edits.push(moved);
+            edits.push(moved);
         }
-        // The edited item, read as a document, is exactly the document the pipeline edited.
-        let mut edited = ingress_edit::apply(
-            text_of(text, range.clone())?,
-            &shifted(&item_edits, range.start),
-        );
-        edited.replace_range(column..column + 1, " ");
-        let document = rendered
-            .document_text(&changed.document)
-            .map(|d| changed.text(d))
-            .unwrap_or_default();
-        if document.get(SEPARATOR.len()..) != Some(edited.as_str()) {
-            return Err(KrmError::Render {
-                item: item_ref(index),
-                error: "internal check failed: the edited item differs from the edited document. Please report this with the ResourceList.".to_owned(),
-            });
+        // An item whose edit moved: read as a document, it is exactly the document the
+        // pipeline edited.
+        if moved_key {
+            let item = text_of(text, range.clone())?;
+            let item_edits = &edits[edits.len() - changed.edits.len()..];
+            let mut edited = ingress_edit::apply(item, &shifted(item_edits, range.start));
+            edited.replace_range(column..column + 1, " ");
+            let mut document = item.to_owned();
+            document.replace_range(column..column + 1, " ");
+            if changed.text(&document) != edited {
+                return Err(KrmError::Render {
+                    item: item_ref(index),
+                    error: "internal check failed: the edited item differs from the edited document. Please report this with the ResourceList.".to_owned(),
+                });
+            }
         }
-        edits.extend(item_edits);
     }
     edits.sort_by_key(|e| (e.range.start, e.range.end));
     // Each warning's item, in the order of the warnings.
     let warned = rendered
-        .rendered
         .warnings()
         .map(|o| {
             let index = o.document.index - 1;
@@ -1511,7 +1507,7 @@ fn render_items<'t>(
             }
         })
         .collect();
-    Ok((text, edits, rendered.into_rendered(), warned))
+    Ok((edits, rendered, warned))
 }
 
 /// `edits` with their ranges counted from `origin`.
@@ -1523,57 +1519,6 @@ fn shifted(edits: &[Edit], origin: usize) -> Vec<Edit> {
             text: e.text.clone(),
         })
         .collect()
-}
-
-/// Each item is a document of the stream the pipeline reads: this before its text.
-const SEPARATOR: &str = "---\n";
-
-/// The items of a `ResourceList` as a stream of documents, read from its text: each item
-/// after a `---` line, its `-` turned into a space.
-#[derive(Debug)]
-struct ItemStream<'t> {
-    text: &'t [u8],
-    items: &'t [Range<usize>],
-    column: usize,
-    /// The item being read, and the position in it (its separator counted).
-    item: usize,
-    at: usize,
-}
-
-impl std::io::Read for ItemStream<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let mut written = 0;
-        while written < buf.len() {
-            let Some(range) = self.items.get(self.item) else {
-                break;
-            };
-            let separator = SEPARATOR.len();
-            let n = if self.at < separator {
-                let part = &SEPARATOR.as_bytes()[self.at..];
-                let n = part.len().min(buf.len() - written);
-                buf[written..written + n].copy_from_slice(&part[..n]);
-                n
-            } else {
-                let from = range.start + self.at - separator;
-                let part = &self.text[from..range.end];
-                let n = part.len().min(buf.len() - written);
-                buf[written..written + n].copy_from_slice(&part[..n]);
-                // The item's `-`, in its column.
-                let dash = range.start + self.column;
-                if (from..from + n).contains(&dash) {
-                    buf[written + dash - from] = b' ';
-                }
-                n
-            };
-            written += n;
-            self.at += n;
-            if self.at == separator + range.len() {
-                self.item += 1;
-                self.at = 0;
-            }
-        }
-        Ok(written)
-    }
 }
 
 /// A refusal, named by the item and the line of the `ResourceList`: the item that failed is
@@ -1950,7 +1895,7 @@ mod tests {
         for (piece, reserve) in [(7, 1 << 16), (1, 100), (64, 0), (1 << 20, 1 << 16)] {
             let (text, cut) = read(Trickle(input.as_bytes(), piece), reserve).expect("reads");
             assert_eq!(text, input.as_bytes());
-            let outcome = run_cut(&text, cut, FunctionConfig::default(), false);
+            let outcome = run_cut(text, cut, FunctionConfig::default(), false);
             assert_eq!(
                 outcome.output(),
                 whole.output(),

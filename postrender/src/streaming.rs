@@ -145,7 +145,7 @@ const READ_BYTES: u64 = 1 << 20;
 /// At most this many blocks are rendered at once (fewer on a machine with fewer cores).
 const MAX_BLOCKS_IN_FLIGHT: usize = 4;
 
-fn join(handle: std::thread::ScopedJoinHandle<'_, BlockResult>) -> BlockResult {
+fn join<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
     handle
         .join()
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
@@ -231,12 +231,26 @@ impl Merge {
             documents,
             lines,
         } = block;
+        self.add(result, bytes, documents, lines)?;
+        self.out.blocks.push(block);
+        Ok(())
+    }
+
+    /// Adds the result of the next `bytes` bytes of the stream (`documents` documents,
+    /// `lines` lines), its documents, lines and byte ranges counted from their start.
+    fn add(
+        &mut self,
+        result: Result<Rendered, RenderError>,
+        bytes: usize,
+        documents: usize,
+        lines: usize,
+    ) -> Result<(), RenderError> {
         let bytes_before = self.out.bytes;
         let mut rendered = match result {
             Ok(rendered) => rendered,
             Err(mut error) => {
                 error.renumber(self.documents_before, self.lines_before, bytes_before);
-                return Err(error.into());
+                return Err(error);
             }
         };
         for changed in &mut rendered.changed {
@@ -259,9 +273,90 @@ impl Merge {
         out.bytes += bytes;
         self.documents_before += documents;
         self.lines_before += lines;
-        out.blocks.push(block);
         Ok(())
     }
+}
+
+/// Renders a text already in memory whose documents the caller has found (the items of a
+/// `ResourceList`): consecutive runs of them, each about a block long, render side by
+/// side, read where they lie (nothing is copied). Documents are numbered from 1, lines
+/// counted from the text's start, and each changed document's range is its range in
+/// `text`; the edits stay with their documents ([`Rendered::changed`]).
+pub fn render_found_documents(
+    text: &[u8],
+    documents: &[Document],
+    rules: &RenderRules,
+    block_bytes: usize,
+) -> Result<Rendered, RenderError> {
+    let Some(first) = documents.first() else {
+        return Ok(Rendered::default());
+    };
+    // Runs of documents, each ending at the first document that makes it a block long.
+    let mut runs = Vec::new();
+    let mut from = 0;
+    for (i, document) in documents.iter().enumerate() {
+        if document.range.end - documents[from].range.start >= block_bytes
+            || i + 1 == documents.len()
+        {
+            runs.push(from..i + 1);
+            from = i + 1;
+        }
+    }
+    let render_run = |run: std::ops::Range<usize>| {
+        let start = documents[run.start].range.start;
+        let end = documents[run.end - 1].range.end;
+        let block = &text[start..end];
+        let found = documents[run.clone()]
+            .iter()
+            .enumerate()
+            .map(|(k, d)| Document {
+                index: k + 1,
+                range: d.range.start - start..d.range.end - start,
+            })
+            .collect();
+        let lines = memchr::memchr_iter(b'\n', block).count();
+        (
+            render::render_block(block, Some(found), rules),
+            block.len(),
+            run.len(),
+            lines,
+        )
+    };
+    let in_flight = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_BLOCKS_IN_FLIGHT);
+    let mut merged = Merge {
+        out: StreamRendered {
+            bytes: first.range.start,
+            ..StreamRendered::default()
+        },
+        documents_before: 0,
+        lines_before: memchr::memchr_iter(b'\n', &text[..first.range.start]).count(),
+    };
+    std::thread::scope(|scope| {
+        let mut handles = std::collections::VecDeque::new();
+        let mut runs = runs.into_iter();
+        let last = runs.next_back();
+        for run in runs {
+            if handles.len() >= in_flight
+                && let Some(oldest) = handles.pop_front()
+            {
+                let (result, bytes, documents, lines) = join(oldest);
+                merged.add(result, bytes, documents, lines)?;
+            }
+            handles.push_back(scope.spawn(move || render_run(run)));
+        }
+        // The last run on this thread, while the others finish.
+        let last = last.map(render_run);
+        for handle in handles {
+            let (result, bytes, documents, lines) = join(handle);
+            merged.add(result, bytes, documents, lines)?;
+        }
+        if let Some((result, bytes, documents, lines)) = last {
+            merged.add(result, bytes, documents, lines)?;
+        }
+        Ok(merged.out.rendered)
+    })
 }
 
 /// Splices the edits of the changed documents of `block` (ranges counted from the block's
@@ -547,6 +642,67 @@ mod tests {
                 expected,
                 "block {block}"
             );
+        }
+    }
+
+    /// What a rendering found, as text: each changed document's number and new text, the
+    /// Ingresses' names (documents and lines), or the first error.
+    fn answer(text: &str, rendered: Result<Rendered, String>) -> Result<String, String> {
+        let rendered = rendered?;
+        let mut out = format!("{} documents\n", rendered.documents);
+        for changed in &rendered.changed {
+            let before = &text[changed.document.range.clone()];
+            out.push_str(&format!(
+                "{}: {}\n",
+                changed.document.index,
+                changed.text(before)
+            ));
+        }
+        for o in rendered.ingresses.iter() {
+            out.push_str(&format!("{} {}\n", o.document, o.ingress));
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn documents_rendered_where_they_lie_give_the_streams_answer() {
+        let mut bad = stream_of(30);
+        bad.push_str("---\n# Source: c/templates/bad.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: [\n");
+        bad.push_str(&stream_of(9));
+        let no_class = rules_for(IngressTarget::NoClass, true);
+        let strict = format!(
+            "{}---\n{}",
+            stream_of(10),
+            INGRESS.replace("rules: []", "rules: []\n  ingressClassName: x")
+        );
+        for (input, rules) in [
+            (stream_of(41), rules(false)),
+            (bad, rules(false)),
+            (strict, no_class),
+        ] {
+            // Lines before the first document, which is one that does not change: they are
+            // not part of any document the caller found, and are counted all the same.
+            let input = format!("---\nkind: Service\n{input}");
+            let head = "\n\n\n";
+            let text = format!("{head}{input}");
+            let expected = answer(
+                &text,
+                render_stream(text.as_bytes(), &rules, BLOCK_BYTES)
+                    .map(StreamRendered::into_rendered)
+                    .map_err(|e| e.to_string()),
+            );
+            let found: Vec<Document> = documents::split(&input)
+                .into_iter()
+                .map(|d| Document {
+                    index: d.index,
+                    range: d.range.start + head.len()..d.range.end + head.len(),
+                })
+                .collect();
+            for block in [1, 64, 300, 1 << 20] {
+                let got = render_found_documents(text.as_bytes(), &found, &rules, block)
+                    .map_err(|e| e.to_string());
+                assert_eq!(answer(&text, got), expected, "block {block}");
+            }
         }
     }
 
