@@ -21,7 +21,7 @@
 //! the checks run while the input is read ([`read`]), on a thread of their own.
 
 use std::fmt;
-use std::io::Read;
+use std::io::{IoSlice, Read};
 use std::ops::Range;
 
 use ingress_rules::{IngressTarget, KubernetesVersion, Level};
@@ -33,6 +33,8 @@ use crate::ingress_edit::{self, Edit};
 use crate::render::{RenderError, RenderRules, Rendered};
 use crate::streaming;
 use crate::yaml_tree;
+
+mod item_lines;
 
 /// The `functionConfig` kind, and its API group and version (the group of Styrmin's custom
 /// resources).
@@ -533,6 +535,50 @@ impl Cutter {
                 let end = memchr::memchr(b'\n', &text[start..]).map_or(text.len(), |i| start + i);
                 offset = (end + 1).min(text.len());
                 let line = &text[start..end];
+                // The lines the runs stop at most often ([`item_lines`]): an item's `- `
+                // line, a line with a one-line quoted scalar, a block scalar's header, its
+                // first line and the line after it; as the line logic takes them.
+                if self.skip_plain
+                    && section == Section::Items
+                    && item_column == Some(0)
+                    && let Some(checker) = checker.as_deref_mut()
+                    && line.is_ascii()
+                {
+                    let lead = line.iter().take_while(|b| **b == b' ').count();
+                    let in_block = match checker.block {
+                        Some((_, Some(column))) if lead >= column || lead == line.len() => true,
+                        Some((parent, None)) if lead == line.len() => {
+                            checker.block = Some((parent, None));
+                            true
+                        }
+                        Some((parent, None)) if lead > parent => {
+                            checker.block = Some((parent, Some(lead)));
+                            true
+                        }
+                        _ => {
+                            checker.block = None;
+                            false
+                        }
+                    };
+                    if in_block {
+                        continue;
+                    }
+                    match item_lines::take(line) {
+                        Some(item_lines::Taken::ItemStart) => {
+                            if let Some(last) = out.items.last_mut() {
+                                last.end = base + start;
+                            }
+                            out.items.push(base + start..OPEN);
+                            continue;
+                        }
+                        Some(item_lines::Taken::Indented) => continue,
+                        Some(item_lines::Taken::BlockHeader { parent }) => {
+                            checker.block = Some((parent, None));
+                            continue;
+                        }
+                        None => {}
+                    }
+                }
                 // Most lines are indented lines of an item (the items in column 0) or of the
                 // functionConfig that nothing below would stop at: they are passed over without
                 // being read, which is what keeps the checks cheap beside the rendering.
@@ -684,19 +730,7 @@ fn line_of(text: &(impl AsRef<[u8]> + ?Sized), offset: usize) -> usize {
     memchr::memchr_iter(b'\n', &text.as_ref()[..offset]).count() + 1
 }
 
-/// The bytes that may open something that runs past its line (or that this checker
-/// refuses): quotes, `[`, `{`, block-scalar indicators, anchors, aliases, tags, and the
-/// reserved `%`, `@`, backtick and `?`.
-const OPENERS: [bool; 256] = {
-    let mut table = [false; 256];
-    let openers = b"\"'[{|>&*!%@`?";
-    let mut i = 0;
-    while i < openers.len() {
-        table[openers[i] as usize] = true;
-        i += 1;
-    }
-    table
-};
+use item_lines::IS_OPENER as OPENERS;
 
 /// Whether a line's last byte but spaces is a `-`.
 fn ends_with_dash(line: &[u8]) -> bool {
@@ -1089,14 +1123,28 @@ pub struct Outcome {
 impl Outcome {
     /// Writes the `ResourceList`, splicing the edits in as it goes (no copy of it is made).
     pub fn write(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        // The pieces go out as they lie, many to a system call, rather than copied into a
+        // buffer first.
+        let mut pieces = Vec::with_capacity(2 * self.edits.len() + 2);
         let mut at = 0;
         for edit in &self.edits {
-            out.write_all(&self.text[at..edit.range.start])?;
-            out.write_all(edit.text.as_bytes())?;
+            pieces.push(IoSlice::new(&self.text[at..edit.range.start]));
+            pieces.push(IoSlice::new(edit.text.as_bytes()));
             at = edit.range.end;
         }
-        out.write_all(&self.text[at..])?;
-        out.write_all(self.tail.as_bytes())?;
+        pieces.push(IoSlice::new(&self.text[at..]));
+        pieces.push(IoSlice::new(self.tail.as_bytes()));
+        let mut pieces = &mut pieces[..];
+        while !pieces.is_empty() {
+            // At most this many at a time (the system's limit on Linux).
+            let batch = pieces.len().min(1024);
+            match out.write_vectored(&pieces[..batch]) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => IoSlice::advance_slices(&mut pieces, n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
         out.flush()
     }
 
@@ -1752,7 +1800,7 @@ mod tests {
     /// Lines for the skipping cut: long runs of plain lines (past a search block), block
     /// scalars deeper than their key and lines that end them, and every kind of line a run
     /// must stop at.
-    const RUN_FRAGMENTS: [&str; 18] = [
+    const RUN_FRAGMENTS: [&str; 36] = [
         "  plain: a value long enough to run past one block of thirty-two bytes\n    more: x\n",
         "  spec:\n    nested:\n      deeper: value value value value value value\n",
         "  a: \"off\"\n",
@@ -1771,6 +1819,26 @@ mod tests {
         "other: a top-level key\n",
         "  q: caf\u{e9} \u{2603}\n",
         "  r: |\n        eight spaces deep\n        and again\n",
+        // Lines with quoted scalars, and block scalar headers, of every shape near the ones
+        // taken without the line logic.
+        "  s: \"with \\\" an escape\"\n  t: 'it''s'\n  e: \"\"\n  f: ''\n",
+        "  - \"alone\"\n  - u: 'v'\n  - - \"nested\"\n  - 'x' \n",
+        "  \"quoted key\": x\n  w: \"x\" # comment\n  k:  \"two spaces\"\n  h:\"x\"\n",
+        "  x: \"unclosed\n  g: \"a\"b\"\n",
+        "  a-b.c/d_e: \"v\"\n  -k: \"v\"\n  k: \"v\"-\n",
+        "  y: |-\n    a\n  z: >+\n\n    b\n  m: |\n  n: x\n",
+        "  o: |\n\n      deep\n    less deep\n  p: >-\n    - kind: Fake\n  q: |2\n     x\n",
+        "  - |\n    entry\n  |\n  k: | # comment\n    c\n",
+        "- \"an item alone\"\n- 'another'\n",
+        "  k: |\n   \"one column deeper\n  l: x\n  - m: >-\n      \"deeper\n    [x\n",
+        "-x: column 0\n",
+        "--- x\n",
+        "  i2: |\n    x\n\n  \n    \"in the block after blank lines\n",
+        "  o2: |\n\n  \n      \"deep after blank lines\n",
+        "  t2: 'a'b'\n",
+        "  g2: \"a\"b\"\n",
+        "  s2: \"a\\\"\n",
+        "  h2:|\n      \"x\n",
     ];
 
     proptest::proptest! {
