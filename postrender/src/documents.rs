@@ -116,6 +116,9 @@ fn ends_with_end_marker(text: &str) -> bool {
 
 /// The path Helm 3 writes above each document (`# Source: chart/templates/x.yaml`).
 pub fn source_comment(document: &str) -> Option<&str> {
+    // Most documents that lack it are not scanned line by line (the items of a
+    // ResourceList have none).
+    memchr::memmem::find(document.as_bytes(), b"# Source: ")?;
     document
         .lines()
         .find_map(|line| line.strip_prefix("# Source: "))
@@ -126,6 +129,7 @@ pub fn source_comment(document: &str) -> Option<&str> {
 /// `postrenderer.helm.sh/postrender-filename`; found by a line scan so that it is
 /// available even for a document that does not parse.
 pub fn helm4_filename(document: &str) -> Option<&str> {
+    memchr::memmem::find(document.as_bytes(), HELM4_FILENAME_ANNOTATION.as_bytes())?;
     document.lines().find_map(|line| {
         let rest = line.trim_start().strip_prefix(HELM4_FILENAME_ANNOTATION)?;
         let value = rest.strip_prefix(':')?.trim();

@@ -90,6 +90,14 @@ pub enum KrmError {
 }
 
 impl KrmError {
+    /// The same refusal, on line `line` (for a check made before its line was counted).
+    fn on_line(self, line: usize) -> Self {
+        match self {
+            KrmError::Shape { why, .. } => KrmError::Shape { line, why },
+            other => other,
+        }
+    }
+
     /// The field a result names: a path in the `ResourceList`.
     fn field(&self) -> Option<String> {
         match self {
@@ -500,7 +508,10 @@ impl Cutter {
         let mut section = self.section;
         let mut seen = std::mem::take(&mut self.seen);
         let mut item_column = self.item_column;
-        let mut number = self.number;
+        // Lines are counted only for a message: a line's number is found when one is made.
+        let lines_before = self.number;
+        let line_at =
+            |start: usize| lines_before + memchr::memchr_iter(b'\n', &text[..start]).count() + 1;
         let mut checker = self.checker.as_mut();
         let mut offset = 0;
         let result = (|| -> Result<(), KrmError> {
@@ -514,7 +525,6 @@ impl Cutter {
                     && checker.as_deref().is_some_and(|c| c.block.is_none())
                 {
                     let stop = plain_run(text, offset);
-                    number += newlines(&text[offset..stop]);
                     offset = stop;
                 }
                 // The same for the lines of a block scalar, by their leading spaces.
@@ -524,13 +534,11 @@ impl Cutter {
                     }) = checker.as_deref()
                 {
                     let stop = block_run(text, offset, *column);
-                    number += newlines(&text[offset..stop]);
                     offset = stop;
                 }
                 if offset == text.len() {
                     break;
                 }
-                number += 1;
                 let start = offset;
                 let end = memchr::memchr(b'\n', &text[start..]).map_or(text.len(), |i| start + i);
                 offset = (end + 1).min(text.len());
@@ -614,7 +622,7 @@ impl Cutter {
                     if section == Section::Prologue && rest == "---" {
                         continue;
                     }
-                    return Err(shape(number, "more than one YAML document"));
+                    return Err(shape(line_at(start), "more than one YAML document"));
                 }
                 // An item of `items`: a `-` line in the items' column.
                 if section == Section::Items && (rest.starts_with("- ") || rest == "-") {
@@ -622,7 +630,7 @@ impl Cutter {
                     if indent == column {
                         if rest == "-" {
                             return Err(shape(
-                                number,
+                                line_at(start),
                                 "an item that starts on the line after its `-`",
                             ));
                         }
@@ -631,27 +639,34 @@ impl Cutter {
                         }
                         out.items.push(base + start..OPEN);
                         if let Some(checker) = checker.as_mut() {
-                            checker.check(content, number)?;
+                            checker
+                                .check(content, 0)
+                                .map_err(|e| e.on_line(line_at(start)))?;
                         }
                         continue;
                     }
                 }
                 if indent == 0 && rest.starts_with('-') {
-                    return Err(shape(number, "a sequence entry outside `items`"));
+                    return Err(shape(line_at(start), "a sequence entry outside `items`"));
                 }
                 if indent > 0 {
                     if section == Section::Prologue {
-                        return Err(shape(number, "the ResourceList is not a block mapping"));
+                        return Err(shape(
+                            line_at(start),
+                            "the ResourceList is not a block mapping",
+                        ));
                     }
                     if section == Section::Items && item_column.is_none_or(|c| indent < c) {
-                        return Err(shape(number, "a line of `items` outside its items"));
+                        return Err(shape(line_at(start), "a line of `items` outside its items"));
                     }
                     // The functionConfig is read by a YAML parser: a construct cut at a column-0
                     // line does not parse, so its lines need no check.
                     if section != Section::FunctionConfig
                         && let Some(checker) = checker.as_mut()
                     {
-                        checker.check(content, number)?;
+                        checker
+                            .check(content, 0)
+                            .map_err(|e| e.on_line(line_at(start)))?;
                     }
                     continue;
                 }
@@ -670,7 +685,7 @@ impl Cutter {
                     }
                     _ => {
                         return Err(shape(
-                            number,
+                            line_at(start),
                             "expected a top-level key of the ResourceList",
                         ));
                     }
@@ -680,7 +695,7 @@ impl Cutter {
                     ("kind", "ResourceList") => Section::Kind,
                     ("apiVersion" | "kind", other) => {
                         return Err(shape(
-                            number,
+                            line_at(start),
                             format!(
                                 "{key}: expected {RESOURCE_LIST_API_VERSION} ResourceList, found {other}"
                             ),
@@ -693,13 +708,13 @@ impl Cutter {
                     }
                     ("results", _) => {
                         return Err(shape(
-                            number,
+                            line_at(start),
                             "the ResourceList already has results; this function writes its own",
                         ));
                     }
                     (other, _) => {
                         return Err(shape(
-                            number,
+                            line_at(start),
                             format!(
                                 "`{}` is not a key of a ResourceList (apiVersion, kind, items, functionConfig)",
                                 other.escape_debug()
@@ -708,11 +723,16 @@ impl Cutter {
                     }
                 };
                 if seen.contains(&section) {
-                    return Err(shape(number, format!("`{key}` appears more than once")));
+                    return Err(shape(
+                        line_at(start),
+                        format!("`{key}` appears more than once"),
+                    ));
                 }
                 seen.push(section);
                 if let Some(checker) = checker.as_mut() {
-                    checker.check(content, number)?;
+                    checker
+                        .check(content, 0)
+                        .map_err(|e| e.on_line(line_at(start)))?;
                 }
             }
             Ok(())
@@ -721,7 +741,9 @@ impl Cutter {
         self.section = section;
         self.seen = seen;
         self.item_column = item_column;
-        self.number = number;
+        self.number = lines_before
+            + memchr::memchr_iter(b'\n', text).count()
+            + usize::from(text.last().is_some_and(|b| *b != b'\n'));
         result
     }
 }
@@ -822,37 +844,12 @@ fn block_run(text: &[u8], start: usize, column: usize) -> usize {
     if column == 0 || !indented(start) {
         return start;
     }
-    let mut at = start;
-    // Eight bytes at a time, each line break found in the word; only the line after each
-    // is looked at.
-    let stop = 'search: {
-        while let Some(chunk) = text.get(at..at + 8) {
-            let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
-            let breaks = bytes_equal(word, b'\n');
-            if breaks == 0 {
-                at += 8;
-                continue;
-            }
-            let i = at + breaks.trailing_zeros() as usize / 8;
-            if !indented(i + 1) {
-                break 'search Some(i);
-            }
-            // The next line's leading spaces hold no line break: the search goes on after them.
-            at = i + 1 + column;
-        }
-        let last = text.len() - 1;
-        (at..last).find(|&i| text[i] == b'\n' && !indented(i + 1))
-    };
+    // Each line break found by a vector search; only the line after each is looked at.
+    let last = text.len() - 1;
+    let stop = memchr::memchr_iter(b'\n', &text[start..last])
+        .map(|i| start + i)
+        .find(|&i| !indented(i + 1));
     run_end(text, start, stop)
-}
-
-/// The high bit of each byte of `word` that is `byte`, and no other bit (no carry crosses
-/// a byte: the low seven bits are added apart from the high one).
-fn bytes_equal(word: u64, byte: u8) -> u64 {
-    const LOW: u64 = 0x0101_0101_0101_0101;
-    const SEVEN: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    let x = word ^ (LOW * u64::from(byte));
-    !(((x & SEVEN) + SEVEN) | x | SEVEN)
 }
 
 /// The first of 32 flags (0 or 1) that is set, read as four words.
@@ -863,19 +860,6 @@ fn first_flag(flags: &[u8; 32]) -> Option<usize> {
         .enumerate()
         .find(|(_, word)| *word != 0)
         .map(|(w, word)| w * 8 + word.trailing_zeros() as usize / 8)
-}
-
-/// How many line breaks `text` holds (counted in bytes, a block at a time).
-fn newlines(text: &[u8]) -> usize {
-    let mut count = 0;
-    for block in text.chunks(255) {
-        let mut n = 0u8;
-        for byte in block {
-            n += u8::from(*byte == b'\n');
-        }
-        count += usize::from(n);
-    }
-    count
 }
 
 /// Checks, line by line, that no scalar or collection runs over a line break except block

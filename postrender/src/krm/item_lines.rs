@@ -32,6 +32,7 @@ pub(super) fn take(line: &[u8]) -> Option<Taken> {
         return None;
     }
     let plain = || !ends_in_dash_or_space(line) && !holds_opener(line);
+    // Most lines taken here are an item's first line or hold one quoted scalar.
     match line {
         [b' ', ..] => {
             let (column, rest) = after_dashes(line);
@@ -105,8 +106,20 @@ fn after_spaces(text: &[u8]) -> &[u8] {
 /// The bytes of the keys Kubernetes objects use (`app.kubernetes.io/name`,
 /// `nginx.ingress.kubernetes.io/proxy-body-size`): none opens, ends or comments anything.
 fn is_plain_key_byte(byte: u8) -> bool {
-    byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'/' | b'-' | b'_')
+    KEY_BYTES[usize::from(byte)]
 }
+
+/// [`is_plain_key_byte`] as a table (a lookup a byte).
+const KEY_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let b = byte as u8;
+        table[byte] = b.is_ascii_alphanumeric() || matches!(b, b'.' | b'/' | b'-' | b'_');
+        byte += 1;
+    }
+    table
+};
 
 /// Whether `text` is one quoted scalar, no escape and no quote inside, closing at its end.
 fn quoted_to_the_end(text: &[u8]) -> bool {
