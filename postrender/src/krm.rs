@@ -30,7 +30,7 @@ use serde::Deserialize;
 use crate::config::StyrminConfig;
 use crate::documents::Document;
 use crate::ingress_edit::{self, Edit};
-use crate::render::{RenderError, RenderRules, Rendered};
+use crate::render::{LineNumbers, RenderError, RenderRules, Rendered};
 use crate::streaming;
 use crate::yaml_tree;
 
@@ -1458,8 +1458,15 @@ fn render_items(
     for range in &layout.items {
         text[range.start + column] = b' ';
     }
-    let rendered =
-        streaming::render_found_documents(text, &documents, &rules, streaming::BLOCK_BYTES);
+    // Items are named by their lines in the ResourceList (and a refusal is rendered again
+    // alone to count its lines): the pipeline need not count the stream's.
+    let rendered = streaming::render_found_documents(
+        text,
+        &documents,
+        &rules,
+        streaming::BLOCK_BYTES,
+        LineNumbers::Document,
+    );
     for range in &layout.items {
         text[range.start + column] = b'-';
     }

@@ -15,7 +15,7 @@
 use std::io::{self, Read, Write};
 
 use crate::documents::{self, Document};
-use crate::render::{self, RenderError, RenderRules, Rendered};
+use crate::render::{self, LineNumbers, RenderError, RenderRules, Rendered};
 
 /// A block is handed to a renderer once it holds this many bytes and a complete document.
 pub const BLOCK_BYTES: usize = 1 << 20;
@@ -160,7 +160,7 @@ fn render_and_keep(
     rules: &RenderRules,
     keep: Keep,
 ) -> BlockResult {
-    let mut result = render::render_block(&block, documents, rules);
+    let mut result = render::render_block(&block, documents, rules, LineNumbers::Stream);
     let documents = result.as_ref().map_or(0, |r| r.documents);
     let lines = memchr::memchr_iter(b'\n', &block).count();
     let bytes = block.len();
@@ -287,6 +287,7 @@ pub fn render_found_documents(
     documents: &[Document],
     rules: &RenderRules,
     block_bytes: usize,
+    line_numbers: LineNumbers,
 ) -> Result<Rendered, RenderError> {
     let Some(first) = documents.first() else {
         return Ok(Rendered::default());
@@ -314,9 +315,12 @@ pub fn render_found_documents(
                 range: d.range.start - start..d.range.end - start,
             })
             .collect();
-        let lines = memchr::memchr_iter(b'\n', block).count();
+        let lines = match line_numbers {
+            LineNumbers::Stream => memchr::memchr_iter(b'\n', block).count(),
+            LineNumbers::Document => 0,
+        };
         (
-            render::render_block(block, Some(found), rules),
+            render::render_block(block, Some(found), rules, line_numbers),
             block.len(),
             run.len(),
             lines,
@@ -331,7 +335,10 @@ pub fn render_found_documents(
             ..StreamRendered::default()
         },
         documents_before: 0,
-        lines_before: memchr::memchr_iter(b'\n', &text[..first.range.start]).count(),
+        lines_before: match line_numbers {
+            LineNumbers::Stream => memchr::memchr_iter(b'\n', &text[..first.range.start]).count(),
+            LineNumbers::Document => 0,
+        },
     };
     std::thread::scope(|scope| {
         let mut handles = std::collections::VecDeque::new();
@@ -664,6 +671,22 @@ mod tests {
         Ok(out)
     }
 
+    /// An answer with every line number written as `line _`.
+    fn regex_free_lines(answer: &Result<String, String>) -> String {
+        let text = match answer {
+            Ok(text) | Err(text) => text,
+        };
+        let mut out = String::new();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("line ") {
+            out.push_str(&rest[..at + "line ".len()]);
+            rest = rest[at + "line ".len()..].trim_start_matches(|c: char| c.is_ascii_digit());
+            out.push('_');
+        }
+        out.push_str(rest);
+        out
+    }
+
     #[test]
     fn documents_rendered_where_they_lie_give_the_streams_answer() {
         let mut bad = stream_of(30);
@@ -699,9 +722,26 @@ mod tests {
                 })
                 .collect();
             for block in [1, 64, 300, 1 << 20] {
-                let got = render_found_documents(text.as_bytes(), &found, &rules, block)
-                    .map_err(|e| e.to_string());
+                let got = render_found_documents(
+                    text.as_bytes(),
+                    &found,
+                    &rules,
+                    block,
+                    LineNumbers::Stream,
+                )
+                .map_err(|e| e.to_string());
                 assert_eq!(answer(&text, got), expected, "block {block}");
+                // Not counting lines changes nothing but the lines.
+                let uncounted = render_found_documents(
+                    text.as_bytes(),
+                    &found,
+                    &rules,
+                    block,
+                    LineNumbers::Document,
+                )
+                .map_err(|e| e.to_string());
+                let lines = regex_free_lines(&answer(&text, uncounted));
+                assert_eq!(lines, regex_free_lines(&expected), "block {block}");
             }
         }
     }
