@@ -9,6 +9,9 @@
 //! written back by concatenation.
 
 use std::ops::Range;
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 
 /// One document of the stream: the bytes from its `---` line (or the start of the stream)
 /// to the next boundary, with everything in between (comments included).
@@ -118,7 +121,8 @@ fn ends_with_end_marker(text: &str) -> bool {
 pub fn source_comment(document: &str) -> Option<&str> {
     // Most documents that lack it are not scanned line by line (the items of a
     // ResourceList have none).
-    memchr::memmem::find(document.as_bytes(), b"# Source: ")?;
+    static SOURCE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("# Source: "));
+    SOURCE.find(document.as_bytes())?;
     document
         .lines()
         .find_map(|line| line.strip_prefix("# Source: "))
@@ -129,7 +133,9 @@ pub fn source_comment(document: &str) -> Option<&str> {
 /// `postrenderer.helm.sh/postrender-filename`; found by a line scan so that it is
 /// available even for a document that does not parse.
 pub fn helm4_filename(document: &str) -> Option<&str> {
-    memchr::memmem::find(document.as_bytes(), HELM4_FILENAME_ANNOTATION.as_bytes())?;
+    static ANNOTATION: LazyLock<Finder<'static>> =
+        LazyLock::new(|| Finder::new(HELM4_FILENAME_ANNOTATION));
+    ANNOTATION.find(document.as_bytes())?;
     document.lines().find_map(|line| {
         let rest = line.trim_start().strip_prefix(HELM4_FILENAME_ANNOTATION)?;
         let value = rest.strip_prefix(':')?.trim();

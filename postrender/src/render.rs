@@ -313,6 +313,9 @@ impl GoLines {
     }
 }
 
+/// The word every `List` kind holds, searched for without building a searcher each time.
+static LIST: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new("List"));
+
 /// Classifies one document as Go reads it and applies the rules to every Ingress in it;
 /// its edits, sorted, when bytes change.
 fn render_document(
@@ -330,7 +333,7 @@ fn render_document(
     // A List in the plain form is read one item at a time (a tab anywhere sends it the
     // whole-tree way, which checks tabs against the whole document).
     if go_lines.is_none()
-        && memmem::find(text.as_bytes(), b"List").is_some()
+        && LIST.find(text.as_bytes()).is_some()
         && memchr::memchr(b'\t', text.as_bytes()).is_none()
         && let Ok(Some(list)) = yaml_tree::plain_list(text)
         && ingress_rules::is_ingress_container_list(&list.api_version, &list.kind)
