@@ -30,7 +30,7 @@ use serde::Deserialize;
 use crate::config::StyrminConfig;
 use crate::documents::Document;
 use crate::ingress_edit::{self, Edit};
-use crate::render::{LineNumbers, RenderError, RenderRules, Rendered};
+use crate::render::{self, RenderError, RenderRules, Rendered};
 use crate::streaming;
 use crate::yaml_tree;
 
@@ -369,6 +369,18 @@ struct Cutter {
     tab: Option<KrmError>,
     line_break: Option<KrmError>,
     cut: Option<KrmError>,
+    items_seen: ItemsSeen,
+}
+
+/// What the cut learns of the items' bytes while they are in cache, so that rendering does
+/// not read them again: which items the pipeline's pre-filter lets through, and whether
+/// all the text is UTF-8.
+#[derive(Debug, Default)]
+pub struct ItemsSeen {
+    may_hold_ingress: Vec<bool>,
+    /// The first item not yet seen to its end.
+    next: usize,
+    not_utf8: bool,
 }
 
 impl Cutter {
@@ -385,6 +397,7 @@ impl Cutter {
             tab: None,
             line_break: None,
             cut: None,
+            items_seen: ItemsSeen::default(),
         }
     }
 
@@ -401,9 +414,33 @@ impl Cutter {
         if !stopped && let Err(error) = self.cut_lines(base, text) {
             self.cut = Some(error);
         }
+        if self.cut.is_none() {
+            self.see_items(piece, base);
+        }
         if stopped || self.cut.is_some() {
             // Lines are still counted for the messages of the whole-input checks.
             self.number = lines_before + memchr::memchr_iter(b'\n', piece).count();
+        }
+    }
+
+    /// Sees the items' parts in `piece` (whole lines from byte `base`): the pre-filter of
+    /// an item is that of its parts, since none of its words holds a line break.
+    fn see_items(&mut self, piece: &[u8], base: usize) {
+        let end = base + piece.len();
+        let seen = &mut self.items_seen;
+        seen.not_utf8 |= crate::documents::utf8(piece).is_err();
+        let items = &self.out.items;
+        seen.may_hold_ingress.resize(items.len(), false);
+        while let Some(range) = items.get(seen.next) {
+            let (from, to) = (range.start.max(base), range.end.min(end));
+            if from < to {
+                seen.may_hold_ingress[seen.next] |=
+                    render::may_hold_ingress(&piece[from - base..to - base]);
+            }
+            if range.end > end {
+                break;
+            }
+            seen.next += 1;
         }
     }
 
@@ -1146,12 +1183,7 @@ impl Outcome {
 pub fn run(input: &[u8], fallback: FunctionConfig, fallback_given: bool) -> Outcome {
     let mut cutter = Cutter::new(true);
     cutter.feed(input);
-    run_cut(
-        input.to_vec(),
-        ListCut(cutter.finish()),
-        fallback,
-        fallback_given,
-    )
+    run_cut(input.to_vec(), cutter.into_cut(), fallback, fallback_given)
 }
 
 /// [`run`] on a `ResourceList` already cut by [`read`].
@@ -1327,14 +1359,28 @@ fn process(
     fallback: FunctionConfig,
     fallback_given: bool,
 ) -> Result<Processed, KrmError> {
-    let layout = cut.0?;
-    render_items(input, &layout, fallback, fallback_given)
+    let layout = cut.layout?;
+    render_items(input, &layout, &cut.seen, fallback, fallback_given)
 }
 
 /// The cut of a `ResourceList`, its lines checked: made while it is read ([`read`]) or
 /// at once ([`run`]).
 #[derive(Debug)]
-pub struct ListCut(Result<Layout, KrmError>);
+pub struct ListCut {
+    layout: Result<Layout, KrmError>,
+    seen: ItemsSeen,
+}
+
+impl Cutter {
+    /// The cut, and what it saw of the items.
+    fn into_cut(mut self) -> ListCut {
+        let seen = std::mem::take(&mut self.items_seen);
+        ListCut {
+            layout: self.finish(),
+            seen,
+        }
+    }
+}
 
 /// How many bytes are read at a time; the cut gets them as whole lines.
 const READ_PIECE: usize = 1 << 20;
@@ -1398,7 +1444,7 @@ pub fn read(mut input: impl Read, reserve: usize) -> std::io::Result<(Vec<u8>, L
         input.read_to_end(&mut text)?;
     }
     cutter.feed(&text[sent..]);
-    Ok((text, ListCut(cutter.finish())))
+    Ok((text, cutter.into_cut()))
 }
 
 /// A part of the `ResourceList` as text: a part that starts and ends at a line's start
@@ -1413,6 +1459,7 @@ fn text_of(text: &[u8], range: Range<usize>) -> Result<&str, KrmError> {
 fn render_items(
     text: &mut [u8],
     layout: &Layout,
+    seen: &ItemsSeen,
     fallback: FunctionConfig,
     fallback_given: bool,
 ) -> Result<Processed, KrmError> {
@@ -1444,31 +1491,26 @@ fn render_items(
 
     // Each item is a document of the pipeline read where it lies: its `-` turned into a
     // space for the time of the rendering, so that every byte keeps its column and its
-    // offset, and nothing is copied.
+    // offset, and nothing is copied. Only the items the pre-filter lets through are
+    // rendered (the others are set aside by the pipeline all the same), unless some text is
+    // not UTF-8, which the pipeline names in whichever item it is.
     let column = layout.item_column;
     let documents: Vec<Document> = layout
         .items
         .iter()
         .enumerate()
+        .filter(|(i, _)| seen.not_utf8 || seen.may_hold_ingress.get(*i).is_none_or(|may| *may))
         .map(|(i, range)| Document {
             index: i + 1,
             range: range.clone(),
         })
         .collect();
-    for range in &layout.items {
-        text[range.start + column] = b' ';
+    for document in &documents {
+        text[document.range.start + column] = b' ';
     }
-    // Items are named by their lines in the ResourceList (and a refusal is rendered again
-    // alone to count its lines): the pipeline need not count the stream's.
-    let rendered = streaming::render_found_documents(
-        text,
-        &documents,
-        &rules,
-        streaming::BLOCK_BYTES,
-        LineNumbers::Document,
-    );
-    for range in &layout.items {
-        text[range.start + column] = b'-';
+    let rendered = streaming::render_documents_apart(text, &documents, &rules);
+    for document in &documents {
+        text[document.range.start + column] = b'-';
     }
     let text = &*text;
     let item_ref = |index: usize| ItemRef {
@@ -1785,6 +1827,56 @@ mod tests {
             let mut cutter = Cutter::new(true);
             feed_in_pieces(&mut cutter, &text, &breaks);
             proptest::prop_assert_eq!(cutter.finish().map_err(|e| e.to_string()), whole);
+        }
+    }
+
+    /// Item lines that the pipeline's pre-filter lets through, or not.
+    const SEEN_FRAGMENTS: [&str; 7] = [
+        "  kind: Ingress\n",
+        "  kind: ConfigMapList\n",
+        "  a: \"\\x49ngress\"\n",
+        "  b: !!str x\n",
+        "  data:\n    c: |\n      Ingress in a block scalar\n",
+        "  plain: a value long enough to run past one block of thirty-two bytes\n",
+        "  d: In\n  e: gress\n",
+    ];
+
+    proptest::proptest! {
+        /// What the cut sees of the items while reading them in pieces is the pre-filter of
+        /// each whole item, and whether the text is UTF-8.
+        #[test]
+        fn the_items_seen_in_pieces_are_the_pre_filter_of_each_item(
+            items in proptest::collection::vec(proptest::collection::vec(0..SEEN_FRAGMENTS.len(), 0..6), 1..6),
+            breaks in proptest::collection::vec(proptest::bool::ANY, 64),
+            not_utf8 in proptest::option::of(0..64usize),
+        ) {
+            let text = resource_list_of(&items, &SEEN_FRAGMENTS);
+            let mut bytes = text.clone().into_bytes();
+            if let Some(line) = not_utf8
+                && let Some((at, _)) = text.match_indices('\n').nth(line)
+            {
+                bytes[at - 1] = 0xff;
+            }
+            let mut cutter = Cutter::new(true);
+            let mut piece = 0;
+            for (line, at) in memchr::memchr_iter(b'\n', &bytes).enumerate() {
+                if breaks.get(line).copied().unwrap_or(false) {
+                    cutter.feed(&bytes[piece..=at]);
+                    piece = at + 1;
+                }
+            }
+            cutter.feed(&bytes[piece..]);
+            let cut = cutter.into_cut();
+            let Ok(layout) = cut.layout else {
+                return Ok(());
+            };
+            let want: Vec<bool> = layout
+                .items
+                .iter()
+                .map(|range| render::may_hold_ingress(&bytes[range.clone()]))
+                .collect();
+            proptest::prop_assert_eq!(&cut.seen.may_hold_ingress, &want);
+            proptest::prop_assert_eq!(cut.seen.not_utf8, std::str::from_utf8(&bytes).is_err());
         }
     }
 

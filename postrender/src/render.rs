@@ -220,7 +220,7 @@ fn render_documents(
     let mut lines = LineCounter::default();
     for document in documents {
         let text = &stream[document.range.clone()];
-        if !may_hold_ingress(text) {
+        if !may_hold_ingress(text.as_bytes()) {
             continue;
         }
         let name = name_of(stream, document, &mut lines, line_numbers);
@@ -249,13 +249,13 @@ fn render_documents(
 /// `!!binary` tag (which needs a `!`). Aliases, merge keys, duplicate keys and Unicode line
 /// breaks all leave the word in the bytes. A document with none of these is certainly not
 /// one of ours and skips the parser; every other document is parsed and classified.
-fn may_hold_ingress(text: &str) -> bool {
+pub(crate) fn may_hold_ingress(text: &[u8]) -> bool {
     // One pass for all four (most documents have none of them).
     static WORDS: LazyLock<Searcher> = LazyLock::new(|| {
         Searcher::new(["Ingress", "List", "\\", "!"])
             .unwrap_or_else(|| unreachable!("four fixed patterns"))
     });
-    WORDS.find(text.as_bytes()).is_some()
+    WORDS.find(text).is_some()
 }
 
 /// NEL, LS and PS: line breaks to go-yaml (v2 and v3), ordinary characters to YAML 1.2.

@@ -231,26 +231,12 @@ impl Merge {
             documents,
             lines,
         } = block;
-        self.add(result, bytes, documents, lines)?;
-        self.out.blocks.push(block);
-        Ok(())
-    }
-
-    /// Adds the result of the next `bytes` bytes of the stream (`documents` documents,
-    /// `lines` lines), its documents, lines and byte ranges counted from their start.
-    fn add(
-        &mut self,
-        result: Result<Rendered, RenderError>,
-        bytes: usize,
-        documents: usize,
-        lines: usize,
-    ) -> Result<(), RenderError> {
         let bytes_before = self.out.bytes;
         let mut rendered = match result {
             Ok(rendered) => rendered,
             Err(mut error) => {
                 error.renumber(self.documents_before, self.lines_before, bytes_before);
-                return Err(error);
+                return Err(error.into());
             }
         };
         for changed in &mut rendered.changed {
@@ -273,96 +259,73 @@ impl Merge {
         out.bytes += bytes;
         self.documents_before += documents;
         self.lines_before += lines;
+        out.blocks.push(block);
         Ok(())
     }
 }
 
-/// Renders a text already in memory whose documents the caller has found (the items of a
-/// `ResourceList`): consecutive runs of them, each about a block long, render side by
-/// side, read where they lie (nothing is copied). Documents are numbered from 1, lines
-/// counted from the text's start, and each changed document's range is its range in
-/// `text`; the edits stay with their documents ([`Rendered::changed`]).
-pub fn render_found_documents(
+/// Renders documents of a text already in memory, each where it lies and on its own, side
+/// by side: for a caller that has found the documents and set aside those that cannot hold
+/// an Ingress while it read them (the KRM function, its items while they were in cache),
+/// so that the rest of the text is not read again. Documents keep their numbers and ranges
+/// (gaps between them are never read); lines are counted from each document's start.
+pub fn render_documents_apart(
     text: &[u8],
     documents: &[Document],
     rules: &RenderRules,
-    block_bytes: usize,
-    line_numbers: LineNumbers,
 ) -> Result<Rendered, RenderError> {
-    let Some(first) = documents.first() else {
-        return Ok(Rendered::default());
-    };
-    // Runs of documents, each ending at the first document that makes it a block long.
-    let mut runs = Vec::new();
-    let mut from = 0;
-    for (i, document) in documents.iter().enumerate() {
-        if document.range.end - documents[from].range.start >= block_bytes
-            || i + 1 == documents.len()
-        {
-            runs.push(from..i + 1);
-            from = i + 1;
+    let render_part = |part: &[Document]| -> Result<Rendered, RenderError> {
+        let mut rendered = Rendered::default();
+        for document in part {
+            let before = document.index - 1;
+            let alone = Document {
+                index: 1,
+                range: 0..document.range.len(),
+            };
+            let mut one = render::render_block(
+                &text[document.range.clone()],
+                Some(vec![alone]),
+                rules,
+                LineNumbers::Document,
+            )
+            .map_err(|mut error| {
+                error.renumber(before, 0, document.range.start);
+                error
+            })?;
+            one.ingresses.renumber(before, 0);
+            rendered.ingresses.append(one.ingresses);
+            rendered
+                .changed
+                .extend(
+                    one.changed
+                        .into_iter()
+                        .map(|changed| render::ChangedDocument {
+                            document: document.clone(),
+                            edits: changed.edits,
+                        }),
+                );
         }
-    }
-    let render_run = |run: std::ops::Range<usize>| {
-        let start = documents[run.start].range.start;
-        let end = documents[run.end - 1].range.end;
-        let block = &text[start..end];
-        let found = documents[run.clone()]
-            .iter()
-            .enumerate()
-            .map(|(k, d)| Document {
-                index: k + 1,
-                range: d.range.start - start..d.range.end - start,
-            })
-            .collect();
-        let lines = match line_numbers {
-            LineNumbers::Stream => memchr::memchr_iter(b'\n', block).count(),
-            LineNumbers::Document => 0,
-        };
-        (
-            render::render_block(block, Some(found), rules, line_numbers),
-            block.len(),
-            run.len(),
-            lines,
-        )
+        Ok(rendered)
     };
     let in_flight = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, MAX_BLOCKS_IN_FLIGHT);
-    let mut merged = Merge {
-        out: StreamRendered {
-            bytes: first.range.start,
-            ..StreamRendered::default()
-        },
-        documents_before: 0,
-        lines_before: match line_numbers {
-            LineNumbers::Stream => memchr::memchr_iter(b'\n', &text[..first.range.start]).count(),
-            LineNumbers::Document => 0,
-        },
-    };
+    let per_part = documents.len().div_ceil(in_flight).max(1);
     std::thread::scope(|scope| {
-        let mut handles = std::collections::VecDeque::new();
-        let mut runs = runs.into_iter();
-        let last = runs.next_back();
-        for run in runs {
-            if handles.len() >= in_flight
-                && let Some(oldest) = handles.pop_front()
-            {
-                let (result, bytes, documents, lines) = join(oldest);
-                merged.add(result, bytes, documents, lines)?;
-            }
-            handles.push_back(scope.spawn(move || render_run(run)));
+        let mut parts = documents.chunks(per_part);
+        // The first part on this thread, the others beside it; the first error in document
+        // order is the one reported.
+        let first = parts.next().unwrap_or_default();
+        let others: Vec<_> = parts
+            .map(|part| scope.spawn(move || render_part(part)))
+            .collect();
+        let mut rendered = render_part(first)?;
+        for handle in others {
+            let mut next = join(handle)?;
+            rendered.ingresses.append(next.ingresses);
+            rendered.changed.append(&mut next.changed);
         }
-        // The last run on this thread, while the others finish.
-        let last = last.map(render_run);
-        for handle in handles {
-            let (result, bytes, documents, lines) = join(handle);
-            merged.add(result, bytes, documents, lines)?;
-        }
-        if let Some((result, bytes, documents, lines)) = last {
-            merged.add(result, bytes, documents, lines)?;
-        }
-        Ok(merged.out.rendered)
+        Ok(rendered)
     })
 }
 
@@ -653,42 +616,43 @@ mod tests {
     }
 
     /// What a rendering found, as text: each changed document's number and new text, the
-    /// Ingresses' names (documents and lines), or the first error.
-    fn answer(text: &str, rendered: Result<Rendered, String>) -> Result<String, String> {
-        let rendered = rendered?;
-        let mut out = format!("{} documents\n", rendered.documents);
-        for changed in &rendered.changed {
-            let before = &text[changed.document.range.clone()];
-            out.push_str(&format!(
-                "{}: {}\n",
-                changed.document.index,
-                changed.text(before)
-            ));
-        }
-        for o in rendered.ingresses.iter() {
-            out.push_str(&format!("{} {}\n", o.document, o.ingress));
-        }
-        Ok(out)
-    }
-
-    /// An answer with every line number written as `line _`.
-    fn regex_free_lines(answer: &Result<String, String>) -> String {
-        let text = match answer {
-            Ok(text) | Err(text) => text,
+    /// Ingresses' names (documents and lines), or the first error; every line number
+    /// written as `line _` when `lines` is false.
+    fn answer(text: &str, rendered: Result<Rendered, String>, lines: bool) -> String {
+        let out = match rendered {
+            Ok(rendered) => {
+                let mut out = String::new();
+                for changed in &rendered.changed {
+                    let before = &text[changed.document.range.clone()];
+                    out.push_str(&format!(
+                        "{}: {}\n",
+                        changed.document.index,
+                        changed.text(before)
+                    ));
+                }
+                for o in rendered.ingresses.iter() {
+                    out.push_str(&format!("{} {}\n", o.document, o.ingress));
+                }
+                out
+            }
+            Err(error) => format!("error: {error}"),
         };
-        let mut out = String::new();
-        let mut rest = text.as_str();
-        while let Some(at) = rest.find("line ") {
-            out.push_str(&rest[..at + "line ".len()]);
-            rest = rest[at + "line ".len()..].trim_start_matches(|c: char| c.is_ascii_digit());
-            out.push('_');
+        if lines {
+            return out;
         }
-        out.push_str(rest);
-        out
+        let mut masked = String::new();
+        let mut rest = out.as_str();
+        while let Some(at) = rest.find("line ") {
+            masked.push_str(&rest[..at + "line ".len()]);
+            rest = rest[at + "line ".len()..].trim_start_matches(|c: char| c.is_ascii_digit());
+            masked.push('_');
+        }
+        masked.push_str(rest);
+        masked
     }
 
     #[test]
-    fn documents_rendered_where_they_lie_give_the_streams_answer() {
+    fn documents_rendered_apart_give_the_streams_answer() {
         let mut bad = stream_of(30);
         bad.push_str("---\n# Source: c/templates/bad.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: [\n");
         bad.push_str(&stream_of(9));
@@ -698,52 +662,53 @@ mod tests {
             stream_of(10),
             INGRESS.replace("rules: []", "rules: []\n  ingressClassName: x")
         );
+        let not_utf8 = format!("{}---\nkind: Service\nx: \u{e9}\n", stream_of(6));
         for (input, rules) in [
             (stream_of(41), rules(false)),
             (bad, rules(false)),
             (strict, no_class),
+            (not_utf8.clone(), rules(false)),
         ] {
-            // Lines before the first document, which is one that does not change: they are
-            // not part of any document the caller found, and are counted all the same.
-            let input = format!("---\nkind: Service\n{input}");
-            let head = "\n\n\n";
-            let text = format!("{head}{input}");
             let expected = answer(
-                &text,
-                render_stream(text.as_bytes(), &rules, BLOCK_BYTES)
+                &input,
+                render_stream(input.as_bytes(), &rules, BLOCK_BYTES)
                     .map(StreamRendered::into_rendered)
                     .map_err(|e| e.to_string()),
+                false,
             );
-            let found: Vec<Document> = documents::split(&input)
-                .into_iter()
-                .map(|d| Document {
-                    index: d.index,
-                    range: d.range.start + head.len()..d.range.end + head.len(),
-                })
+            let all = documents::split(&input);
+            let got =
+                render_documents_apart(input.as_bytes(), &all, &rules).map_err(|e| e.to_string());
+            assert_eq!(answer(&input, got, false), expected);
+            // Set aside the documents that cannot hold an Ingress: the same answer.
+            let candidates: Vec<Document> = all
+                .iter()
+                .filter(|d| render::may_hold_ingress(&input.as_bytes()[d.range.clone()]))
+                .cloned()
                 .collect();
-            for block in [1, 64, 300, 1 << 20] {
-                let got = render_found_documents(
-                    text.as_bytes(),
-                    &found,
-                    &rules,
-                    block,
-                    LineNumbers::Stream,
-                )
+            assert!(candidates.len() < all.len());
+            let got = render_documents_apart(input.as_bytes(), &candidates, &rules)
                 .map_err(|e| e.to_string());
-                assert_eq!(answer(&text, got), expected, "block {block}");
-                // Not counting lines changes nothing but the lines.
-                let uncounted = render_found_documents(
-                    text.as_bytes(),
-                    &found,
-                    &rules,
-                    block,
-                    LineNumbers::Document,
-                )
-                .map_err(|e| e.to_string());
-                let lines = regex_free_lines(&answer(&text, uncounted));
-                assert_eq!(lines, regex_free_lines(&expected), "block {block}");
-            }
+            assert_eq!(answer(&input, got, false), expected);
         }
+        // A byte that is not UTF-8 is named by its offset in the text.
+        let mut bytes = not_utf8.into_bytes();
+        let at = bytes.len() - 3;
+        bytes[at] = 0xff;
+        let all = documents::split(std::str::from_utf8(&bytes[..at]).unwrap_or_default());
+        let mut all = all;
+        if let Some(last) = all.last_mut() {
+            last.range.end = bytes.len();
+        }
+        let error = render_documents_apart(&bytes, &all, &rules(false))
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        assert!(
+            error
+                .as_ref()
+                .is_err_and(|e| e.contains(&format!("offset {at}"))),
+            "{error:?}"
+        );
     }
 
     /// The changed documents of a block from edits given as (start, end, text) over the
