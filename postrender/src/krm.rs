@@ -5,11 +5,17 @@
 //!
 //! The items are not re-serialised, nor copied. The `ResourceList`'s text is cut into its
 //! items by lines, and each item is read where it lies as one document of the post-renderer's
-//! own pipeline ([`streaming::render_found_documents`]; its leading `-` turned into a space
+//! own pipeline ([`streaming::render_documents_apart`]; its leading `-` turned into a space
 //! for that time, so every byte keeps its column and its offset): the same pre-filter, the
 //! same Go-reader classification and refusals, the same byte-level edit and self-check. The
 //! edits come back as byte ranges of the items and are spliced into the `ResourceList`'s text
 //! as it is written.
+//!
+//! The pipeline's pre-filter and its UTF-8 check are made on each item while the cut reads
+//! it ([`ItemsSeen`]), so that after the input ends only the items that may hold an Ingress
+//! are read again: a `ResourceList` is read whole before anything is rendered (kustomize
+//! writes the `functionConfig` last), and one larger than the processor's cache would
+//! otherwise be read from memory once more.
 //!
 //! Cutting by lines is exact only when no quoted scalar or flow collection runs over a line
 //! break: a line that starts in the item column inside such a scalar would look like the
