@@ -417,7 +417,10 @@ impl Cutter {
             self.find_unreadable_bytes(text, lines_before);
         }
         let stopped = self.tab.is_some() || self.line_break.is_some() || self.cut.is_some();
-        if !stopped && let Err(error) = self.cut_lines(base, text) {
+        // Checked once for the piece (whole lines), so that no line of it needs to be.
+        let utf8 = crate::documents::utf8(piece).is_ok();
+        self.items_seen.not_utf8 |= !utf8;
+        if !stopped && let Err(error) = self.cut_lines(base, text, utf8) {
             self.cut = Some(error);
         }
         if self.cut.is_none() {
@@ -434,7 +437,6 @@ impl Cutter {
     fn see_items(&mut self, piece: &[u8], base: usize) {
         let end = base + piece.len();
         let seen = &mut self.items_seen;
-        seen.not_utf8 |= crate::documents::utf8(piece).is_err();
         let items = &self.out.items;
         seen.may_hold_ingress.resize(items.len(), false);
         while let Some(range) = items.get(seen.next) {
@@ -546,7 +548,7 @@ fn quick_cut(text: &str) -> Option<Layout> {
 impl Cutter {
     /// Cuts the lines of one piece that starts at byte `base`, checking each with the
     /// checker when there is one.
-    fn cut_lines(&mut self, base: usize, text: &[u8]) -> Result<(), KrmError> {
+    fn cut_lines(&mut self, base: usize, text: &[u8], utf8: bool) -> Result<(), KrmError> {
         let mut out = std::mem::take(&mut self.out);
         let mut section = self.section;
         let mut seen = std::mem::take(&mut self.seen);
@@ -593,7 +595,7 @@ impl Cutter {
                     && section == Section::Items
                     && item_column == Some(0)
                     && let Some(checker) = checker.as_deref_mut()
-                    && line.is_ascii()
+                    && (utf8 || line.is_ascii())
                 {
                     let lead = line.iter().take_while(|b| **b == b' ').count();
                     let in_block = match checker.block {

@@ -26,11 +26,8 @@ pub(super) enum Taken {
     BlockHeader { parent: usize },
 }
 
+/// `line` is UTF-8 (the line logic's check of it cannot fail).
 pub(super) fn take(line: &[u8]) -> Option<Taken> {
-    // ASCII: the line logic's check of a line's UTF-8 cannot fail.
-    if !line.is_ascii() {
-        return None;
-    }
     let plain = || !ends_in_dash_or_space(line) && !holds_opener(line);
     // Most lines taken here are an item's first line or hold one quoted scalar.
     match line {
