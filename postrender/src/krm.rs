@@ -1804,15 +1804,15 @@ mod tests {
 
     /// Feeds `text` to `cutter` in pieces of whole lines, a piece ending after line `n`
     /// where `breaks[n]`, and the rest at the end.
-    fn feed_in_pieces(cutter: &mut Cutter, text: &str, breaks: &[bool]) {
+    fn feed_in_pieces(cutter: &mut Cutter, text: &[u8], breaks: &[bool]) {
         let mut piece = 0;
-        for (line, (at, _)) in text.match_indices('\n').enumerate() {
+        for (line, at) in memchr::memchr_iter(b'\n', text).enumerate() {
             if breaks.get(line).copied().unwrap_or(false) {
-                cutter.feed(&text.as_bytes()[piece..=at]);
+                cutter.feed(&text[piece..=at]);
                 piece = at + 1;
             }
         }
-        cutter.feed(&text.as_bytes()[piece..]);
+        cutter.feed(&text[piece..]);
     }
 
     proptest::proptest! {
@@ -1833,7 +1833,7 @@ mod tests {
             }
             let whole = layout(&text, true).map_err(|e| e.to_string());
             let mut cutter = Cutter::new(true);
-            feed_in_pieces(&mut cutter, &text, &breaks);
+            feed_in_pieces(&mut cutter, text.as_bytes(), &breaks);
             proptest::prop_assert_eq!(cutter.finish().map_err(|e| e.to_string()), whole);
         }
     }
@@ -1866,14 +1866,7 @@ mod tests {
                 bytes[at - 1] = 0xff;
             }
             let mut cutter = Cutter::new(true);
-            let mut piece = 0;
-            for (line, at) in memchr::memchr_iter(b'\n', &bytes).enumerate() {
-                if breaks.get(line).copied().unwrap_or(false) {
-                    cutter.feed(&bytes[piece..=at]);
-                    piece = at + 1;
-                }
-            }
-            cutter.feed(&bytes[piece..]);
+            feed_in_pieces(&mut cutter, &bytes, &breaks);
             let cut = cutter.into_cut();
             let Ok(layout) = cut.layout else {
                 return Ok(());
@@ -1949,7 +1942,7 @@ mod tests {
             let cut = |skip: bool, pieces: bool| {
                 let mut cutter = Cutter::new(true);
                 cutter.skip_plain = skip;
-                feed_in_pieces(&mut cutter, &text, if pieces { &breaks } else { &[] });
+                feed_in_pieces(&mut cutter, text.as_bytes(), if pieces { &breaks } else { &[] });
                 let lines = cutter.number;
                 (cutter.finish().map_err(|e| e.to_string()), lines)
             };

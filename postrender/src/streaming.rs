@@ -616,9 +616,9 @@ mod tests {
     }
 
     /// What a rendering found, as text: each changed document's number and new text, the
-    /// Ingresses' names (documents and lines), or the first error; every line number
-    /// written as `line _` when `lines` is false.
-    fn answer(text: &str, rendered: Result<Rendered, String>, lines: bool) -> String {
+    /// Ingresses' names, or the first error; every line number written as `line _` (the
+    /// documents rendered apart count their own lines).
+    fn answer(text: &str, rendered: Result<Rendered, String>) -> String {
         let out = match rendered {
             Ok(rendered) => {
                 let mut out = String::new();
@@ -637,9 +637,6 @@ mod tests {
             }
             Err(error) => format!("error: {error}"),
         };
-        if lines {
-            return out;
-        }
         let mut masked = String::new();
         let mut rest = out.as_str();
         while let Some(at) = rest.find("line ") {
@@ -674,12 +671,11 @@ mod tests {
                 render_stream(input.as_bytes(), &rules, BLOCK_BYTES)
                     .map(StreamRendered::into_rendered)
                     .map_err(|e| e.to_string()),
-                false,
             );
             let all = documents::split(&input);
             let got =
                 render_documents_apart(input.as_bytes(), &all, &rules).map_err(|e| e.to_string());
-            assert_eq!(answer(&input, got, false), expected);
+            assert_eq!(answer(&input, got), expected);
             // Set aside the documents that cannot hold an Ingress: the same answer.
             let candidates: Vec<Document> = all
                 .iter()
@@ -689,7 +685,7 @@ mod tests {
             assert!(candidates.len() < all.len());
             let got = render_documents_apart(input.as_bytes(), &candidates, &rules)
                 .map_err(|e| e.to_string());
-            assert_eq!(answer(&input, got, false), expected);
+            assert_eq!(answer(&input, got), expected);
         }
         // A byte that is not UTF-8 is named by its offset in the text.
         let mut bytes = not_utf8.into_bytes();
