@@ -382,7 +382,7 @@ struct Cutter {
 /// not read them again: which items the pipeline's pre-filter lets through, and whether
 /// all the text is UTF-8.
 #[derive(Debug, Default)]
-pub struct ItemsSeen {
+struct ItemsSeen {
     may_hold_ingress: Vec<bool>,
     /// The first item not yet seen to its end.
     next: usize,
@@ -597,23 +597,7 @@ impl Cutter {
                     && let Some(checker) = checker.as_deref_mut()
                     && (utf8 || line.is_ascii())
                 {
-                    let lead = line.iter().take_while(|b| **b == b' ').count();
-                    let in_block = match checker.block {
-                        Some((_, Some(column))) if lead >= column || lead == line.len() => true,
-                        Some((parent, None)) if lead == line.len() => {
-                            checker.block = Some((parent, None));
-                            true
-                        }
-                        Some((parent, None)) if lead > parent => {
-                            checker.block = Some((parent, Some(lead)));
-                            true
-                        }
-                        _ => {
-                            checker.block = None;
-                            false
-                        }
-                    };
-                    if in_block {
+                    if checker.in_block_scalar(line) {
                         continue;
                     }
                     match item_lines::take(line) {
@@ -644,7 +628,7 @@ impl Cutter {
                         Some(_) => {
                             section == Section::Items
                                 && item_column == Some(0)
-                                && !line.iter().any(|b| OPENERS[usize::from(*b)])
+                                && !item_lines::holds_opener(line)
                                 && !ends_with_dash(line)
                         }
                     };
@@ -655,7 +639,10 @@ impl Cutter {
                 let content = std::str::from_utf8(line).map_err(|e| KrmError::NotUtf8 {
                     offset: base + start + e.valid_up_to(),
                 })?;
-                if checker.as_mut().is_some_and(|c| c.in_block_scalar(content)) {
+                if checker
+                    .as_mut()
+                    .is_some_and(|c| c.in_block_scalar(content.as_bytes()))
+                {
                     continue;
                 }
                 let indent = content.len() - content.trim_start_matches(' ').len();
@@ -797,8 +784,6 @@ fn line_of(text: &(impl AsRef<[u8]> + ?Sized), offset: usize) -> usize {
     memchr::memchr_iter(b'\n', &text.as_ref()[..offset]).count() + 1
 }
 
-use item_lines::IS_OPENER as OPENERS;
-
 /// Whether a line's last byte but spaces is a `-`.
 fn ends_with_dash(line: &[u8]) -> bool {
     match line.last() {
@@ -809,7 +794,8 @@ fn ends_with_dash(line: &[u8]) -> bool {
 }
 
 /// Whether a byte may make the line logic read a line it would otherwise pass over, seen
-/// with the byte after it: a byte that may be an opener (every byte of [`OPENERS`], and a few
+/// with the byte after it: a byte that may be an opener (every byte of
+/// [`item_lines::OPENER_BYTES`], and a few
 /// more that share their ranges: `#`, `$`, `(`, `)`), a line break before a line that does
 /// not start with a space (or before an empty one), and a `-` or space that ends a line.
 /// Written with `&` and `|` so that a block of bytes is tested without branches.
@@ -828,7 +814,7 @@ fn stops_plain_run(byte: u8, next: u8) -> bool {
 /// The start of the first line at or after `start` (a line's start) that the line logic
 /// must read, when the lines from `start` are indented lines of an item with the items in
 /// column 0, outside block scalars: every line before it starts with a space, holds no byte
-/// of [`OPENERS`], does not end in `-` or a space, and ends with a line break (the line
+/// of [`item_lines::OPENER_BYTES`], does not end in `-` or a space, and ends with a line break (the line
 /// logic passes such a line over and only counts it). The search looks at a block of bytes
 /// at a time and only finds the byte it stopped at within the block that holds it.
 fn plain_run(text: &[u8], start: usize) -> usize {
@@ -930,11 +916,11 @@ impl LineChecker {
     }
 
     /// Whether `line` belongs to the block scalar being read (and ends it when not).
-    fn in_block_scalar(&mut self, line: &str) -> bool {
+    fn in_block_scalar(&mut self, line: &[u8]) -> bool {
         let Some((parent, content)) = self.block else {
             return false;
         };
-        let indent = line.len() - line.trim_start_matches(' ').len();
+        let indent = line.iter().take_while(|b| **b == b' ').count();
         if indent == line.len() {
             return true;
         }
@@ -955,7 +941,7 @@ impl LineChecker {
     fn check(&mut self, line: &str, number: usize) -> Result<(), KrmError> {
         // Most lines hold no byte that can open a quoted scalar, a flow collection, a block
         // scalar, an anchor, an alias or a tag: nothing of theirs can run on.
-        if !line.bytes().any(|b| OPENERS[usize::from(b)]) && !ends_with_dash(line.as_bytes()) {
+        if !item_lines::holds_opener(line.as_bytes()) && !ends_with_dash(line.as_bytes()) {
             return Ok(());
         }
         let refuse = |why: &str| Err(shape(number, why.to_owned()));
@@ -1954,10 +1940,8 @@ mod tests {
 
     #[test]
     fn every_opener_stops_a_plain_run() {
-        for byte in 0..=u8::MAX {
-            if OPENERS[usize::from(byte)] {
-                assert!(stops_plain_run(byte, b'x'), "{:?}", char::from(byte));
-            }
+        for &byte in item_lines::OPENER_BYTES {
+            assert!(stops_plain_run(byte, b'x'), "{:?}", char::from(byte));
         }
         // A line break before a space, a letter after a dash: no stop.
         assert!(!stops_plain_run(b'\n', b' '));

@@ -157,16 +157,6 @@ pub struct RenderRules {
     pub strict: bool,
 }
 
-/// Where the line numbers of messages count from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LineNumbers {
-    /// The stream's lines (the block's, renumbered by the pipeline).
-    Stream,
-    /// Each document's own lines, from 1: for a caller that names documents its own way
-    /// (the KRM function, by their lines in the `ResourceList`), which saves counting.
-    Document,
-}
-
 /// Renders one block of the stream (whole documents), in one thread: the streaming
 /// pipeline runs blocks side by side. Document numbers, lines and offsets are counted
 /// from the block's start; the pipeline renumbers them. `documents` are the block's
@@ -175,7 +165,6 @@ pub(crate) fn render_block(
     input: &[u8],
     documents: Option<Vec<Document>>,
     rules: &RenderRules,
-    line_numbers: LineNumbers,
 ) -> Result<Rendered, RenderError> {
     let stream = match documents::utf8(input) {
         Ok(text) => text,
@@ -184,7 +173,7 @@ pub(crate) fn render_block(
             let valid = std::str::from_utf8(&input[..offset]).unwrap_or_default();
             let document = documents::split(valid)
                 .last()
-                .map(|d| name_of(valid, d, &mut LineCounter::default(), line_numbers))
+                .map(|d| name_of(valid, d, &mut LineCounter::default()))
                 .unwrap_or(DocumentName {
                     index: 1,
                     source: None,
@@ -195,14 +184,7 @@ pub(crate) fn render_block(
     };
     let documents = documents.unwrap_or_else(|| documents::split(stream));
     let mut tally = Tally::default();
-    let mut rendered = render_documents(
-        stream,
-        &documents,
-        rules,
-        line_numbers,
-        ReadBack::Local,
-        &mut tally,
-    )?;
+    let mut rendered = render_documents(stream, &documents, rules, ReadBack::Local, &mut tally)?;
     rendered.documents = documents.len();
     Ok(rendered)
 }
@@ -212,7 +194,6 @@ fn render_documents(
     stream: &str,
     documents: &[Document],
     rules: &RenderRules,
-    line_numbers: LineNumbers,
     read_back: ReadBack,
     tally: &mut Tally,
 ) -> Result<Rendered, RenderError> {
@@ -223,7 +204,7 @@ fn render_documents(
         if !may_hold_ingress(text.as_bytes()) {
             continue;
         }
-        let name = name_of(stream, document, &mut lines, line_numbers);
+        let name = name_of(stream, document, &mut lines);
         if let Some(mut edits) = render_document(
             text,
             &name,
@@ -896,22 +877,14 @@ pub(crate) fn write_spliced<'b>(
     out.flush()
 }
 
-fn name_of(
-    stream: &str,
-    document: &Document,
-    lines: &mut LineCounter,
-    line_numbers: LineNumbers,
-) -> DocumentName {
+fn name_of(stream: &str, document: &Document, lines: &mut LineCounter) -> DocumentName {
     let text = &stream[document.range.clone()];
     DocumentName {
         index: document.index,
         source: documents::source_comment(text)
             .or_else(|| documents::helm4_filename(text))
             .map(str::to_owned),
-        first_line: match line_numbers {
-            LineNumbers::Stream => lines.line_of(stream, document.range.start),
-            LineNumbers::Document => 1,
-        },
+        first_line: lines.line_of(stream, document.range.start),
     }
 }
 

@@ -15,7 +15,7 @@
 use std::io::{self, Read, Write};
 
 use crate::documents::{self, Document};
-use crate::render::{self, LineNumbers, RenderError, RenderRules, Rendered};
+use crate::render::{self, RenderError, RenderRules, Rendered};
 
 /// A block is handed to a renderer once it holds this many bytes and a complete document.
 pub const BLOCK_BYTES: usize = 1 << 20;
@@ -160,7 +160,7 @@ fn render_and_keep(
     rules: &RenderRules,
     keep: Keep,
 ) -> BlockResult {
-    let mut result = render::render_block(&block, documents, rules, LineNumbers::Stream);
+    let mut result = render::render_block(&block, documents, rules);
     let documents = result.as_ref().map_or(0, |r| r.documents);
     let lines = memchr::memchr_iter(b'\n', &block).count();
     let bytes = block.len();
@@ -282,16 +282,12 @@ pub fn render_documents_apart(
                 index: 1,
                 range: 0..document.range.len(),
             };
-            let mut one = render::render_block(
-                &text[document.range.clone()],
-                Some(vec![alone]),
-                rules,
-                LineNumbers::Document,
-            )
-            .map_err(|mut error| {
-                error.renumber(before, 0, document.range.start);
-                error
-            })?;
+            let mut one =
+                render::render_block(&text[document.range.clone()], Some(vec![alone]), rules)
+                    .map_err(|mut error| {
+                        error.renumber(before, 0, document.range.start);
+                        error
+                    })?;
             one.ingresses.renumber(before, 0);
             rendered.ingresses.append(one.ingresses);
             rendered
@@ -691,8 +687,7 @@ mod tests {
         let mut bytes = not_utf8.into_bytes();
         let at = bytes.len() - 3;
         bytes[at] = 0xff;
-        let all = documents::split(std::str::from_utf8(&bytes[..at]).unwrap_or_default());
-        let mut all = all;
+        let mut all = documents::split(std::str::from_utf8(&bytes[..at]).unwrap_or_default());
         if let Some(last) = all.last_mut() {
             last.range.end = bytes.len();
         }

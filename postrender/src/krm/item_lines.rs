@@ -1,9 +1,9 @@
 //! The lines the searches of the cut stop at most often, taken without the line logic: an
-//! item's `- ` line, and an indented line whose only openers are a one-line quoted scalar
-//! as kustomize writes it (`key: "value"`, `- "value"`). For such a line the line logic
-//! finds nothing and changes nothing but the item that starts; any other line is left to
-//! it. So the cut is the same, only cheaper (the cut's tests compare it with the cut that
-//! reads every line, and this module's with the checker).
+//! item's `- ` line, an indented line whose only openers are a one-line quoted scalar as
+//! kustomize writes it (`key: "value"`, `- "value"`), and a block scalar's header
+//! (`key: |`). For such a line the line logic finds nothing and changes nothing but the item
+//! that starts or the block scalar that begins; any other line is left to it. So the cut is
+//! the same, only cheaper (the cut's tests compare it with the cut that reads every line).
 //!
 //! Kept apart from the line logic so that what it may take stays small enough to be read
 //! against [`super::LineChecker`] at a glance.
@@ -29,7 +29,6 @@ pub(super) enum Taken {
 /// `line` is UTF-8 (the line logic's check of it cannot fail).
 pub(super) fn take(line: &[u8]) -> Option<Taken> {
     let plain = || !ends_in_dash_or_space(line) && !holds_opener(line);
-    // Most lines taken here are an item's first line or hold one quoted scalar.
     match line {
         [b' ', ..] => {
             let (column, rest) = after_dashes(line);
@@ -57,12 +56,13 @@ fn ends_in_dash_or_space(line: &[u8]) -> bool {
     matches!(line.last(), Some(b'-' | b' '))
 }
 
-fn holds_opener(line: &[u8]) -> bool {
+/// Whether a line holds a byte of [`OPENER_BYTES`].
+pub(super) fn holds_opener(line: &[u8]) -> bool {
     line.iter().any(|b| IS_OPENER[usize::from(*b)])
 }
 
 /// [`OPENER_BYTES`] as a table.
-pub(super) const IS_OPENER: [bool; 256] = {
+const IS_OPENER: [bool; 256] = {
     let mut table = [false; 256];
     let mut i = 0;
     while i < OPENER_BYTES.len() {

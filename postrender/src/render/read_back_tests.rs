@@ -45,27 +45,21 @@ type Seen = Result<(String, Vec<String>), String>;
 fn render_with(input: &str, rules: &RenderRules, read_back: ReadBack) -> (Seen, Tally) {
     let mut tally = Tally::default();
     let documents = documents::split(input);
-    let seen = render_documents(
-        input,
-        &documents,
-        rules,
-        LineNumbers::Stream,
-        read_back,
-        &mut tally,
-    )
-    .map_err(|e| e.to_string())
-    .map(|rendered| {
-        let mut out = Vec::new();
-        write_spliced([input.as_bytes()], &rendered.changed, &mut out).expect("write to memory");
-        (
-            String::from_utf8(out).expect("UTF-8 in, UTF-8 out"),
-            rendered
-                .ingresses
-                .iter()
-                .map(|o| format!("{o:?}"))
-                .collect(),
-        )
-    });
+    let seen = render_documents(input, &documents, rules, read_back, &mut tally)
+        .map_err(|e| e.to_string())
+        .map(|rendered| {
+            let mut out = Vec::new();
+            write_spliced([input.as_bytes()], &rendered.changed, &mut out)
+                .expect("write to memory");
+            (
+                String::from_utf8(out).expect("UTF-8 in, UTF-8 out"),
+                rendered
+                    .ingresses
+                    .iter()
+                    .map(|o| format!("{o:?}"))
+                    .collect(),
+            )
+        });
     (seen, tally)
 }
 
