@@ -126,15 +126,16 @@ pub fn render_stream_keeping(
                 {
                     merged.push(join(oldest))?;
                 }
-                handles
-                    .push_back(scope.spawn(move || render_and_keep(full, documents, rules, keep)));
+                handles.push_back(on_render_stack(scope, move || {
+                    render_and_keep(full, documents, rules, keep)
+                }));
             }
         }
-        let last = render_and_keep(block, None, rules, keep);
+        let last = on_render_stack(scope, move || render_and_keep(block, None, rules, keep));
         for handle in handles {
             merged.push(join(handle))?;
         }
-        merged.push(last)?;
+        merged.push(join(last))?;
         Ok(merged.out)
     })
 }
@@ -144,6 +145,28 @@ const READ_BYTES: u64 = 1 << 20;
 
 /// At most this many blocks are rendered at once (fewer on a machine with fewer cores).
 const MAX_BLOCKS_IN_FLIGHT: usize = 4;
+
+/// The stack of every thread that renders: room for the deepest walk over a tree of
+/// [`crate::yaml_tree::MAX_NESTING`] levels (about 1.3 MiB at that depth, measured by the `deep_nesting`
+/// tests, which render at the bound on threads of this size), with room to spare for a walk
+/// that grows. Reserved, not touched: only what a walk uses becomes resident.
+pub const RENDER_STACK_BYTES: usize = 64 << 20;
+
+/// Runs `render` on a thread of its own with [`RENDER_STACK_BYTES`] of stack, in `scope`.
+/// Rendering never runs on the caller's thread, whose stack may be smaller (2 MiB for a
+/// spawned thread, often less under a test harness or in a container).
+pub(crate) fn on_render_stack<'scope, T: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    render: impl FnOnce() -> T + Send + 'scope,
+) -> std::thread::ScopedJoinHandle<'scope, T> {
+    std::thread::Builder::new()
+        .name("styrmin-render".to_owned())
+        .stack_size(RENDER_STACK_BYTES)
+        .spawn_scoped(scope, render)
+        // Reserving address space fails only when the process has none left: as fatal as
+        // an allocation failure, which aborts too.
+        .unwrap_or_else(|e| panic!("cannot start a rendering thread: {e}"))
+}
 
 fn join<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
     handle
@@ -308,15 +331,18 @@ pub fn render_documents_apart(
         .clamp(1, MAX_BLOCKS_IN_FLIGHT);
     let per_part = documents.len().div_ceil(in_flight).max(1);
     std::thread::scope(|scope| {
-        let mut parts = documents.chunks(per_part);
-        // The first part on this thread, the others beside it; the first error in document
-        // order is the one reported.
-        let first = parts.next().unwrap_or_default();
-        let others: Vec<_> = parts
-            .map(|part| scope.spawn(move || render_part(part)))
+        // The parts side by side (all started before any is joined); the first error in
+        // document order is the one reported.
+        let handles: Vec<_> = documents
+            .chunks(per_part)
+            .map(|part| on_render_stack(scope, move || render_part(part)))
             .collect();
-        let mut rendered = render_part(first)?;
-        for handle in others {
+        let mut parts = handles.into_iter();
+        let mut rendered = match parts.next() {
+            Some(first) => join(first)?,
+            None => render_part(&[])?,
+        };
+        for handle in parts {
             let mut next = join(handle)?;
             rendered.ingresses.append(next.ingresses);
             rendered.changed.append(&mut next.changed);

@@ -48,6 +48,9 @@ impl SyntaxError {
 
 impl From<granit_parser::ScanError> for SyntaxError {
     fn from(e: granit_parser::ScanError) -> Self {
+        if matches!(e.kind(), granit_parser::ErrorKind::RecursionLimitExceeded) {
+            return too_deep(e.marker().line(), e.marker().col() + 1);
+        }
         SyntaxError {
             line: e.marker().line(),
             column: e.marker().col() + 1,
@@ -56,10 +59,34 @@ impl From<granit_parser::ScanError> for SyntaxError {
     }
 }
 
-/// Parser options: comments are not needed (they are kept as bytes, never re-emitted).
+/// How deeply collections may nest in one document, its root collection counted as 1:
+/// what Go's readers accept, and no more. go-yaml (v2 and v3, so Helm 3, Helm 4, kubectl,
+/// kustomize and Flux alike) refuses more than 10,000 flow levels or block indentations,
+/// and every one of them turns the document into JSON, whose decoder refuses values nested
+/// deeper than 10,000 (measured: docs/postrender-yaml.md, "How deep a document may nest").
+/// Every walk over a tree (the readers', the rules', the read-back's, dropping it) recurses
+/// at most this deep, and every thread that renders has a stack sized for that
+/// ([`crate::streaming::RENDER_STACK_BYTES`]).
+pub const MAX_NESTING: usize = 10_000;
+
+/// The refusal of a document that nests deeper than [`MAX_NESTING`].
+fn too_deep(line: usize, column: usize) -> SyntaxError {
+    SyntaxError {
+        line,
+        column,
+        message: format!(
+            "collections nested more than {MAX_NESTING} deep (Go's YAML readers refuse them too)"
+        ),
+    }
+}
+
+/// Parser options: comments are not needed (they are kept as bytes, never re-emitted); the
+/// parser stops at [`MAX_NESTING`] flow or block levels, the tree builder at that many in all.
 fn options() -> Options {
     let mut options = Options::default();
     options.set_emit_comments(false);
+    options.flow_nesting_limit = MAX_NESTING;
+    options.block_nesting_limit = MAX_NESTING;
     options
 }
 
@@ -161,6 +188,8 @@ pub fn anchors<'n, 'a>(root: &'n Node<'a>) -> std::collections::HashMap<usize, &
 #[derive(Default)]
 struct Builder<'a> {
     open: Vec<Open<'a>>,
+    /// How many collections of the document enclose the nodes built (a List's items: 2).
+    enclosing: usize,
     /// The anchor ids aliases refer to.
     referenced: HashSet<usize>,
     /// An alias was met, resolved or not.
@@ -222,6 +251,11 @@ impl<'a> Builder<'a> {
             Event::UnresolvedAlias(_) => {
                 self.aliases = true;
                 Some(make(NodeValue::Alias(0), 0))
+            }
+            Event::MappingStart(..) | Event::SequenceStart(..)
+                if self.enclosing + self.open.len() >= MAX_NESTING =>
+            {
+                return Err(too_deep(span.start.line(), span.start.col() + 1));
             }
             Event::MappingStart(style, anchor, _) => {
                 let flow = style == StructureStyle::Flow;
@@ -600,7 +634,11 @@ fn for_each_list_item_parsed<'a, E>(
     let mut expecting_key = true;
     let mut items_next = false;
     let mut in_items = false;
-    let mut builder = Builder::default();
+    // The root mapping and its `items` enclose every item.
+    let mut builder = Builder {
+        enclosing: 2,
+        ..Builder::default()
+    };
     let mut index = 0;
     while let Some(event) = parser.next_event() {
         let (event, span) = event.map_err(|e| ItemsError::Syntax(e.into()))?;

@@ -18,6 +18,7 @@ use std::ops::Range;
 
 use granit_parser::ScalarStyle;
 
+use super::MAX_NESTING;
 use super::node::{Node, NodeValue, PlainList, ScalarTag};
 
 /// The tree of a document in the common layout; `None` when the document is not in it
@@ -162,6 +163,9 @@ struct Reader<'a> {
     line: usize,
     /// The indentation of that line, `None` at the end of the document.
     next: Option<usize>,
+    /// How many collections enclose the node being read; past [`MAX_NESTING`] the reader
+    /// gives up, and the general parser refuses the document.
+    depth: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -178,6 +182,7 @@ impl<'a> Reader<'a> {
             line_start: 0,
             line: 1,
             next: None,
+            depth: 0,
         };
         reader.next = reader.next_content();
         // An explicit document start on the first line with content, alone on its line.
@@ -275,6 +280,13 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// One more collection encloses what is read next; `None` past [`MAX_NESTING`]. A
+    /// collection read whole leaves again (a `None` abandons the whole reading).
+    fn enter(&mut self) -> Option<()> {
+        self.depth += 1;
+        (self.depth <= MAX_NESTING).then_some(())
+    }
+
     /// The block node starting on the current line, at column `indent`.
     fn block(&mut self, indent: usize) -> Option<Node<'a>> {
         let at = self.line_start + indent;
@@ -287,6 +299,7 @@ impl<'a> Reader<'a> {
     /// A block mapping whose first key starts at column `column` of the current line. With
     /// `items`, the block sequence under its key `items` goes to that sink item by item.
     fn mapping(&mut self, column: usize, mut items: Option<Items<'_, 'a>>) -> Option<Node<'a>> {
+        self.enter()?;
         let bytes = self.bytes;
         let start = self.line_start + column;
         let line = self.line;
@@ -343,6 +356,7 @@ impl<'a> Reader<'a> {
             }
         }
         let end = self.block_end(start);
+        self.depth -= 1;
         Some(self.node(
             NodeValue::Mapping {
                 flow: false,
@@ -387,6 +401,7 @@ impl<'a> Reader<'a> {
         compact: bool,
         mut sink: Option<Items<'_, 'a>>,
     ) -> Option<Node<'a>> {
+        self.enter()?;
         let bytes = self.bytes;
         // The general parser starts an indentless sequence (`key:` then `- ` at the key's
         // column) at its first item's content, an indented one at its first `-`.
@@ -427,6 +442,7 @@ impl<'a> Reader<'a> {
             }
         }
         let end = self.block_end(start);
+        self.depth -= 1;
         Some(self.node(
             NodeValue::Sequence { flow: false, items },
             start..end,
@@ -539,6 +555,7 @@ impl<'a> Reader<'a> {
 
     /// A flow mapping or sequence that closes on its own line, starting at `at`.
     fn flow(&mut self, at: &mut usize) -> Option<Node<'a>> {
+        self.enter()?;
         let bytes = self.bytes;
         let start = *at;
         let mapping = bytes[start] == b'{';
@@ -588,6 +605,7 @@ impl<'a> Reader<'a> {
         } else {
             NodeValue::Sequence { flow: true, items }
         };
+        self.depth -= 1;
         Some(self.node(value, start..*at, self.line, start - self.line_start))
     }
 }
