@@ -60,7 +60,7 @@ use tower::ServiceExt as _;
 use crate::api::AppState;
 use crate::budget::Peer;
 use crate::client_text::clip;
-use crate::metrics::{ListenerLabels, Metrics};
+use crate::metrics::{ListenerLabels, Metrics, RejectReason};
 
 /// The most header fields a request may carry (the API server sends about ten); more get 431.
 pub const MAX_HEADERS: usize = 64;
@@ -407,12 +407,12 @@ impl Connections {
                     )
                 });
             let (victim, reason) = match idle {
-                Some(victim) => (Some(victim), "cap_idle_closed"),
+                Some(victim) => (Some(victim), RejectReason::CapIdleClosed),
                 None if busy_allowed => (
                     candidates.min_by_key(|a| a.last_active.load(Ordering::SeqCst)),
-                    "cap_busy_closed",
+                    RejectReason::CapBusyClosed,
                 ),
-                None => (None, "cap"),
+                None => (None, RejectReason::Cap),
             };
             match victim {
                 Some(victim) => {
@@ -421,7 +421,7 @@ impl Connections {
                     self.metrics.reject(self.listener, reason);
                 }
                 None => {
-                    self.metrics.reject(self.listener, "cap");
+                    self.metrics.reject(self.listener, RejectReason::Cap);
                     return None;
                 }
             }
@@ -642,7 +642,7 @@ async fn serve_connection(
                     return;
                 }
                 Err(_) => {
-                    metrics.reject(listener, "handshake_timeout");
+                    metrics.reject(listener, RejectReason::HandshakeTimeout);
                     tracing::debug!(%peer, "TLS handshake timed out");
                     return;
                 }
@@ -664,12 +664,12 @@ async fn serve_connection(
             tracing::debug!(%peer, listener, error = %clip(&error), "connection ended with an error");
         }
         Ended::HeadTimeout => {
-            metrics.reject(listener, "head_timeout");
+            metrics.reject(listener, RejectReason::HeadTimeout);
             tracing::debug!(%peer, listener, "request head timed out");
         }
-        Ended::Idle => metrics.reject(listener, "idle"),
+        Ended::Idle => metrics.reject(listener, RejectReason::Idle),
         Ended::WriteTimeout => {
-            metrics.reject(listener, "write_timeout");
+            metrics.reject(listener, RejectReason::WriteTimeout);
             tracing::debug!(%peer, listener, "answer not taken within the write timeout");
         }
         Ended::Dropped => {}
