@@ -99,7 +99,7 @@ mutants:
 	nice -n 19 $(TOOLS)/cargo-mutants mutants --package styrmin-ingress-rules --no-shuffle \
 		--timeout 120 -o target/mutants/ingress-rules
 	nice -n 19 $(TOOLS)/cargo-mutants mutants --package styrmin-webhook --no-shuffle --timeout 120 \
-		--file webhook/src/decide.rs --file webhook/src/patch.rs --file webhook/src/flux.rs \
+		--file webhook/src/decide.rs --file webhook/src/patch.rs --file webhook/src/helm_release.rs \
 		--file webhook/src/clock.rs --exclude-re "$(MUTANTS_EQUIVALENT)" \
 		-o target/mutants/webhook
 

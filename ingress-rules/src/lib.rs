@@ -32,7 +32,7 @@
 
 mod classes;
 mod enforce;
-mod flux;
+mod flux_patch;
 mod kube_version;
 mod level;
 mod mode;
@@ -45,7 +45,7 @@ pub use enforce::{
     ClassFields, Enforcement, FieldChange, NoClassWarning, RuleError, SHOWN_VALUE_CHARS,
     changes_between, enforce, would_change,
 };
-pub use flux::{
+pub use flux_patch::{
     FLUX_PATCH_NAME, FLUX_PATCH_TARGET_KIND, FluxPostRenderer, KustomizePatch, PatchTarget,
     double_quoted, flux_post_renderer,
 };

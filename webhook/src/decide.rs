@@ -399,7 +399,7 @@ fn decide_flux(
     deadline: Option<Instant>,
 ) -> Decision {
     let settings = view.settings_for_deployment(owner);
-    let flux = crate::flux::decide_helm_release_within(
+    let flux = crate::helm_release::decide_helm_release_within(
         &settings.resolved.target,
         view.kubernetes_version(),
         object,

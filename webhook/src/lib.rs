@@ -22,7 +22,7 @@ pub mod client_text;
 pub mod clock;
 pub mod crd;
 pub mod decide;
-pub mod flux;
+pub mod helm_release;
 pub mod kube_source;
 pub mod metrics;
 pub mod open_files;
