@@ -6,7 +6,7 @@ TOOLS := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 
 .PHONY: all build tools demo test lint cargo-test deny deny-advisories bench bench-webhook clean manifests \
-	fuzz-tools fuzz fuzz-smoke mutants image
+	fuzz-tools fuzz fuzz-smoke mutants image docs
 
 all: build
 
@@ -28,6 +28,12 @@ demo: tools
 # committed files differ). Run after changing the chart, and commit the result.
 manifests: tools
 	scripts/generate-base.sh
+
+# docs/config.md's flag tables, written from the programs' clap commands (what `--help`
+# prints); e2e/tests/docs_flags.rs fails when they differ. Run after changing a flag, and
+# commit the result.
+docs:
+	STYRMIN_WRITE_DOCS=1 $(CARGO) test --release --locked -p styrmin-e2e --test docs_flags
 
 # The container image of styrmin-webhook and styrmin-postrender, from the release binaries,
 # without a Docker daemon or a base image: target/image/styrmin-webhook-VERSION.oci.tar (and
@@ -93,7 +99,7 @@ mutants:
 	nice -n 19 $(TOOLS)/cargo-mutants mutants --package styrmin-ingress-rules --no-shuffle \
 		--timeout 120 -o target/mutants/ingress-rules
 	nice -n 19 $(TOOLS)/cargo-mutants mutants --package styrmin-webhook --no-shuffle --timeout 120 \
-		--file webhook/src/decide.rs --file webhook/src/patch.rs --file webhook/src/flux.rs \
+		--file webhook/src/decide.rs --file webhook/src/patch.rs --file webhook/src/helm_release.rs \
 		--file webhook/src/clock.rs --exclude-re "$(MUTANTS_EQUIVALENT)" \
 		-o target/mutants/webhook
 

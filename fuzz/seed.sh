@@ -4,8 +4,8 @@
 #                      of the configurations in src/lib.rs: each stream once per configuration)
 #   postrender_config: examples/*.yaml and the configurations of the tests
 #   admission_review:  webhook/tests/data/admission/*.json, and each again in the namespaces of the
-#                      test policy's deployments (styrmin-web1, -web2, -ctl9)
-#   policy_file:       webhook/tests/data/admission/policy.yaml and examples/*.yaml
+#                      deployments of fuzz-bodies/data/policy.yaml (styrmin-web1, -web2, -ctl9)
+#   policy_file:       fuzz-bodies/data/policy.yaml (the view admission_review decides with) and examples/*.yaml
 # plus every file in fuzz/regressions/<target>/ (inputs that once failed).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -31,7 +31,7 @@ for f in "$root"/webhook/tests/data/admission/*.json; do
   done
 done
 
-cp "$root"/webhook/tests/data/admission/policy.yaml corpus/policy_file/
+cp "$root"/fuzz-bodies/data/policy.yaml corpus/policy_file/
 cp "$root"/examples/*.yaml corpus/policy_file/
 
 for t in rendered_stream postrender_config admission_review policy_file; do

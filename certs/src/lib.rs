@@ -2,6 +2,8 @@
 //! `<service>.<namespace>.svc` (and `.svc.cluster.local`), and writes the CA bundle into the
 //! `caBundle` fields of a MutatingWebhookConfiguration file without re-serialising it.
 
+pub mod cli;
+
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;

@@ -30,6 +30,8 @@ fn documents(root: &Path) -> Vec<PathBuf> {
         "fuzz/README.md",
         "webhook/README.md",
         "manifests/examples/flux/README.md",
+        "examples/kustomize-krm/README.md",
+        "examples/kustomize-plugin/README.md",
     ]
     .into_iter()
     .map(PathBuf::from)

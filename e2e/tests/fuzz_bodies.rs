@@ -98,7 +98,7 @@ fn admission_review_on_every_fixture_in_every_namespace() {
 #[test]
 fn policy_file_on_the_test_policy() {
     let root = e2e::workspace_root();
-    let mut inputs = vec![read(&e2e::webhook_data("admission/policy.yaml"))];
+    let mut inputs = vec![read(&root.join("fuzz-bodies/data/policy.yaml"))];
     inputs.extend(
         files(&root.join("examples"), Some("yaml"))
             .iter()

@@ -9,6 +9,7 @@
 //! - Over `helm template` of the e2e chart (subcharts, a `List`): every Ingress equals
 //!   Helm 3's `helm template --post-renderer styrmin-postrender`.
 //! - A bad plugin config fails the build naming the field, with nothing on stdout.
+//! - `examples/kustomize-plugin` builds as its README says.
 //!
 //! Kustomize unwraps `List`s, re-sorts, drops comments and reformats, so objects are compared
 //! parsed, never as bytes.
@@ -18,8 +19,8 @@ use std::process::{Command, Output};
 
 use e2e::{Scratch, copy_dir, data, describe, release_binary, run, tool, utf8};
 use support::{
-    RESOLUTION_TABLE, compare_with_post_renderer, is_ingress, objects_by_id, post_render,
-    rendered_streams,
+    RESOLUTION_TABLE, check_example_folder, compare_with_post_renderer, is_ingress, objects_by_id,
+    post_render, rendered_streams,
 };
 
 mod support;
@@ -71,6 +72,21 @@ fn kubectl_kustomize_ok(dir: &Path, home: &Path) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     utf8(output.stdout, "kubectl kustomize output")
+}
+
+/// `examples/kustomize-plugin`, built with its README's command, the plugin installed as the
+/// README installs it.
+#[test]
+fn the_example_folder_builds_as_its_readme_says() {
+    let scratch = Scratch::new("exec-plugin-example");
+    let compared = check_example_folder(
+        "examples/kustomize-plugin",
+        "exec plugin",
+        "haproxy",
+        &scratch,
+        |dir| kubectl_kustomize_ok(dir, scratch.path()),
+    );
+    assert_eq!(compared, 2, "the example's two Ingresses");
 }
 
 /// The default class, R5 (no class), classes YAML would misread, a dedicated ingress.

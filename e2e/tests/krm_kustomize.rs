@@ -11,6 +11,7 @@
 //!   hook): the same, against `helm template` through the post-renderer.
 //! - A bad functionConfig and a refusal fail the build, with the field named and nothing
 //!   written.
+//! - `examples/kustomize-krm` builds as its README says.
 //!
 //! Kustomize unwraps `List`s, re-sorts, drops comments and reformats, so objects are compared
 //! parsed, never as bytes.
@@ -18,11 +19,11 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use e2e::{Scratch, copy_dir, data, describe, release_binary, run, tool, utf8};
+use e2e::{Scratch, copy_dir, data, describe, release_binary, release_dir, run, tool, utf8};
 use serde_json::Value;
 use support::{
-    RESOLUTION_TABLE, compare_with_post_renderer, is_ingress, objects_by_id, post_render,
-    rendered_streams,
+    RESOLUTION_TABLE, check_example_folder, compare_with_post_renderer, is_ingress, objects_by_id,
+    post_render, rendered_streams,
 };
 
 mod support;
@@ -56,7 +57,13 @@ fn kustomize(dir: &Path, home: &Path, helm: bool) -> Output {
             cmd.env_remove(&key);
         }
     }
-    cmd.env("HOME", home)
+    // The release binaries first on PATH: examples/kustomize-krm names the program by its name.
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let path =
+        std::env::join_paths(std::iter::once(release_dir()).chain(std::env::split_paths(&path)))
+            .expect("PATH");
+    cmd.env("PATH", path)
+        .env("HOME", home)
         .env("HELM_CONFIG_HOME", home.join("config"))
         .env("HELM_CACHE_HOME", home.join("cache"))
         .env("HELM_DATA_HOME", home.join("data"))
@@ -224,6 +231,20 @@ fn transformer_over_helm_charts_equals_helm_template_with_the_post_renderer() {
         compared >= 7 * RESOLUTION_TABLE.len(),
         "only {compared} Ingresses compared"
     );
+}
+
+/// `examples/kustomize-krm`, built with its README's command (the program found on PATH).
+#[test]
+fn the_example_folder_builds_as_its_readme_says() {
+    let scratch = Scratch::new("krm-example");
+    let compared = check_example_folder(
+        "examples/kustomize-krm",
+        "KRM function",
+        "haproxy",
+        &scratch,
+        |dir| kustomize_ok(dir, scratch.path(), false),
+    );
+    assert_eq!(compared, 2, "the example's two Ingresses");
 }
 
 fn failing_build(scratch: &Scratch, resources: &str, function_config: &str) -> (String, String) {

@@ -183,7 +183,7 @@ pub fn postrender_config(data: &[u8]) {
     }
 }
 
-const POLICY: &str = include_str!("../../webhook/tests/data/admission/policy.yaml");
+const POLICY: &str = include_str!("../data/policy.yaml");
 
 /// The views `admission_review` decides with: the test policy, and the same on Kubernetes
 /// 1.24 (where R4 is denied, R9).

@@ -1,6 +1,7 @@
 //! The rule set that decides which ingress controller serves an Ingress.
 //!
-//! This crate is the one place where rules R1–R9 (docs/rules.md) are written down as code. Both
+//! This crate is the one place where the rules' decisions are written down as code (which
+//! rules: docs/rules.md, "Which part applies which rules"). Both
 //! `styrmin-postrender` (which turns the answer into a byte splice of the rendered
 //! YAML) and `styrmin-webhook` (which turns it into a JSON patch) call these
 //! functions, so the two can never disagree. It does no I/O and knows nothing of
@@ -31,7 +32,7 @@
 
 mod classes;
 mod enforce;
-mod flux;
+mod flux_patch;
 mod kube_version;
 mod level;
 mod mode;
@@ -44,7 +45,7 @@ pub use enforce::{
     ClassFields, Enforcement, FieldChange, NoClassWarning, RuleError, SHOWN_VALUE_CHARS,
     changes_between, enforce, would_change,
 };
-pub use flux::{
+pub use flux_patch::{
     FLUX_PATCH_NAME, FLUX_PATCH_TARGET_KIND, FluxPostRenderer, KustomizePatch, PatchTarget,
     double_quoted, flux_post_renderer,
 };

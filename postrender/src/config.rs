@@ -85,12 +85,7 @@ impl StyrminConfig {
                     // error stays one line.
                     key.escape_debug().to_string()
                 },
-                message: readable(&e.without_snippet().to_string().replace(
-                    &e.location().map_or(String::new(), |at| {
-                        format!(" at line {}, column {}", at.line(), at.column())
-                    }),
-                    "",
-                )),
+                message: readable(&parser_message(&e)),
             }),
         }
     }
@@ -166,24 +161,11 @@ impl StyrminConfig {
     }
 }
 
-/// The parser's message as one readable statement: without its own `error: line L column
-/// C:` prefix (the origin says where), serde's `invalid type: X, expected Y` as `expected Y,
-/// found X`, on one line (Helm shows only the first line of a failing post-renderer).
+/// The parser's message as one readable statement: on one line, without its own position
+/// (the origin says where), serde's `invalid type: X, expected Y` as `expected Y, found X`.
 fn readable(message: &str) -> String {
-    let one_line = message
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let mut text = one_line.as_str();
-    text = text.strip_prefix("error: ").unwrap_or(text);
-    if let Some((_, after)) = text
-        .strip_prefix("line ")
-        .and_then(|rest| rest.split_once(": "))
-    {
-        text = after;
-    }
+    let line = one_line(message);
+    let text = without_parser_position(&line);
     if let Some((found, expected)) = text
         .strip_prefix("invalid type: ")
         .and_then(|t| t.split_once(", expected "))
@@ -191,6 +173,43 @@ fn readable(message: &str) -> String {
         return format!("expected {expected}, found the {}", found.replace('`', ""));
     }
     text.to_owned()
+}
+
+/// The parser's message without its snippet and its ` at line L, column C` (the caller says
+/// where, in its own words).
+pub(crate) fn parser_message(error: &serde_saphyr::Error) -> String {
+    let message = error.without_snippet().to_string();
+    match error.location() {
+        Some(at) => message.replace(
+            &format!(" at line {}, column {}", at.line(), at.column()),
+            "",
+        ),
+        None => message,
+    }
+}
+
+/// A message on one line, its lines trimmed and joined by a space, blank ones dropped: Helm
+/// shows only the first line of a failing post-renderer, and kustomize one line per result.
+pub(crate) fn one_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A one-line parser message without the parser's own `error: ` and `line L column C: `
+/// prefix, for a caller that says where in its own words.
+pub(crate) fn without_parser_position(text: &str) -> &str {
+    let text = text.strip_prefix("error: ").unwrap_or(text);
+    match text
+        .strip_prefix("line ")
+        .and_then(|rest| rest.split_once(": "))
+    {
+        Some((_, after)) => after,
+        None => text,
+    }
 }
 
 #[cfg(test)]
@@ -277,6 +296,37 @@ mod tests {
         let e = err("cluster: {ingress_class: [a]}\n");
         assert!(e.contains("cluster.ingress_class"), "{e}");
         assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn a_message_is_flattened_onto_one_line() {
+        assert_eq!(one_line("  a\n\n\tb  \r\nc\n"), "a b c");
+        assert_eq!(one_line("line 3 column 4: x\n  y"), "line 3 column 4: x y");
+        assert_eq!(one_line(""), "");
+    }
+
+    #[test]
+    fn the_parser_position_goes_only_from_the_front() {
+        assert_eq!(
+            without_parser_position("error: line 2 column 3: bad"),
+            "bad"
+        );
+        assert_eq!(without_parser_position("line 2 column 3: bad"), "bad");
+        assert_eq!(without_parser_position("error: bad"), "bad");
+        assert_eq!(
+            without_parser_position("bad at line 2: x"),
+            "bad at line 2: x"
+        );
+        assert_eq!(without_parser_position("lines: x"), "lines: x");
+    }
+
+    #[test]
+    fn readable_states_what_was_expected_then_what_was_found() {
+        assert_eq!(
+            readable("error: line 1 column 2: invalid type: `boolean` true,\n  expected a map"),
+            "expected a map, found the boolean true"
+        );
+        assert_eq!(readable("unknown field `x`"), "unknown field `x`");
     }
 
     #[test]

@@ -30,10 +30,10 @@ use std::fmt;
 use std::io::{IoSlice, Read};
 use std::ops::Range;
 
-use ingress_rules::{IngressTarget, KubernetesVersion, Level};
+use ingress_rules::{IngressTarget, KubernetesVersion, Level, double_quoted};
 use serde::Deserialize;
 
-use crate::config::StyrminConfig;
+use crate::config::{StyrminConfig, one_line, parser_message, without_parser_position};
 use crate::documents::Document;
 use crate::ingress_edit::{self, Edit};
 use crate::render::{self, RenderError, RenderRules, Rendered};
@@ -207,17 +207,13 @@ fn parse_config<T: serde::de::DeserializeOwned>(
         })
     });
     parsed.map_err(|e| {
-        let mut message = e.without_snippet().to_string();
+        let mut message = parser_message(&e);
         if let Some(at) = e.location() {
-            message = message.replace(
-                &format!(" at line {}, column {}", at.line(), at.column()),
-                "",
-            );
             message = format!(
                 "line {} column {}: {}",
                 at.line() as usize + first_line() - 1,
                 at.column(),
-                one_line(&message)
+                without_parser_position(&one_line(&message))
             );
         }
         KrmError::FunctionConfig {
@@ -226,7 +222,7 @@ fn parse_config<T: serde::de::DeserializeOwned>(
             } else {
                 path.escape_debug().to_string()
             },
-            message: one_line_keep_line(&message),
+            message: one_line(&message),
         }
     })
 }
@@ -276,34 +272,6 @@ impl TypedConfig {
             kubernetes,
             strict: spec.strict.unwrap_or(false),
         })
-    }
-}
-
-/// A message on one line, its own `line N column M:` prefix kept.
-fn one_line_keep_line(message: &str) -> String {
-    message
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// A message on one line, without a `line N: ` prefix of the parser's own.
-fn one_line(message: &str) -> String {
-    let text = message
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let text = text.strip_prefix("error: ").unwrap_or(&text);
-    match text
-        .strip_prefix("line ")
-        .and_then(|rest| rest.split_once(": "))
-    {
-        Some((_, after)) => after.to_owned(),
-        None => text.to_owned(),
     }
 }
 
@@ -1300,23 +1268,6 @@ fn reference_of(document: &str) -> ResourceRef {
     }
 }
 
-/// A YAML double-quoted scalar.
-fn quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// One entry of `results`, as YAML.
 fn result(
     severity: &str,
@@ -1324,7 +1275,10 @@ fn result(
     reference: Option<&ResourceRef>,
     field: Option<&str>,
 ) -> String {
-    let mut out = format!("- message: {}\n  severity: {severity}\n", quote(message));
+    let mut out = format!(
+        "- message: {}\n  severity: {severity}\n",
+        double_quoted(message)
+    );
     if let Some(r) = reference.filter(|r| r.kind.is_some() || r.name.is_some()) {
         out.push_str("  resourceRef:\n");
         for (key, value) in [
@@ -1334,12 +1288,12 @@ fn result(
             ("namespace", &r.namespace),
         ] {
             if let Some(value) = value {
-                out.push_str(&format!("    {key}: {}\n", quote(value)));
+                out.push_str(&format!("    {key}: {}\n", double_quoted(value)));
             }
         }
     }
     if let Some(path) = field {
-        out.push_str(&format!("  field:\n    path: {}\n", quote(path)));
+        out.push_str(&format!("  field:\n    path: {}\n", double_quoted(path)));
     }
     out
 }

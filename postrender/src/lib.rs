@@ -1,5 +1,6 @@
 //! `styrmin-postrender`: a Helm post-renderer that gives every Ingress of a rendered
-//! chart the class Styrmin's rules decide (rules R1–R9).
+//! chart the class Styrmin's rules decide (which rules: docs/rules.md, "Which part applies
+//! which rules").
 //!
 //! The pipeline: [`documents::split`] cuts the stream into documents by bytes, a byte
 //! pre-filter skips every document that cannot be an Ingress or a List to Go's readers,

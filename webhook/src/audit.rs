@@ -94,7 +94,7 @@ pub struct AuditSettings {
     pub stuck_deleting_after: Duration,
 }
 
-/// The default of `--audit-not-served-grace`.
+/// The default of `--audit-not-served-grace-secs`.
 pub const NOT_SERVED_GRACE: Duration = Duration::from_secs(5 * 60);
 
 impl Default for AuditSettings {
@@ -627,7 +627,10 @@ impl AuditMetrics {
         let metrics = AuditMetrics::default();
         registry.register(
             "audit_nonconforming_ingresses",
-            "Ingresses of Styrmin namespaces out of line at the last complete audit, by reason (wrong_class, cannot_enforce, not_served)",
+            format!(
+                "Ingresses of Styrmin namespaces out of line at the last complete audit, by reason ({})",
+                Reason::INGRESS.map(Reason::as_str).join(", ")
+            ),
             metrics.nonconforming_ingresses.clone(),
         );
         registry.register(
@@ -642,7 +645,7 @@ impl AuditMetrics {
         );
         registry.register(
             "controllers_stuck_deleting",
-            "Ingress controller deployments DELETING for longer than --stuck-deleting-after",
+            "Ingress controller deployments DELETING for longer than --stuck-deleting-after-secs",
             metrics.controllers_stuck_deleting.clone(),
         );
         registry.register(

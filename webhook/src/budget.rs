@@ -28,6 +28,8 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::RejectReason;
+
 /// The largest AdmissionReview read; larger bodies get 413.
 pub const MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
 /// What a body of unknown length (chunked) reserves before its first byte; it then doubles.
@@ -106,11 +108,11 @@ pub enum BodyRefusal {
 
 impl BodyRefusal {
     /// The `reason` label of `connections_rejected_total`, where the refusal is a budget's.
-    pub fn reason(&self) -> Option<&'static str> {
+    pub fn reason(&self) -> Option<RejectReason> {
         match self {
-            BodyRefusal::OverBudget => Some("body_budget"),
-            BodyRefusal::TakenBack => Some("body_share"),
-            BodyRefusal::Timeout(_) => Some("body_timeout"),
+            BodyRefusal::OverBudget => Some(RejectReason::BodyBudget),
+            BodyRefusal::TakenBack => Some(RejectReason::BodyShare),
+            BodyRefusal::Timeout(_) => Some(RejectReason::BodyTimeout),
             BodyRefusal::TooLarge | BodyRefusal::Broken => None,
         }
     }

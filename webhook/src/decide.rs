@@ -154,11 +154,11 @@ pub struct DecideOptions {
     /// Put Styrmin's kustomize post-renderer into HelmReleases (`--flux-post-renderer`).
     pub flux_post_renderer: bool,
     /// After how long a controller removal counts as stuck: the W2 denial then says since
-    /// when, which finalizer holds it and what to do (`--stuck-deleting-after`).
+    /// when, which finalizer holds it and what to do (`--stuck-deleting-after-secs`).
     pub stuck_deleting_after: Duration,
 }
 
-/// The default of `--stuck-deleting-after`: the product page's "more than a few minutes".
+/// The default of `--stuck-deleting-after-secs`: the product page's "more than a few minutes".
 pub const STUCK_DELETING_AFTER: Duration = Duration::from_secs(5 * 60);
 
 impl Default for DecideOptions {
@@ -251,32 +251,25 @@ pub fn decide(
     let Some(object) = request.object() else {
         return Decision::allowed("no object");
     };
+    let deploy = Deploy {
+        view,
+        request,
+        kind,
+        owner,
+        object,
+        options,
+        now: at.now,
+    };
     match kind {
         ReviewKind::Ingress => decide_ingress(view, owner, object),
         ReviewKind::HelmRelease if options.flux_post_renderer => {
-            let decision = decide_deploy(&Deploy {
-                view,
-                request,
-                kind,
-                owner,
-                object,
-                options,
-                now: at.now,
-            });
+            let decision = decide_deploy(&deploy);
             if decision.outcome == Outcome::Denied {
                 return decision;
             }
             decide_flux(view, owner, object, decision, at.flux_deadline)
         }
-        ReviewKind::StyrminDeployment | ReviewKind::HelmRelease => decide_deploy(&Deploy {
-            view,
-            request,
-            kind,
-            owner,
-            object,
-            options,
-            now: at.now,
-        }),
+        ReviewKind::StyrminDeployment | ReviewKind::HelmRelease => decide_deploy(&deploy),
         ReviewKind::Other => Decision::allowed("not an Ingress or a deployment object"),
     }
 }
@@ -406,7 +399,7 @@ fn decide_flux(
     deadline: Option<Instant>,
 ) -> Decision {
     let settings = view.settings_for_deployment(owner);
-    let flux = crate::flux::decide_helm_release_within(
+    let flux = crate::helm_release::decide_helm_release_within(
         &settings.resolved.target,
         view.kubernetes_version(),
         object,

@@ -1,6 +1,6 @@
-//! `styrmin-webhook`: the mutating admission webhook that enforces Styrmin's ingress rules
-//! (rules W1–W4) and blocks deploys while an environment's dedicated ingress controller is
-//! being removed (W2).
+//! `styrmin-webhook`: the mutating admission webhook that enforces Styrmin's ingress rules and
+//! blocks deploys while an environment's dedicated ingress controller is being removed (which
+//! rules: docs/rules.md, "Which part applies which rules").
 //!
 //! Layout, each layer using only the ones above it here:
 //!
@@ -22,7 +22,7 @@ pub mod client_text;
 pub mod clock;
 pub mod crd;
 pub mod decide;
-pub mod flux;
+pub mod helm_release;
 pub mod kube_source;
 pub mod metrics;
 pub mod open_files;

@@ -27,7 +27,72 @@ pub struct ListenerLabels {
     pub listener: &'static str,
 }
 
-/// Why a connection or a request was refused or closed by a budget (`server.rs`, `budget.rs`).
+/// Why a connection or a request was refused or closed by a budget (`server.rs`, `budget.rs`):
+/// the `reason` label of `styrmin_webhook_connections_rejected_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RejectReason {
+    Cap,
+    CapIdleClosed,
+    CapBusyClosed,
+    HandshakeTimeout,
+    HeadTimeout,
+    Idle,
+    WriteTimeout,
+    BodyTimeout,
+    BodyBudget,
+    BodyShare,
+}
+
+impl RejectReason {
+    pub const ALL: [RejectReason; 10] = [
+        RejectReason::Cap,
+        RejectReason::CapIdleClosed,
+        RejectReason::CapBusyClosed,
+        RejectReason::HandshakeTimeout,
+        RejectReason::HeadTimeout,
+        RejectReason::Idle,
+        RejectReason::WriteTimeout,
+        RejectReason::BodyTimeout,
+        RejectReason::BodyBudget,
+        RejectReason::BodyShare,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::Cap => "cap",
+            RejectReason::CapIdleClosed => "cap_idle_closed",
+            RejectReason::CapBusyClosed => "cap_busy_closed",
+            RejectReason::HandshakeTimeout => "handshake_timeout",
+            RejectReason::HeadTimeout => "head_timeout",
+            RejectReason::Idle => "idle",
+            RejectReason::WriteTimeout => "write_timeout",
+            RejectReason::BodyTimeout => "body_timeout",
+            RejectReason::BodyBudget => "body_budget",
+            RejectReason::BodyShare => "body_share",
+        }
+    }
+
+    /// What happened, for the metric's help.
+    fn meaning(self) -> &'static str {
+        match self {
+            RejectReason::Cap => "a new connection refused at the connection cap",
+            RejectReason::CapIdleClosed => "an idle connection closed to make room",
+            RejectReason::CapBusyClosed => {
+                "a busy connection of the peer holding the most closed to make room"
+            }
+            RejectReason::HandshakeTimeout => "a TLS handshake over the head timeout",
+            RejectReason::HeadTimeout => "a request head over the head timeout",
+            RejectReason::Idle => "a keep-alive connection idle past the idle timeout",
+            RejectReason::WriteTimeout => "an answer not taken within the write timeout",
+            RejectReason::BodyTimeout => "a request body over the body timeout",
+            RejectReason::BodyBudget => "a request body over the body budget",
+            RejectReason::BodyShare => {
+                "a request body over its peer's share of the budget, taken back"
+            }
+        }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RejectLabels {
     pub listener: &'static str,
@@ -147,9 +212,12 @@ impl Metrics {
         );
         registry.register(
             "connections_rejected",
-            "Connections and requests refused or closed by a budget: cap (a new connection \
-             refused at the connection cap), cap_idle_closed (an idle connection closed to make \
-             room), head_timeout, idle, body_timeout, body_budget",
+            format!(
+                "Connections and requests refused or closed by a budget, by reason: {}",
+                RejectReason::ALL
+                    .map(|r| format!("{} ({})", r.as_str(), r.meaning()))
+                    .join(", ")
+            ),
             connections_rejected.clone(),
         );
         registry.register(
@@ -192,9 +260,12 @@ impl Metrics {
     }
 
     /// Counts one refusal or budget closure.
-    pub fn reject(&self, listener: &'static str, reason: &'static str) {
+    pub fn reject(&self, listener: &'static str, reason: RejectReason) {
         self.connections_rejected
-            .get_or_create(&RejectLabels { listener, reason })
+            .get_or_create(&RejectLabels {
+                listener,
+                reason: reason.as_str(),
+            })
             .inc();
     }
 

@@ -60,7 +60,7 @@ use tower::ServiceExt as _;
 use crate::api::AppState;
 use crate::budget::Peer;
 use crate::client_text::clip;
-use crate::metrics::{ListenerLabels, Metrics};
+use crate::metrics::{ListenerLabels, Metrics, RejectReason};
 
 /// The most header fields a request may carry (the API server sends about ten); more get 431.
 pub const MAX_HEADERS: usize = 64;
@@ -326,13 +326,13 @@ struct Connections {
 }
 
 /// A connection's place in the registry; dropping it frees the place.
-struct Admitted {
+struct Place {
     id: u64,
     activity: Arc<Activity>,
     connections: Arc<Connections>,
 }
 
-impl Drop for Admitted {
+impl Drop for Place {
     fn drop(&mut self) {
         let mut open = self
             .connections
@@ -364,7 +364,7 @@ impl Connections {
     /// A place for a new connection from `peer`, closing another at the cap under the share
     /// rule (see the module); `None` when the peer is at its share and all of its own
     /// connections are busy.
-    fn admit(self: &Arc<Self>, peer: Peer, close_all: &CancellationToken) -> Option<Admitted> {
+    fn take_place(self: &Arc<Self>, peer: Peer, close_all: &CancellationToken) -> Option<Place> {
         let mut open = self
             .open
             .lock()
@@ -407,12 +407,12 @@ impl Connections {
                     )
                 });
             let (victim, reason) = match idle {
-                Some(victim) => (Some(victim), "cap_idle_closed"),
+                Some(victim) => (Some(victim), RejectReason::CapIdleClosed),
                 None if busy_allowed => (
                     candidates.min_by_key(|a| a.last_active.load(Ordering::SeqCst)),
-                    "cap_busy_closed",
+                    RejectReason::CapBusyClosed,
                 ),
-                None => (None, "cap"),
+                None => (None, RejectReason::Cap),
             };
             match victim {
                 Some(victim) => {
@@ -421,7 +421,7 @@ impl Connections {
                     self.metrics.reject(self.listener, reason);
                 }
                 None => {
-                    self.metrics.reject(self.listener, "cap");
+                    self.metrics.reject(self.listener, RejectReason::Cap);
                     return None;
                 }
             }
@@ -445,7 +445,7 @@ impl Connections {
             .store(activity.now_ms(), Ordering::SeqCst);
         open.insert(id, activity.clone());
         self.set_gauge(open.len());
-        Some(Admitted {
+        Some(Place {
             id,
             activity,
             connections: self.clone(),
@@ -563,7 +563,7 @@ async fn accept_loop(
                 }
             },
         };
-        let Some(admitted) = connections.admit(Peer::of(peer), &close_all) else {
+        let Some(place) = connections.take_place(Peer::of(peer), &close_all) else {
             tracing::debug!(listener = name, %peer, "connection refused: at its share, every connection of this peer is busy");
             continue;
         };
@@ -571,7 +571,7 @@ async fn accept_loop(
         tasks.spawn(serve_connection(
             stream,
             peer,
-            admitted,
+            place,
             tls.clone(),
             app.clone(),
             limits,
@@ -595,15 +595,15 @@ fn http1() -> hyper::server::conn::http1::Builder {
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
-    admitted: Admitted,
+    place: Place,
     tls: Option<TlsAcceptor>,
     app: Router,
     limits: ConnectionLimits,
     abort: CancellationToken,
 ) {
-    let activity = admitted.activity.clone();
-    let metrics = admitted.connections.metrics.clone();
-    let listener = admitted.connections.listener;
+    let activity = place.activity.clone();
+    let metrics = place.connections.metrics.clone();
+    let listener = place.connections.listener;
     let io = Watched {
         inner: stream,
         activity: activity.clone(),
@@ -642,7 +642,7 @@ async fn serve_connection(
                     return;
                 }
                 Err(_) => {
-                    metrics.reject(listener, "handshake_timeout");
+                    metrics.reject(listener, RejectReason::HandshakeTimeout);
                     tracing::debug!(%peer, "TLS handshake timed out");
                     return;
                 }
@@ -664,17 +664,17 @@ async fn serve_connection(
             tracing::debug!(%peer, listener, error = %clip(&error), "connection ended with an error");
         }
         Ended::HeadTimeout => {
-            metrics.reject(listener, "head_timeout");
+            metrics.reject(listener, RejectReason::HeadTimeout);
             tracing::debug!(%peer, listener, "request head timed out");
         }
-        Ended::Idle => metrics.reject(listener, "idle"),
+        Ended::Idle => metrics.reject(listener, RejectReason::Idle),
         Ended::WriteTimeout => {
-            metrics.reject(listener, "write_timeout");
+            metrics.reject(listener, RejectReason::WriteTimeout);
             tracing::debug!(%peer, listener, "answer not taken within the write timeout");
         }
         Ended::Dropped => {}
     }
-    drop(admitted);
+    drop(place);
 }
 
 enum Ended {
@@ -861,7 +861,7 @@ mod tests {
     }
 
     /// Evicted connections close at their next poll; here they are dropped at once.
-    fn settle(held: &mut Vec<Admitted>) -> Vec<Peer> {
+    fn settle(held: &mut Vec<Place>) -> Vec<Peer> {
         let evicted: Vec<Peer> = held
             .iter()
             .filter(|a| a.activity.evicted.load(Ordering::SeqCst))
@@ -871,7 +871,7 @@ mod tests {
         evicted
     }
 
-    fn count(held: &[Admitted], p: Peer) -> usize {
+    fn count(held: &[Place], p: Peer) -> usize {
         held.iter().filter(|a| a.activity.peer == p).count()
     }
 
@@ -882,23 +882,23 @@ mod tests {
         let mut held = Vec::new();
         // The API server's two connections, served and idle for the longest.
         for _ in 0..2 {
-            let a = cap.admit(peer(2), &all).unwrap();
+            let a = cap.take_place(peer(2), &all).unwrap();
             a.activity.served.store(true, Ordering::SeqCst);
             held.push(a);
         }
         // The attacker fills the rest.
         for _ in 0..6 {
-            held.push(cap.admit(peer(4), &all).unwrap());
+            held.push(cap.take_place(peer(4), &all).unwrap());
         }
         // More from the attacker (over its share of 4): each closes one of its own.
         for _ in 0..20 {
-            held.push(cap.admit(peer(4), &all).unwrap());
+            held.push(cap.take_place(peer(4), &all).unwrap());
             assert_eq!(settle(&mut held), vec![peer(4)]);
         }
         assert_eq!(count(&held, peer(2)), 2);
         // The kubelet (within its share of 8 / 3) takes the attacker's place, not the API
         // server's.
-        held.push(cap.admit(peer(3), &all).unwrap());
+        held.push(cap.take_place(peer(3), &all).unwrap());
         assert_eq!(settle(&mut held), vec![peer(4)]);
         assert_eq!(count(&held, peer(2)), 2);
     }
@@ -909,15 +909,15 @@ mod tests {
         let cap = connections(4);
         let mut held = Vec::new();
         for _ in 0..4 {
-            let a = cap.admit(peer(4), &all).unwrap();
+            let a = cap.take_place(peer(4), &all).unwrap();
             a.activity.in_flight.store(true, Ordering::SeqCst);
             held.push(a);
         }
         // The attacker's own new connection: all of its own are busy, refused.
-        assert!(cap.admit(peer(4), &all).is_none());
+        assert!(cap.take_place(peer(4), &all).is_none());
         assert!(settle(&mut held).is_empty());
         // Another peer, within its share: a busy connection of the attacker makes room.
-        held.push(cap.admit(peer(2), &all).unwrap());
+        held.push(cap.take_place(peer(2), &all).unwrap());
         assert_eq!(settle(&mut held), vec![peer(4)]);
         assert_eq!(count(&held, peer(2)), 1);
         assert_eq!(count(&held, peer(4)), 3);

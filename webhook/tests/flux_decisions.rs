@@ -10,7 +10,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use styrmin_webhook::admission::{AdmissionRequest, GroupVersionKind};
 use styrmin_webhook::decide::{DecideOptions, DecidedAt, FLUX_OVER_BUDGET_REASON, Outcome};
-use styrmin_webhook::flux::OVER_BUDGET_WARNING;
+use styrmin_webhook::helm_release::OVER_BUDGET_WARNING;
 use styrmin_webhook::policy_file::parse_policy;
 use styrmin_webhook::view::View;
 use support::patched::apply;

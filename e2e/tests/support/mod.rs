@@ -252,3 +252,64 @@ pub fn compare_with_post_renderer(
     }
     Ok(compared)
 }
+
+/// A ready-to-run example folder of `examples/` (a kustomization, its `resources:` and a
+/// `StyrminPostRender` in `transformers:`) built by `build` as its README says: every Ingress
+/// equals the post-renderer's output for the same resources with the `StyrminPostRender`'s
+/// spec as the config file, every other object equals `build`'s output without the
+/// transformer, and every Ingress gets `class`. The number of Ingresses compared.
+pub fn check_example_folder(
+    example: &str,
+    route: &str,
+    class: &str,
+    scratch: &e2e::Scratch,
+    build: impl Fn(&Path) -> String,
+) -> usize {
+    let dir = e2e::workspace_root().join(example);
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{example}/{name}: {e}"))
+    };
+    let kustomization: Value =
+        serde_saphyr::from_str(&read("kustomization.yaml")).expect("kustomization.yaml");
+    let resources: Vec<String> = kustomization["resources"]
+        .as_array()
+        .expect("resources:")
+        .iter()
+        .map(|r| r.as_str().expect("a resource file").to_owned())
+        .collect();
+    let transformers = kustomization["transformers"]
+        .as_array()
+        .expect("transformers:");
+    assert_eq!(transformers.len(), 1, "{example}: one transformer");
+    let transformer: Value =
+        serde_saphyr::from_str(&read(transformers[0].as_str().expect("a transformer file")))
+            .expect("the transformer's config");
+    assert_eq!(transformer["kind"], "StyrminPostRender", "{example}");
+
+    let with_route = objects_by_id(&build(&dir), example);
+    // The same folder without the transformer; JSON is YAML.
+    let without_dir = scratch.join("without");
+    e2e::copy_dir(&dir, &without_dir);
+    std::fs::write(
+        without_dir.join("kustomization.yaml"),
+        json!({ "resources": resources }).to_string(),
+    )
+    .expect("kustomization");
+    let without = objects_by_id(&build(&without_dir), example);
+    let stream: String = resources
+        .iter()
+        .map(|r| format!("---\n{}\n", read(r)))
+        .collect();
+    let config = scratch.write("config.yaml", &transformer["spec"].to_string());
+    let post_rendered = objects_by_id(&post_render(stream.as_bytes(), &config), example);
+    let compared =
+        compare_with_post_renderer(example, route, &with_route, &without, &post_rendered)
+            .unwrap_or_else(|e| panic!("{e}"));
+    for object in with_route.values().filter(|o| is_ingress(o)) {
+        assert_eq!(
+            object["spec"]["ingressClassName"], class,
+            "{example}: {object}"
+        );
+    }
+    compared
+}

@@ -28,7 +28,7 @@ struct StateInner {
 }
 
 impl AppState {
-    /// `options`: the decisions off by default (`--flux-post-renderer`, `--stuck-deleting-after`);
+    /// `options`: the decisions off by default (`--flux-post-renderer`, `--stuck-deleting-after-secs`);
     /// `budget`: the request budget (`--body-budget-mib` and the like).
     /// `audits`: where the kube source puts its audits (empty with any other source).
     pub fn new(

@@ -3,39 +3,24 @@
 //! judges the same way, prints a table or JSON, and exits 1 when anything is out of line.
 
 use std::fmt;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
 use k8s_openapi::api::networking::v1::IngressClass;
 use kube::api::ListParams;
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Api, Client, Config, Resource};
+use kube::{Api, Client, Resource};
 
+use super::shared::{AuditThresholdArgs, ClusterArgs, Output, OutputArgs};
 use crate::audit::objects::{AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR};
 use crate::audit::render::{render_json, render_table};
-use crate::audit::{AuditInput, AuditReport, AuditSettings, audit};
+use crate::audit::{AuditInput, AuditReport, audit};
 use crate::clock::unix_now;
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
 use crate::kube_source::{BuiltView, build_view, names, version_of};
 use crate::view::{View, namespace_owner};
 use ingress_rules::KubernetesVersion;
-
-/// Which cluster to read: the kubeconfig options of `audit` and `plan`.
-#[derive(Debug, Args)]
-pub struct ClusterArgs {
-    /// Kubeconfig file; default: $KUBECONFIG, ~/.kube/config, then the in-cluster service
-    /// account (kube's usual order).
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-
-    /// Kubeconfig context; default: the current context.
-    #[arg(long, value_name = "NAME")]
-    pub context: Option<String>,
-}
 
 /// The options of `audit`.
 #[derive(Debug, Args)]
@@ -43,40 +28,17 @@ pub struct AuditArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
 
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    pub output: Output,
+    #[command(flatten)]
+    pub output: OutputArgs,
 
-    /// How long an Ingress may have no address (status.loadBalancer.ingress) before it counts
-    /// as not served.
-    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
-    pub not_served_grace_secs: u64,
-
-    /// How long an ingress controller may be DELETING (since its deletion timestamp) before
-    /// it counts as stuck.
-    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
-    pub stuck_deleting_after_secs: u64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Output {
-    Table,
-    Json,
-}
-
-impl fmt::Display for Output {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Output::Table => "table",
-            Output::Json => "json",
-        })
-    }
+    #[command(flatten)]
+    pub thresholds: AuditThresholdArgs,
 }
 
 impl AuditArgs {
     /// Runs the audit; prints it on stdout, an error on stderr.
     pub async fn run(self) -> ExitCode {
-        let output = self.output;
+        let output = self.output.output;
         match self.audit().await {
             Ok(report) => {
                 let text = match output {
@@ -113,10 +75,7 @@ impl AuditArgs {
         .await?;
         let namespaces = names(&list_all(Api::<NamespaceName>::all(client), None).await?);
         let ingress_classes = names(&ingress_classes);
-        let settings = AuditSettings {
-            not_served_grace: Duration::from_secs(self.not_served_grace_secs),
-            stuck_deleting_after: Duration::from_secs(self.stuck_deleting_after_secs),
-        };
+        let settings = self.thresholds.settings();
         Ok(audit(
             &AuditInput {
                 view: &view,
@@ -128,32 +87,6 @@ impl AuditArgs {
             },
             &settings,
         ))
-    }
-}
-
-impl ClusterArgs {
-    /// A client for the cluster the options name.
-    pub async fn client(&self) -> anyhow::Result<Client> {
-        let options = KubeConfigOptions {
-            context: self.context.clone(),
-            ..KubeConfigOptions::default()
-        };
-        let config = match (&self.kubeconfig, &self.context) {
-            (Some(path), _) => {
-                let kubeconfig = Kubeconfig::read_from(path)
-                    .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
-                Config::from_custom_kubeconfig(kubeconfig, &options)
-                    .await
-                    .with_context(|| format!("kubeconfig {}", path.display()))?
-            }
-            (None, Some(_)) => Config::from_kubeconfig(&options)
-                .await
-                .context("cannot load the kubeconfig")?,
-            (None, None) => Config::infer()
-                .await
-                .context("cannot configure a Kubernetes client (kubeconfig or in-cluster)")?,
-        };
-        Client::try_from(config).context("cannot create a Kubernetes client")
     }
 }
 

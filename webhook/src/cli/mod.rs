@@ -10,6 +10,7 @@
 pub mod audit;
 pub mod plan;
 pub mod serve;
+pub mod shared;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -162,6 +163,86 @@ mod tests {
         assert!(
             audit_help.contains("Usage: styrmin-webhook audit [OPTIONS]"),
             "{audit_help}"
+        );
+    }
+
+    #[test]
+    fn the_audit_thresholds_are_one_group_with_the_constants_as_defaults() {
+        let cli = Cli::parse_from_args(args(&["styrmin-webhook", "audit"]));
+        let Command::Audit(audit) = cli.command else {
+            panic!("not audit: {cli:?}");
+        };
+        assert_eq!(
+            audit.thresholds.settings(),
+            crate::audit::AuditSettings::default()
+        );
+        // The name `audit` had before the flags were one group still parses, and means the
+        // same as the name `serve` had.
+        for name in ["--not-served-grace-secs", "--audit-not-served-grace-secs"] {
+            for command in ["audit", "serve"] {
+                let mut line = vec!["styrmin-webhook", command, name, "60"];
+                if command == "serve" {
+                    line.extend(["--tls-cert=c.pem", "--tls-key=k.pem", "--source=kubernetes"]);
+                }
+                let cli = Cli::parse_from_args(args(&line));
+                let thresholds = match cli.command {
+                    Command::Audit(audit) => audit.thresholds,
+                    Command::Serve(serve) => serve.thresholds,
+                    Command::Plan(_) => panic!("plan"),
+                };
+                assert_eq!(thresholds.not_served_grace_secs, 60, "{command} {name}");
+            }
+        }
+    }
+
+    #[test]
+    fn serves_defaults_are_the_named_constants() {
+        let cli = Cli::parse_from_args(args(&[
+            "styrmin-webhook",
+            "--tls-cert=c.pem",
+            "--tls-key=k.pem",
+            "--source=kubernetes",
+        ]));
+        let Command::Serve(serve) = cli.command else {
+            panic!("not serve: {cli:?}");
+        };
+        let (https, metrics) = serve.budgets.limits();
+        let default = crate::server::ConnectionLimits::default();
+        assert_eq!(
+            (https.head_timeout, https.idle_timeout, https.write_timeout),
+            (
+                default.head_timeout,
+                default.idle_timeout,
+                default.write_timeout
+            )
+        );
+        assert_eq!(
+            https.max_connections,
+            crate::server::DEFAULT_MAX_CONNECTIONS
+        );
+        assert_eq!(
+            metrics.max_connections,
+            crate::server::DEFAULT_METRICS_MAX_CONNECTIONS
+        );
+        assert_eq!(
+            serve.budgets.body_budget_mib * 1024 * 1024,
+            crate::budget::DEFAULT_BODY_BUDGET_BYTES
+        );
+        assert_eq!(
+            std::time::Duration::from_millis(serve.budgets.body_timeout_ms),
+            crate::budget::DEFAULT_BODY_TIMEOUT
+        );
+        assert_eq!(
+            std::time::Duration::from_millis(serve.budgets.flux_budget_ms),
+            crate::budget::DEFAULT_FLUX_BUDGET
+        );
+        assert_eq!(
+            std::time::Duration::from_secs(serve.source.audit_interval_secs),
+            crate::kube_source::AUDIT_INTERVAL
+        );
+        assert_eq!(
+            serve.decide_options(),
+            crate::decide::DecideOptions::default()
         );
     }
 

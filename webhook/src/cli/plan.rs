@@ -11,7 +11,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Args;
 
-use super::audit::{ClusterArgs, Output, Snapshot};
+use super::audit::Snapshot;
+use super::shared::{ClusterArgs, Output, OutputArgs};
 use crate::kube_source::{BuiltView, build_view};
 use crate::plan::{ClassInfo, PlanInput, Proposal, plan, render_table, write_json};
 use crate::policy_file::parse_policy;
@@ -22,9 +23,8 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
 
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    pub output: Output,
+    #[command(flatten)]
+    pub output: OutputArgs,
 
     /// A file of proposed StyrminCluster, StyrminEnvironment and StyrminDeployment objects,
     /// YAML or JSON, as `kubectl apply -f` takes it (repeatable).
@@ -48,7 +48,7 @@ impl PlanArgs {
             Ok(plan) => {
                 let stdout = std::io::stdout();
                 let mut out = std::io::BufWriter::new(stdout.lock());
-                let written = match self.output {
+                let written = match self.output.output {
                     Output::Table => out.write_all(render_table(&plan).as_bytes()),
                     Output::Json => write_json(&plan, &mut out),
                 }

@@ -10,11 +10,12 @@ use clap::Args;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use super::shared::{AuditThresholdArgs, millis};
 use crate::api::{AppState, metrics_router, router};
-use crate::audit::{AuditSettings, AuditStore};
-use crate::budget::RequestBudget;
+use crate::audit::AuditStore;
+use crate::budget::{self, RequestBudget};
 use crate::decide::DecideOptions;
-use crate::kube_source::KubeSource;
+use crate::kube_source::{AUDIT_INTERVAL, KubeSource};
 use crate::metrics::Metrics;
 use crate::policy_file::PolicyFileSource;
 use crate::server;
@@ -22,6 +23,8 @@ use crate::server::{ConnectionLimits, Listener, ShutdownTimes};
 use crate::telemetry::LogFormat;
 use crate::tls::{CertWatcher, ClientCaWatcher};
 use crate::view::{ViewSource, ViewStore};
+
+const MIB: usize = 1024 * 1024;
 
 /// The options of `serve`, in groups.
 #[derive(Debug, Args)]
@@ -32,6 +35,8 @@ pub struct ServeArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub decisions: DecisionArgs,
+    #[command(flatten)]
+    pub thresholds: AuditThresholdArgs,
     #[command(flatten)]
     pub budgets: BudgetArgs,
     #[command(flatten)]
@@ -110,20 +115,10 @@ pub struct SourceArgs {
     #[arg(
         long,
         env = "STYRMIN_WEBHOOK_AUDIT_INTERVAL_SECS",
-        default_value_t = 30,
+        default_value_t = AUDIT_INTERVAL.as_secs(),
         value_name = "SECONDS"
     )]
     pub audit_interval_secs: u64,
-
-    /// How long an Ingress may have no address (status.loadBalancer.ingress) before the
-    /// audit reports it as not served.
-    #[arg(
-        long,
-        env = "STYRMIN_WEBHOOK_AUDIT_NOT_SERVED_GRACE_SECS",
-        default_value_t = 300,
-        value_name = "SECONDS"
-    )]
-    pub audit_not_served_grace_secs: u64,
 }
 
 /// What the decisions do beyond the rules' defaults.
@@ -135,17 +130,6 @@ pub struct DecisionArgs {
     /// (the user's own are kept in order). Off by default.
     #[arg(long, env = "STYRMIN_WEBHOOK_FLUX_POST_RENDERER")]
     pub flux_post_renderer: bool,
-
-    /// After how long a dedicated ingress controller that stays DELETING counts as stuck: the
-    /// W2 denial then says since when, which finalizer holds it and what to do; the audit
-    /// counts it and logs a warning.
-    #[arg(
-        long,
-        env = "STYRMIN_WEBHOOK_STUCK_DELETING_AFTER_SECS",
-        default_value_t = 300,
-        value_name = "SECONDS"
-    )]
-    pub stuck_deleting_after_secs: u64,
 }
 
 /// The budgets of connections and requests (docs/webhook-budgets.md).
@@ -175,7 +159,7 @@ pub struct BudgetArgs {
     #[arg(
         long,
         env = "STYRMIN_WEBHOOK_HEAD_TIMEOUT_MS",
-        default_value_t = 10_000,
+        default_value_t = millis(server::DEFAULT_HEAD_TIMEOUT),
         value_name = "MS"
     )]
     pub head_timeout_ms: u64,
@@ -184,7 +168,7 @@ pub struct BudgetArgs {
     #[arg(
         long,
         env = "STYRMIN_WEBHOOK_BODY_TIMEOUT_MS",
-        default_value_t = 10_000,
+        default_value_t = millis(budget::DEFAULT_BODY_TIMEOUT),
         value_name = "MS"
     )]
     pub body_timeout_ms: u64,
@@ -194,7 +178,7 @@ pub struct BudgetArgs {
     #[arg(
         long,
         env = "STYRMIN_WEBHOOK_IDLE_TIMEOUT_SECS",
-        default_value_t = 120,
+        default_value_t = server::DEFAULT_IDLE_TIMEOUT.as_secs(),
         value_name = "SECONDS"
     )]
     pub idle_timeout_secs: u64,
@@ -204,7 +188,7 @@ pub struct BudgetArgs {
     #[arg(
         long,
         env = "STYRMIN_WEBHOOK_WRITE_TIMEOUT_MS",
-        default_value_t = 10_000,
+        default_value_t = millis(server::DEFAULT_WRITE_TIMEOUT),
         value_name = "MS"
     )]
     pub write_timeout_ms: u64,
@@ -213,7 +197,7 @@ pub struct BudgetArgs {
     #[arg(
         long,
         env = "STYRMIN_WEBHOOK_BODY_BUDGET_MIB",
-        default_value_t = 32,
+        default_value_t = budget::DEFAULT_BODY_BUDGET_BYTES / MIB,
         value_name = "MIB"
     )]
     pub body_budget_mib: usize,
@@ -223,7 +207,7 @@ pub struct BudgetArgs {
     #[arg(
         long,
         env = "STYRMIN_WEBHOOK_FLUX_BUDGET_MS",
-        default_value_t = 1_000,
+        default_value_t = millis(budget::DEFAULT_FLUX_BUDGET),
         value_name = "MS"
     )]
     pub flux_budget_ms: u64,
@@ -279,15 +263,12 @@ impl SourceArgs {
     }
 }
 
-impl DecisionArgs {
-    pub fn stuck_deleting_after(&self) -> Duration {
-        Duration::from_secs(self.stuck_deleting_after_secs)
-    }
-
-    pub fn options(&self) -> DecideOptions {
+impl ServeArgs {
+    /// What the decisions do beyond the rules' defaults.
+    pub fn decide_options(&self) -> DecideOptions {
         DecideOptions {
-            flux_post_renderer: self.flux_post_renderer,
-            stuck_deleting_after: self.stuck_deleting_after(),
+            flux_post_renderer: self.decisions.flux_post_renderer,
+            stuck_deleting_after: self.thresholds.stuck_deleting_after(),
         }
     }
 }
@@ -309,7 +290,7 @@ impl BudgetArgs {
 
     pub fn request_budget(&self) -> RequestBudget {
         RequestBudget::new(
-            self.body_budget_mib.saturating_mul(1024 * 1024),
+            self.body_budget_mib.saturating_mul(MIB),
             Duration::from_millis(self.body_timeout_ms.max(1)),
             Duration::from_millis(self.flux_budget_ms),
         )
@@ -339,12 +320,7 @@ impl ServeArgs {
                     .with_audit(
                         audits.clone(),
                         Duration::from_secs(source.audit_interval_secs.max(1)),
-                        AuditSettings {
-                            not_served_grace: Duration::from_secs(
-                                source.audit_not_served_grace_secs,
-                            ),
-                            stuck_deleting_after: self.decisions.stuck_deleting_after(),
-                        },
+                        self.thresholds.settings(),
                     );
                 serve(&self, kube, audits).await
             }
@@ -403,7 +379,7 @@ pub async fn serve(
         Arc::new(ViewStore::default()),
         audits,
         metrics.clone(),
-        args.decisions.options(),
+        args.decide_options(),
         args.budgets.request_budget(),
     );
 
