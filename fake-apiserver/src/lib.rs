@@ -21,7 +21,10 @@
 //! the middle of it.
 //!
 //! Every request is recorded ([`FakeApiServer::requests`]). Anything but `GET` gets 405, so
-//! a test can assert that a dry run wrote nothing.
+//! a test can assert that a dry run wrote nothing, except under the path prefixes a test
+//! opens with [`FakeApiServer::accept_writes`]: there the fake keeps the objects written
+//! (create, replace with optimistic concurrency, server-side apply, delete, get, list; the
+//! module `store`), and [`FakeApiServer::fail_writes`] makes the next writes fail.
 //!
 //! It is written on `std::net` rather than an HTTP server crate because a request that waits
 //! must notice its client leaving (a kube-rs client that gives up and retries) and leave
@@ -39,6 +42,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod discovery;
+mod store;
 
 /// One request the fake received.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,6 +51,8 @@ pub struct Request {
     pub path: String,
     /// The query string, without `?`.
     pub query: String,
+    /// The body, as sent (empty for a `GET`).
+    pub body: String,
 }
 
 impl Request {
@@ -103,6 +109,11 @@ struct State {
     objects: HashMap<String, String>,
     watches: HashMap<String, VecDeque<WatchItem>>,
     requests: Vec<Request>,
+    /// Path prefixes whose requests the object store answers.
+    writable: Vec<String>,
+    store: store::Store,
+    /// How many of the next writes fail, and with which status.
+    failing_writes: (usize, u16),
 }
 
 impl State {
@@ -197,6 +208,9 @@ impl FakeApiServer {
                 objects: HashMap::new(),
                 watches: HashMap::new(),
                 requests: Vec::new(),
+                writable: Vec::new(),
+                store: store::Store::default(),
+                failing_writes: (0, 500),
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -275,6 +289,34 @@ impl FakeApiServer {
                 .filter(|line| !line.trim().is_empty())
                 .map(|line| WatchItem::Line(line.to_owned())),
         );
+    }
+
+    /// From now on, every request under `prefix` (e.g. `/apis/coordination.k8s.io/v1/`) is
+    /// answered by the fake's object store, writes included.
+    pub fn accept_writes(&self, prefix: &str) {
+        self.shared.lock().writable.push(prefix.to_owned());
+        self.shared.changed.notify_all();
+    }
+
+    /// The next `count` writes (any method but `GET`) under a writable prefix fail with
+    /// `status`.
+    pub fn fail_writes(&self, count: usize, status: u16) {
+        self.shared.lock().failing_writes = (count, status);
+    }
+
+    /// Every object stored under `prefix`, by path.
+    pub fn stored(&self, prefix: &str) -> std::collections::BTreeMap<String, Value> {
+        self.shared.lock().store.objects(prefix)
+    }
+
+    /// Removes a stored object, as another client (the garbage collector) would.
+    pub fn remove_stored(&self, path: &str) -> Option<Value> {
+        self.shared.lock().store.remove(path)
+    }
+
+    /// Stores an object, as another client would.
+    pub fn put_stored(&self, path: &str, object: Value) {
+        self.shared.lock().store.put(path, object);
     }
 
     /// Every request so far.
@@ -401,7 +443,7 @@ fn serve(stream: TcpStream, shared: &Shared) {
         return;
     };
     let mut reader = BufReader::new(stream);
-    while let Some((request_line, _body)) = read_http_request(&mut reader) {
+    while let Some((request_line, body)) = read_http_request(&mut reader) {
         let mut parts = request_line.split_whitespace();
         let method = parts.next().unwrap_or("").to_owned();
         let target = parts.next().unwrap_or("");
@@ -410,10 +452,37 @@ fn serve(stream: TcpStream, shared: &Shared) {
             method,
             path: path.to_owned(),
             query: query.to_owned(),
+            body: String::from_utf8_lossy(&body).into_owned(),
         };
-        {
-            shared.lock().requests.push(request.clone());
+        let stored = {
+            let mut state = shared.lock();
+            state.requests.push(request.clone());
             shared.changed.notify_all();
+            if !request.is_watch()
+                && state
+                    .writable
+                    .iter()
+                    .any(|p| request.path.starts_with(p.as_str()))
+            {
+                Some(if request.method != "GET" && state.failing_writes.0 > 0 {
+                    state.failing_writes.0 -= 1;
+                    let code = state.failing_writes.1;
+                    (code, status_json(code, "InternalError"))
+                } else {
+                    let selector = request.param("labelSelector");
+                    state
+                        .store
+                        .handle(&request.method, &request.path, selector, &body)
+                })
+            } else {
+                None
+            }
+        };
+        if let Some((status, body)) = stored {
+            if respond(&mut writer, status, &body).is_err() {
+                return;
+            }
+            continue;
         }
         if request.method != "GET" {
             if respond(&mut writer, 405, &status_json(405, "MethodNotAllowed")).is_err() {
@@ -448,7 +517,9 @@ fn status_json(code: u16, reason: &str) -> String {
 fn respond(writer: &mut TcpStream, status: u16, body: &str) -> std::io::Result<()> {
     let reason = match status {
         200 => "OK",
+        201 => "Created",
         404 => "Not Found",
+        409 => "Conflict",
         405 => "Method Not Allowed",
         410 => "Gone",
         500 => "Internal Server Error",
