@@ -53,12 +53,22 @@ pub struct Request {
     pub query: String,
     /// The body, as sent (empty for a `GET`).
     pub body: String,
+    /// The headers, names in lower case.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Request {
     /// Whether it is a watch (`watch=true` or `watch=1`).
     pub fn is_watch(&self) -> bool {
         self.param("watch").is_some_and(|v| v == "true" || v == "1")
+    }
+
+    /// A header's value (`name` in lower case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// A query parameter's value (not percent-decoded).
@@ -112,8 +122,8 @@ struct State {
     /// Path prefixes whose requests the object store answers.
     writable: Vec<String>,
     store: store::Store,
-    /// How many of the next writes fail, and with which status.
-    failing_writes: (usize, u16),
+    /// Under which prefix how many of the next writes fail, and with which status.
+    failing_writes: (String, usize, u16),
 }
 
 impl State {
@@ -210,7 +220,7 @@ impl FakeApiServer {
                 requests: Vec::new(),
                 writable: Vec::new(),
                 store: store::Store::default(),
-                failing_writes: (0, 500),
+                failing_writes: (String::new(), 0, 500),
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -222,6 +232,8 @@ impl FakeApiServer {
                     break;
                 }
                 let Ok(stream) = stream else { continue };
+                // Small answers go out at once (no Nagle delay against the client's delayed ACK).
+                let _ = stream.set_nodelay(true);
                 let server = Arc::clone(&server);
                 std::thread::spawn(move || serve(stream, &server));
             }
@@ -298,15 +310,20 @@ impl FakeApiServer {
         self.shared.changed.notify_all();
     }
 
-    /// The next `count` writes (any method but `GET`) under a writable prefix fail with
+    /// The next `count` writes (any method but `GET`) under the writable `prefix` fail with
     /// `status`.
-    pub fn fail_writes(&self, count: usize, status: u16) {
-        self.shared.lock().failing_writes = (count, status);
+    pub fn fail_writes(&self, prefix: &str, count: usize, status: u16) {
+        self.shared.lock().failing_writes = (prefix.to_owned(), count, status);
     }
 
     /// Every object stored under `prefix`, by path.
     pub fn stored(&self, prefix: &str) -> std::collections::BTreeMap<String, Value> {
         self.shared.lock().store.objects(prefix)
+    }
+
+    /// How many objects are stored under `prefix`.
+    pub fn stored_count(&self, prefix: &str) -> usize {
+        self.shared.lock().store.count(prefix)
     }
 
     /// Removes a stored object, as another client (the garbage collector) would.
@@ -410,14 +427,18 @@ fn client_alive(stream: &TcpStream) -> bool {
     alive
 }
 
-/// Reads one HTTP/1.1 request (its request line and its body, by `Content-Length`); `None`
-/// when the client closed the connection.
-fn read_http_request(reader: &mut impl BufRead) -> Option<(String, Vec<u8>)> {
+/// One request as read: its request line, headers and body.
+type HttpRequest = (String, Vec<(String, String)>, Vec<u8>);
+
+/// Reads one HTTP/1.1 request (its request line, headers and its body, by
+/// `Content-Length`); `None` when the client closed the connection.
+fn read_http_request(reader: &mut impl BufRead) -> Option<HttpRequest> {
     let mut request_line = String::new();
     if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
         return None;
     }
     let mut content_length = 0usize;
+    let mut headers = Vec::new();
     loop {
         let mut header = String::new();
         if reader.read_line(&mut header).unwrap_or(0) == 0 {
@@ -427,15 +448,16 @@ fn read_http_request(reader: &mut impl BufRead) -> Option<(String, Vec<u8>)> {
         if header.is_empty() {
             break;
         }
-        if let Some((name, value)) = header.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            content_length = value.trim().parse().unwrap_or(0);
+        if let Some((name, value)) = header.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                content_length = value.trim().parse().unwrap_or(0);
+            }
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
         }
     }
     let mut body = vec![0u8; content_length];
     reader.read_exact(&mut body).ok()?;
-    Some((request_line, body))
+    Some((request_line, headers, body))
 }
 
 fn serve(stream: TcpStream, shared: &Shared) {
@@ -443,7 +465,7 @@ fn serve(stream: TcpStream, shared: &Shared) {
         return;
     };
     let mut reader = BufReader::new(stream);
-    while let Some((request_line, body)) = read_http_request(&mut reader) {
+    while let Some((request_line, headers, body)) = read_http_request(&mut reader) {
         let mut parts = request_line.split_whitespace();
         let method = parts.next().unwrap_or("").to_owned();
         let target = parts.next().unwrap_or("");
@@ -453,6 +475,7 @@ fn serve(stream: TcpStream, shared: &Shared) {
             path: path.to_owned(),
             query: query.to_owned(),
             body: String::from_utf8_lossy(&body).into_owned(),
+            headers,
         };
         let stored = {
             let mut state = shared.lock();
@@ -464,16 +487,22 @@ fn serve(stream: TcpStream, shared: &Shared) {
                     .iter()
                     .any(|p| request.path.starts_with(p.as_str()))
             {
-                Some(if request.method != "GET" && state.failing_writes.0 > 0 {
-                    state.failing_writes.0 -= 1;
-                    let code = state.failing_writes.1;
-                    (code, status_json(code, "InternalError"))
-                } else {
-                    let selector = request.param("labelSelector");
-                    state
-                        .store
-                        .handle(&request.method, &request.path, selector, &body)
-                })
+                let failing = &mut state.failing_writes;
+                Some(
+                    if request.method != "GET"
+                        && failing.1 > 0
+                        && request.path.starts_with(failing.0.as_str())
+                    {
+                        failing.1 -= 1;
+                        let code = failing.2;
+                        (code, status_json(code, "InternalError"))
+                    } else {
+                        let selector = request.param("labelSelector");
+                        state
+                            .store
+                            .handle(&request.method, &request.path, selector, &body)
+                    },
+                )
             } else {
                 None
             }

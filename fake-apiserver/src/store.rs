@@ -203,6 +203,14 @@ impl Store {
             .collect()
     }
 
+    /// How many objects are stored under `prefix`.
+    pub(crate) fn count(&self, prefix: &str) -> usize {
+        self.objects
+            .keys()
+            .filter(|path| path.starts_with(prefix))
+            .count()
+    }
+
     /// Removes an object as another client would (the garbage collector, an admin).
     pub(crate) fn remove(&mut self, path: &str) -> Option<Value> {
         self.objects.remove(path)
