@@ -13,6 +13,7 @@
 pub mod objects;
 pub mod policy_report;
 pub mod render;
+pub mod report_metrics;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
@@ -564,7 +565,7 @@ pub struct AuditStore {
     /// Set while a watch fails (the report then gets older); cleared by the next audit.
     stale_because: Mutex<Option<String>>,
     /// The PolicyReport writer's metrics, once the webhook's metrics are made.
-    policy_report_metrics: std::sync::OnceLock<policy_report::PolicyReportMetrics>,
+    policy_report_metrics: std::sync::OnceLock<report_metrics::PolicyReportMetrics>,
 }
 
 impl AuditStore {
@@ -574,7 +575,7 @@ impl AuditStore {
 
     /// The metrics the PolicyReport writer counts in (the webhook's, registered; unregistered
     /// ones before [`AuditStore::count_policy_reports_in`]).
-    pub fn policy_report_metrics(&self) -> policy_report::PolicyReportMetrics {
+    pub fn policy_report_metrics(&self) -> report_metrics::PolicyReportMetrics {
         self.policy_report_metrics
             .get()
             .cloned()
@@ -582,7 +583,7 @@ impl AuditStore {
     }
 
     /// Where the PolicyReport writer counts (the first call wins).
-    pub fn count_policy_reports_in(&self, metrics: policy_report::PolicyReportMetrics) {
+    pub fn count_policy_reports_in(&self, metrics: report_metrics::PolicyReportMetrics) {
         let _ = self.policy_report_metrics.set(metrics);
     }
 

@@ -56,7 +56,7 @@ pub struct Metrics {
     /// The audit of what is already in the cluster (`crate::audit`).
     pub audit: crate::audit::AuditMetrics,
     /// The PolicyReport writer (`crate::audit::policy_report`).
-    pub policy_reports: crate::audit::policy_report::PolicyReportMetrics,
+    pub policy_reports: crate::audit::report_metrics::PolicyReportMetrics,
     registry: Registry,
 }
 
@@ -172,7 +172,7 @@ impl Metrics {
         );
         let audit = crate::audit::AuditMetrics::register(&mut registry);
         let policy_reports =
-            crate::audit::policy_report::PolicyReportMetrics::register(&mut registry);
+            crate::audit::report_metrics::PolicyReportMetrics::register(&mut registry);
         Metrics {
             audit,
             policy_reports,

@@ -25,9 +25,10 @@ use tokio::sync::watch;
 
 use crate::audit::objects::{AliasService, AuditedIngress};
 use crate::audit::policy_report::{
-    ApiLabels, DIGEST_ANNOTATION, DesiredReport, MANAGED_BY, MANAGED_BY_LABEL, ObjectKey,
-    PolicyReportMetrics, ReportApi, ReportInput, ReportKey, ReportResults, policy_reports,
+    DIGEST_ANNOTATION, DesiredReport, MANAGED_BY, MANAGED_BY_LABEL, ObjectKey, ReportApi,
+    ReportInput, ReportKey, ReportResults, policy_reports,
 };
+use crate::audit::report_metrics::{ApiLabels, PolicyReportMetrics};
 use crate::audit::{AuditReport, AuditStore};
 use crate::crd::StyrminDeployment;
 use lease::{Leadership, LeaseSettings};
