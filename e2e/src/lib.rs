@@ -350,3 +350,11 @@ pub fn get<'a>(value: &'a Value, path: &[&str]) -> Option<&'a Value> {
 pub fn get_str<'a>(value: &'a Value, path: &[&str]) -> &'a str {
     get(value, path).and_then(Value::as_str).unwrap_or("")
 }
+
+/// A port of 127.0.0.1 that was free a moment ago, for a server a test starts.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .unwrap_or_else(|e| panic!("finding a free port of 127.0.0.1: {e}"))
+}

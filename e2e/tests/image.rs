@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use e2e::{
-    HelmHome, Scratch, release_binary, release_dir, run, run_ok, split_documents, utf8,
+    HelmHome, Scratch, free_port, release_binary, release_dir, run, run_ok, split_documents, utf8,
     webhook_data, workspace_root,
 };
 use http_body_util::{BodyExt as _, Full};
@@ -440,14 +440,6 @@ fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
         .iter()
         .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
         .unwrap_or_else(|| panic!("the chart renders no {kind} {name}"))
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `(soft, hard)` of a limit of this process, from /proc/self/limits.

@@ -24,14 +24,15 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use styrmin_webhook::audit::policy_report::ReportApi;
 use styrmin_webhook::crd::{all_crds, crd_yaml};
-use styrmin_webhook::kube_source::{API_CALLS, ApiCall};
+use styrmin_webhook::kube_source::{API_CALLS, ApiCall, LEASE_CALL, report_call};
 
 const WEBHOOK_UID: i64 = 65532;
 
@@ -295,6 +296,8 @@ fn check_object(object: &Value) {
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
             check_as::<ClusterRoleBinding>(object, &what)
         }
+        ("rbac.authorization.k8s.io/v1", "Role") => check_as::<Role>(object, &what),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => check_as::<RoleBinding>(object, &what),
         ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
             check_as::<MutatingWebhookConfiguration>(object, &what)
         }
@@ -526,10 +529,11 @@ fn the_cluster_role_grants_exactly_the_calls_the_code_makes() {
     }
 }
 
-fn check_the_cluster_role_grants_exactly_the_calls_the_code_makes(objects: &[Value]) {
-    let role: ClusterRole = typed(find(objects, "ClusterRole", "styrmin-webhook"));
+/// `group resource verb` (or `url verb`) of every grant of `rules`; no wildcards, nothing on
+/// Secrets, no resource names.
+fn grants(rules: Vec<PolicyRule>) -> BTreeSet<String> {
     let mut granted = BTreeSet::new();
-    for rule in role.rules.unwrap_or_default() {
+    for rule in rules {
         for verb in &rule.verbs {
             assert_ne!(verb, "*", "no wildcard verbs");
             for group in rule.api_groups.iter().flatten() {
@@ -545,8 +549,13 @@ fn check_the_cluster_role_grants_exactly_the_calls_the_code_makes(objects: &[Val
         }
         assert!(rule.resource_names.is_none());
     }
+    granted
+}
+
+/// The same form for calls the code makes.
+fn calls<'a>(calls: impl IntoIterator<Item = &'a ApiCall>) -> BTreeSet<String> {
     let mut called = BTreeSet::new();
-    for call in API_CALLS {
+    for call in calls {
         match *call {
             ApiCall::Resource {
                 group,
@@ -559,6 +568,13 @@ fn check_the_cluster_role_grants_exactly_the_calls_the_code_makes(objects: &[Val
             }
         }
     }
+    called
+}
+
+fn check_the_cluster_role_grants_exactly_the_calls_the_code_makes(objects: &[Value]) {
+    let role: ClusterRole = typed(find(objects, "ClusterRole", "styrmin-webhook"));
+    let granted = grants(role.rules.unwrap_or_default());
+    let called = calls(API_CALLS);
     assert_eq!(granted, called, "ClusterRole vs kube_source::API_CALLS");
 
     let binding: ClusterRoleBinding = typed(find(objects, "ClusterRoleBinding", "styrmin-webhook"));
@@ -577,6 +593,82 @@ fn check_the_cluster_role_grants_exactly_the_calls_the_code_makes(objects: &[Val
             pod.service_account_name.as_deref(),
             Some("styrmin-system")
         )
+    );
+}
+
+#[test]
+fn policy_reports_add_exactly_the_writers_calls_and_a_role_on_the_lease() {
+    for (mode, apis) in [
+        ("auto", &[ReportApi::OpenReports, ReportApi::WgPolicy][..]),
+        ("openreports", &[ReportApi::OpenReports][..]),
+        ("wgpolicyk8s", &[ReportApi::WgPolicy][..]),
+    ] {
+        let objects = chart("helm4", &[&format!("--set=policyReports.mode={mode}")]);
+        let role: ClusterRole = typed(find(&objects, "ClusterRole", "styrmin-webhook"));
+        let writer: Vec<ApiCall> = apis.iter().map(|api| report_call(*api)).collect();
+        assert_eq!(
+            grants(role.rules.unwrap_or_default()),
+            calls(API_CALLS.iter().chain(&writer)),
+            "{mode}: ClusterRole vs API_CALLS and report_call"
+        );
+        let lease: Role = typed(find(&objects, "Role", "styrmin-webhook-policy-reports"));
+        assert_eq!(lease.metadata.namespace.as_deref(), Some("styrmin-system"));
+        assert_eq!(
+            grants(lease.rules.unwrap_or_default()),
+            calls([&LEASE_CALL]),
+            "{mode}: Role vs LEASE_CALL"
+        );
+        let binding: RoleBinding = typed(find(
+            &objects,
+            "RoleBinding",
+            "styrmin-webhook-policy-reports",
+        ));
+        assert_eq!(binding.role_ref.name, "styrmin-webhook-policy-reports");
+        assert_eq!(binding.subjects.unwrap()[0].name, "styrmin-webhook");
+        let deployment: Deployment = typed(find(&objects, "Deployment", "styrmin-webhook"));
+        let container = &deployment.spec.template.spec.unwrap().containers[0];
+        let args = container.args.clone().unwrap_or_default();
+        assert!(
+            args.contains(&format!("--policy-reports={mode}")),
+            "{args:?}"
+        );
+        let env: Vec<_> = container
+            .env
+            .iter()
+            .flatten()
+            .map(|e| e.name.as_str())
+            .collect();
+        assert_eq!(
+            env,
+            [
+                "STYRMIN_WEBHOOK_POLICY_REPORTS_LEASE_NAMESPACE",
+                "STYRMIN_WEBHOOK_POLICY_REPORTS_LEASE_IDENTITY"
+            ]
+        );
+        for object in &objects {
+            check_object(object);
+        }
+    }
+    // Off (the default): read-only, no Role; and no reports without the kubernetes source.
+    let objects = chart("helm4", &[]);
+    assert!(!objects.iter().any(|o| o["kind"] == "Role"));
+    let refused = HelmHome::new("manifests-helm4")
+        .helm("helm4")
+        .args(["template", "styrmin-webhook"])
+        .arg(workspace_root().join("charts/styrmin-webhook"))
+        .args([
+            "--set=policyReports.mode=auto",
+            "--set=view.source=policy-file",
+            "--set=view.policy=x",
+        ])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("policyReports.mode needs view.source=kubernetes"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
     );
 }
 

@@ -21,7 +21,10 @@
 //! the middle of it.
 //!
 //! Every request is recorded ([`FakeApiServer::requests`]). Anything but `GET` gets 405, so
-//! a test can assert that a dry run wrote nothing.
+//! a test can assert that a dry run wrote nothing, except under the path prefixes a test
+//! opens with [`FakeApiServer::accept_writes`]: there the fake keeps the objects written
+//! (create, replace with optimistic concurrency, server-side apply, delete, get, list; the
+//! module `store`), and [`FakeApiServer::fail_writes`] makes the next writes fail.
 //!
 //! It is written on `std::net` rather than an HTTP server crate because a request that waits
 //! must notice its client leaving (a kube-rs client that gives up and retries) and leave
@@ -39,6 +42,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod discovery;
+mod store;
 
 /// One request the fake received.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,12 +51,24 @@ pub struct Request {
     pub path: String,
     /// The query string, without `?`.
     pub query: String,
+    /// The body, as sent (empty for a `GET`).
+    pub body: String,
+    /// The headers, names in lower case.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Request {
     /// Whether it is a watch (`watch=true` or `watch=1`).
     pub fn is_watch(&self) -> bool {
         self.param("watch").is_some_and(|v| v == "true" || v == "1")
+    }
+
+    /// A header's value (`name` in lower case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// A query parameter's value (not percent-decoded).
@@ -103,6 +119,11 @@ struct State {
     objects: HashMap<String, String>,
     watches: HashMap<String, VecDeque<WatchItem>>,
     requests: Vec<Request>,
+    /// Path prefixes whose requests the object store answers.
+    writable: Vec<String>,
+    store: store::Store,
+    /// Under which prefix how many of the next writes fail, and with which status.
+    failing_writes: (String, usize, u16),
 }
 
 impl State {
@@ -197,6 +218,9 @@ impl FakeApiServer {
                 objects: HashMap::new(),
                 watches: HashMap::new(),
                 requests: Vec::new(),
+                writable: Vec::new(),
+                store: store::Store::default(),
+                failing_writes: (String::new(), 0, 500),
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -208,6 +232,8 @@ impl FakeApiServer {
                     break;
                 }
                 let Ok(stream) = stream else { continue };
+                // Small answers go out at once (no Nagle delay against the client's delayed ACK).
+                let _ = stream.set_nodelay(true);
                 let server = Arc::clone(&server);
                 std::thread::spawn(move || serve(stream, &server));
             }
@@ -275,6 +301,39 @@ impl FakeApiServer {
                 .filter(|line| !line.trim().is_empty())
                 .map(|line| WatchItem::Line(line.to_owned())),
         );
+    }
+
+    /// From now on, every request under `prefix` (e.g. `/apis/coordination.k8s.io/v1/`) is
+    /// answered by the fake's object store, writes included.
+    pub fn accept_writes(&self, prefix: &str) {
+        self.shared.lock().writable.push(prefix.to_owned());
+        self.shared.changed.notify_all();
+    }
+
+    /// The next `count` writes (any method but `GET`) under the writable `prefix` fail with
+    /// `status`.
+    pub fn fail_writes(&self, prefix: &str, count: usize, status: u16) {
+        self.shared.lock().failing_writes = (prefix.to_owned(), count, status);
+    }
+
+    /// Every object stored under `prefix`, by path.
+    pub fn stored(&self, prefix: &str) -> std::collections::BTreeMap<String, Value> {
+        self.shared.lock().store.objects(prefix)
+    }
+
+    /// How many objects are stored under `prefix`.
+    pub fn stored_count(&self, prefix: &str) -> usize {
+        self.shared.lock().store.count(prefix)
+    }
+
+    /// Removes a stored object, as another client (the garbage collector) would.
+    pub fn remove_stored(&self, path: &str) -> Option<Value> {
+        self.shared.lock().store.remove(path)
+    }
+
+    /// Stores an object, as another client would.
+    pub fn put_stored(&self, path: &str, object: Value) {
+        self.shared.lock().store.put(path, object);
     }
 
     /// Every request so far.
@@ -368,14 +427,18 @@ fn client_alive(stream: &TcpStream) -> bool {
     alive
 }
 
-/// Reads one HTTP/1.1 request (its request line and its body, by `Content-Length`); `None`
-/// when the client closed the connection.
-fn read_http_request(reader: &mut impl BufRead) -> Option<(String, Vec<u8>)> {
+/// One request as read: its request line, headers and body.
+type HttpRequest = (String, Vec<(String, String)>, Vec<u8>);
+
+/// Reads one HTTP/1.1 request (its request line, headers and its body, by
+/// `Content-Length`); `None` when the client closed the connection.
+fn read_http_request(reader: &mut impl BufRead) -> Option<HttpRequest> {
     let mut request_line = String::new();
     if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
         return None;
     }
     let mut content_length = 0usize;
+    let mut headers = Vec::new();
     loop {
         let mut header = String::new();
         if reader.read_line(&mut header).unwrap_or(0) == 0 {
@@ -385,15 +448,16 @@ fn read_http_request(reader: &mut impl BufRead) -> Option<(String, Vec<u8>)> {
         if header.is_empty() {
             break;
         }
-        if let Some((name, value)) = header.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            content_length = value.trim().parse().unwrap_or(0);
+        if let Some((name, value)) = header.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                content_length = value.trim().parse().unwrap_or(0);
+            }
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
         }
     }
     let mut body = vec![0u8; content_length];
     reader.read_exact(&mut body).ok()?;
-    Some((request_line, body))
+    Some((request_line, headers, body))
 }
 
 fn serve(stream: TcpStream, shared: &Shared) {
@@ -401,7 +465,7 @@ fn serve(stream: TcpStream, shared: &Shared) {
         return;
     };
     let mut reader = BufReader::new(stream);
-    while let Some((request_line, _body)) = read_http_request(&mut reader) {
+    while let Some((request_line, headers, body)) = read_http_request(&mut reader) {
         let mut parts = request_line.split_whitespace();
         let method = parts.next().unwrap_or("").to_owned();
         let target = parts.next().unwrap_or("");
@@ -410,10 +474,44 @@ fn serve(stream: TcpStream, shared: &Shared) {
             method,
             path: path.to_owned(),
             query: query.to_owned(),
+            body: String::from_utf8_lossy(&body).into_owned(),
+            headers,
         };
-        {
-            shared.lock().requests.push(request.clone());
+        let stored = {
+            let mut state = shared.lock();
+            state.requests.push(request.clone());
             shared.changed.notify_all();
+            if !request.is_watch()
+                && state
+                    .writable
+                    .iter()
+                    .any(|p| request.path.starts_with(p.as_str()))
+            {
+                let failing = &mut state.failing_writes;
+                Some(
+                    if request.method != "GET"
+                        && failing.1 > 0
+                        && request.path.starts_with(failing.0.as_str())
+                    {
+                        failing.1 -= 1;
+                        let code = failing.2;
+                        (code, status_json(code, "InternalError"))
+                    } else {
+                        let selector = request.param("labelSelector");
+                        state
+                            .store
+                            .handle(&request.method, &request.path, selector, &body)
+                    },
+                )
+            } else {
+                None
+            }
+        };
+        if let Some((status, body)) = stored {
+            if respond(&mut writer, status, &body).is_err() {
+                return;
+            }
+            continue;
         }
         if request.method != "GET" {
             if respond(&mut writer, 405, &status_json(405, "MethodNotAllowed")).is_err() {
@@ -448,7 +546,9 @@ fn status_json(code: u16, reason: &str) -> String {
 fn respond(writer: &mut TcpStream, status: u16, body: &str) -> std::io::Result<()> {
     let reason = match status {
         200 => "OK",
+        201 => "Created",
         404 => "Not Found",
+        409 => "Conflict",
         405 => "Method Not Allowed",
         410 => "Gone",
         500 => "Internal Server Error",

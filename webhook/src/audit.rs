@@ -11,7 +11,9 @@
 //! and prints a table ([`render`]).
 
 pub mod objects;
+pub mod policy_report;
 pub mod render;
+pub mod report_metrics;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
@@ -562,6 +564,8 @@ pub struct AuditStore {
     report: ArcSwapOption<AuditReport>,
     /// Set while a watch fails (the report then gets older); cleared by the next audit.
     stale_because: Mutex<Option<String>>,
+    /// The PolicyReport writer's metrics, once the webhook's metrics are made.
+    policy_report_metrics: std::sync::OnceLock<report_metrics::PolicyReportMetrics>,
 }
 
 impl AuditStore {
@@ -569,9 +573,28 @@ impl AuditStore {
         self.report.load_full()
     }
 
+    /// The metrics the PolicyReport writer counts in (the webhook's, registered; unregistered
+    /// ones before [`AuditStore::count_policy_reports_in`]).
+    pub fn policy_report_metrics(&self) -> report_metrics::PolicyReportMetrics {
+        self.policy_report_metrics
+            .get()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Where the PolicyReport writer counts (the first call wins).
+    pub fn count_policy_reports_in(&self, metrics: report_metrics::PolicyReportMetrics) {
+        let _ = self.policy_report_metrics.set(metrics);
+    }
+
     /// A new complete audit.
     pub fn publish(&self, report: AuditReport) {
-        self.report.store(Some(Arc::new(report)));
+        self.publish_shared(Arc::new(report));
+    }
+
+    /// A new complete audit, shared with its other readers (the PolicyReport writer).
+    pub fn publish_shared(&self, report: Arc<AuditReport>) {
+        self.report.store(Some(report));
         if let Ok(mut stale) = self.stale_because.lock() {
             *stale = None;
         }

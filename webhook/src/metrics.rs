@@ -120,6 +120,8 @@ pub struct Metrics {
     pub open_files_limit: Gauge,
     /// The audit of what is already in the cluster (`crate::audit`).
     pub audit: crate::audit::AuditMetrics,
+    /// The PolicyReport writer (`crate::audit::policy_report`).
+    pub policy_reports: crate::audit::report_metrics::PolicyReportMetrics,
     registry: Registry,
 }
 
@@ -237,8 +239,11 @@ impl Metrics {
             open_files_limit.clone(),
         );
         let audit = crate::audit::AuditMetrics::register(&mut registry);
+        let policy_reports =
+            crate::audit::report_metrics::PolicyReportMetrics::register(&mut registry);
         Metrics {
             audit,
+            policy_reports,
             requests,
             request_duration,
             view_age_seconds,

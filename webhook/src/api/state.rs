@@ -38,6 +38,7 @@ impl AppState {
         options: DecideOptions,
         budget: RequestBudget,
     ) -> Self {
+        audits.count_policy_reports_in(metrics.policy_reports.clone());
         AppState {
             inner: Arc::new(StateInner {
                 view,

@@ -50,6 +50,9 @@ struct SlimMetadata {
     namespace: Option<String>,
     #[serde(default)]
     resource_version: Option<String>,
+    /// For the PolicyReport's owner reference and scope.
+    #[serde(default)]
+    uid: Option<String>,
     #[serde(default)]
     creation_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
     #[serde(default, deserialize_with = "class_annotation_only")]
@@ -64,6 +67,7 @@ fn slim_metadata<'de, D: serde::Deserializer<'de>>(
         name: slim.name,
         namespace: slim.namespace,
         resource_version: slim.resource_version,
+        uid: slim.uid,
         creation_timestamp: slim.creation_timestamp,
         annotations: slim.annotations,
         ..ObjectMeta::default()
@@ -171,7 +175,12 @@ impl AuditedIngress {
         self.metadata.name.as_deref().unwrap_or("")
     }
 
-    /// Keeps name, namespace, creation time and the class annotation of the metadata; the
+    /// `metadata.uid` (a PolicyReport is owned by its object).
+    pub fn uid(&self) -> Option<&str> {
+        self.metadata.uid.as_deref()
+    }
+
+    /// Keeps name, namespace, uid, creation time and the class annotation of the metadata; the
     /// rest (other annotations such as `last-applied-configuration`, labels, managed fields)
     /// is dropped before the object is stored.
     pub fn trim(&mut self) {
@@ -182,6 +191,7 @@ impl AuditedIngress {
         self.metadata = ObjectMeta {
             name: meta.name,
             namespace: meta.namespace,
+            uid: meta.uid,
             creation_timestamp: meta.creation_timestamp,
             annotations: class.map(|c| [(CLASS_ANNOTATION.to_owned(), c)].into()),
             ..ObjectMeta::default()
@@ -240,12 +250,13 @@ impl AliasService {
             .filter(|ns| !ns.is_empty())
     }
 
-    /// Keeps name and namespace of the metadata.
+    /// Keeps name, namespace and uid of the metadata.
     pub fn trim(&mut self) {
         let meta = std::mem::take(&mut self.metadata);
         self.metadata = ObjectMeta {
             name: meta.name,
             namespace: meta.namespace,
+            uid: meta.uid,
             ..ObjectMeta::default()
         };
     }
@@ -350,7 +361,7 @@ mod tests {
             "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
             "metadata": {
                 "name": "web", "namespace": "styrmin-web1", "resourceVersion": "7",
-                "creationTimestamp": "2026-12-03T08:00:00Z",
+                "uid": "0b7c", "creationTimestamp": "2026-12-03T08:00:00Z",
                 "labels": {"app": "web"},
                 "annotations": {
                     "kubernetes.io/ingress.class": "nginx",
@@ -379,6 +390,7 @@ mod tests {
             }
         );
         assert!(ingress.has_address());
+        assert_eq!(ingress.uid(), Some("0b7c"), "the report's owner");
         assert_eq!(ingress.created(), Some(1_796_284_800));
         assert_eq!(
             ingress.metadata.annotations.as_ref().map(|a| a.len()),

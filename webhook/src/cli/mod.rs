@@ -9,6 +9,7 @@
 
 pub mod audit;
 pub mod plan;
+pub mod policy_reports;
 pub mod serve;
 pub mod shared;
 

@@ -38,6 +38,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub thresholds: AuditThresholdArgs,
     #[command(flatten)]
+    pub policy_reports: super::policy_reports::PolicyReportArgs,
+    #[command(flatten)]
     pub budgets: BudgetArgs,
     #[command(flatten)]
     pub shutdown: ShutdownArgs,
@@ -312,6 +314,12 @@ impl ServeArgs {
         crate::telemetry::init(self.log.log_format, &self.log.log_filter)?;
         let audits = Arc::new(AuditStore::default());
         let source = &self.source;
+        let policy_reports = self.policy_reports.settings()?;
+        if policy_reports.is_some() && source.source != SourceKind::Kubernetes {
+            anyhow::bail!(
+                "--policy-reports needs --source kubernetes (the audit it writes runs there)"
+            );
+        }
         match (source.source, &source.policy_file) {
             (SourceKind::Kubernetes, _) => {
                 let kube = KubeSource::from_environment()
@@ -321,7 +329,8 @@ impl ServeArgs {
                         audits.clone(),
                         Duration::from_secs(source.audit_interval_secs.max(1)),
                         self.thresholds.settings(),
-                    );
+                    )
+                    .with_policy_reports(policy_reports);
                 serve(&self, kube, audits).await
             }
             (SourceKind::PolicyFile, Some(policy_file)) => {

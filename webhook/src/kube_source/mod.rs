@@ -21,6 +21,7 @@
 
 mod api;
 mod convert;
+pub mod reports;
 mod run;
 
 pub use api::*;

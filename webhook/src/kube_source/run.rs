@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 
 use super::api::{ByResource, WatchedResource};
 use super::convert::{BuiltView, LAST_APPLIED, build_view, names, version_of};
+use super::reports::{AuditSnapshot, PolicyReportSettings};
 use crate::audit::objects::{
     AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR, trim_ingress_class,
 };
@@ -228,6 +229,7 @@ pub struct KubeSource {
     audit_interval: Duration,
     audit_settings: AuditSettings,
     audits: Arc<AuditStore>,
+    policy_reports: Option<PolicyReportSettings>,
 }
 
 /// The default of `--audit-interval`.
@@ -250,7 +252,15 @@ impl KubeSource {
             audit_interval: AUDIT_INTERVAL,
             audit_settings: AuditSettings::default(),
             audits: Arc::default(),
+            policy_reports: None,
         }
+    }
+
+    /// Writes each audit as PolicyReports (`crate::kube_source::reports`); `None` (the
+    /// default) writes nothing.
+    pub fn with_policy_reports(mut self, settings: Option<PolicyReportSettings>) -> Self {
+        self.policy_reports = settings;
+        self
     }
 
     /// Where the audits go (the webhook's state serves them), how often the audit runs
@@ -293,7 +303,24 @@ impl ViewSource for KubeSource {
             audit_interval,
             audit_settings,
             audits,
+            policy_reports,
         } = self;
+        // The report writer and its election end with this task.
+        let mut report_tasks = tokio::task::JoinSet::new();
+        let snapshots = policy_reports.map(|mut settings| {
+            if settings.lease.namespace.is_empty() {
+                settings.lease.namespace = client.default_namespace().to_owned();
+            }
+            let (sender, receiver) = tokio::sync::watch::channel(None);
+            super::reports::start(
+                &mut report_tasks,
+                &client,
+                settings,
+                receiver,
+                audits.clone(),
+            );
+            sender
+        });
         // The StyrminCluster keeps its last-applied configuration: the `null` trap shows only
         // there, and there is one such object.
         let (clusters, cluster_events) = watch_trimmed::<StyrminCluster>(
@@ -351,6 +378,8 @@ impl ViewSource for KubeSource {
             aliases,
             namespaces,
             ingress_classes,
+            deployments: deployments.clone(),
+            snapshots,
             stuck: HashSet::new(),
         };
         let mut audit_ticker = tokio::time::interval(audit_interval);
@@ -467,6 +496,9 @@ struct Auditor {
     aliases: Store<AliasService>,
     namespaces: Store<NamespaceName>,
     ingress_classes: Store<IngressClass>,
+    deployments: Store<StyrminDeployment>,
+    /// Where each audit goes for the PolicyReport writer (`--policy-reports`).
+    snapshots: Option<tokio::sync::watch::Sender<Option<Arc<AuditSnapshot>>>>,
     stuck: HashSet<String>,
 }
 
@@ -482,11 +514,13 @@ impl Auditor {
         let view = sink.current();
         let namespaces = names(&self.namespaces.state());
         let ingress_classes = names(&self.ingress_classes.state());
+        let ingresses = self.ingresses.state();
+        let aliases = self.aliases.state();
         let report = audit(
             &AuditInput {
                 view: &view,
-                ingresses: &self.ingresses.state(),
-                aliases: &self.aliases.state(),
+                ingresses: &ingresses,
+                aliases: &aliases,
                 namespaces: &namespaces,
                 ingress_classes: &ingress_classes,
                 now: unix_now(),
@@ -511,6 +545,15 @@ impl Auditor {
             findings = report.findings.len(),
             "audit complete"
         );
-        self.store.publish(report);
+        let report = Arc::new(report);
+        self.store.publish_shared(report.clone());
+        if let Some(snapshots) = &self.snapshots {
+            snapshots.send_replace(Some(Arc::new(AuditSnapshot::new(
+                report,
+                ingresses,
+                &aliases,
+                &self.deployments.state(),
+            ))));
+        }
     }
 }

@@ -1,0 +1,311 @@
+//! PolicyReports against a real kube-apiserver (`make test-cluster`, not `make test`): what the
+//! fake API server cannot show. The binaries come from `$KUBEBUILDER_ASSETS` (the
+//! `setup-envtest` layout: `etcd`, `kube-apiserver`, and `kube-controller-manager` for the
+//! garbage collection step); without it the test says so and returns.
+//!
+//! It checks that the API server accepts the reports (the real CRD schemas, server-side
+//! apply), that a finding's report appears and goes when fixed, and, with
+//! kube-controller-manager, that deleting an Ingress deletes its report (ownerReferences).
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use e2e::{data, free_port, split_documents, workspace_root};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+use styrmin_webhook::api::AppState;
+use styrmin_webhook::audit::AuditSettings;
+use styrmin_webhook::audit::policy_report::{ReportApi, ReportResults};
+use styrmin_webhook::budget::RequestBudget;
+use styrmin_webhook::decide::DecideOptions;
+use styrmin_webhook::kube_source::KubeSource;
+use styrmin_webhook::kube_source::reports::lease::{LEASE_NAME, LeaseSettings};
+use styrmin_webhook::kube_source::reports::{PolicyReportSettings, ReportTarget};
+use styrmin_webhook::metrics::Metrics;
+use styrmin_webhook::view::{ViewSource as _, ViewStore};
+
+const TOKEN: &str = "styrmin-test-admin";
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Kills the processes it holds when dropped.
+struct Processes(Vec<Child>);
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn spawn(binary: &Path, args: &[String], log: &Path) -> Child {
+    let log = std::fs::File::create(log).unwrap();
+    Command::new(binary)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()))
+}
+
+/// etcd, kube-apiserver (RBAC, a static admin token) and, when its binary is there,
+/// kube-controller-manager; the API server's URL.
+fn control_plane(assets: &Path, dir: &Path) -> (Processes, String) {
+    let etcd_port = free_port();
+    let api_port = free_port();
+    let etcd = spawn(
+        &assets.join("etcd"),
+        &[
+            format!("--data-dir={}", dir.join("etcd").display()),
+            format!("--listen-client-urls=http://127.0.0.1:{etcd_port}"),
+            format!("--advertise-client-urls=http://127.0.0.1:{etcd_port}"),
+            format!("--listen-peer-urls=http://127.0.0.1:{}", free_port()),
+        ],
+        &dir.join("etcd.log"),
+    );
+    let key = rcgen::KeyPair::generate().unwrap();
+    std::fs::write(dir.join("sa.key"), key.serialize_pem()).unwrap();
+    std::fs::write(dir.join("sa.pub"), key.public_key_pem()).unwrap();
+    std::fs::write(
+        dir.join("tokens.csv"),
+        format!("{TOKEN},admin,admin,system:masters\n"),
+    )
+    .unwrap();
+    let apiserver = spawn(
+        &assets.join("kube-apiserver"),
+        &[
+            format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
+            "--bind-address=127.0.0.1".to_owned(),
+            format!("--secure-port={api_port}"),
+            format!("--cert-dir={}", dir.join("certs").display()),
+            format!("--token-auth-file={}", dir.join("tokens.csv").display()),
+            "--authorization-mode=RBAC".to_owned(),
+            format!(
+                "--service-account-key-file={}",
+                dir.join("sa.pub").display()
+            ),
+            format!(
+                "--service-account-signing-key-file={}",
+                dir.join("sa.key").display()
+            ),
+            "--service-account-issuer=https://styrmin.test".to_owned(),
+            "--service-cluster-ip-range=10.96.0.0/16".to_owned(),
+        ],
+        &dir.join("kube-apiserver.log"),
+    );
+    let url = format!("https://127.0.0.1:{api_port}");
+    let mut processes = Processes(vec![etcd, apiserver]);
+    let manager = assets.join("kube-controller-manager");
+    if manager.exists() {
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {url}\n    insecure-skip-tls-verify: true\nusers:\n- name: t\n  user:\n    token: {TOKEN}\ncontexts:\n- name: t\n  context: {{cluster: t, user: t}}\ncurrent-context: t\n"
+            ),
+        )
+        .unwrap();
+        processes.0.push(spawn(
+            &manager,
+            &[
+                format!("--kubeconfig={}", kubeconfig.display()),
+                "--controllers=garbagecollector".to_owned(),
+                "--bind-address=127.0.0.1".to_owned(),
+                format!("--secure-port={}", free_port()),
+            ],
+            &dir.join("kube-controller-manager.log"),
+        ));
+    }
+    (processes, url)
+}
+
+fn client(url: &str) -> kube::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut config = kube::Config::new(url.parse().unwrap());
+    config.accept_invalid_certs = true;
+    config.auth_info.token = Some(TOKEN.to_owned().into());
+    kube::Client::try_from(config).unwrap()
+}
+
+async fn eventually<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(found) = probe().await {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Server-side applies every document of `yaml` (its kind's plural: the lower-case kind + `s`,
+/// or the CRD's).
+async fn apply_all(client: &kube::Client, yaml: &str) {
+    for document in split_documents(yaml) {
+        let object = document.value();
+        if object.is_null() {
+            continue;
+        }
+        apply(client, &object).await;
+    }
+}
+
+async fn apply(client: &kube::Client, object: &Value) {
+    let (group, version) = match object["apiVersion"].as_str().unwrap().split_once('/') {
+        Some((g, v)) => (g.to_owned(), v.to_owned()),
+        None => (
+            String::new(),
+            object["apiVersion"].as_str().unwrap().to_owned(),
+        ),
+    };
+    let kind = object["kind"].as_str().unwrap();
+    let plural = match kind {
+        "Ingress" => "ingresses".to_owned(),
+        "IngressClass" => "ingressclasses".to_owned(),
+        _ => format!("{}s", kind.to_lowercase()),
+    };
+    let resource =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, &version, kind), &plural);
+    let name = object["metadata"]["name"].as_str().unwrap();
+    let api: Api<DynamicObject> = match object["metadata"]["namespace"].as_str() {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let params = PatchParams::apply("styrmin-test").force();
+    let mut tries = 0;
+    // A CRD's resources are served a moment after the CRD is created.
+    while let Err(error) = api.patch(name, &params, &Patch::Apply(object)).await {
+        tries += 1;
+        assert!(tries < 40, "applying {kind} {name}: {error}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn reports(client: &kube::Client) -> Api<DynamicObject> {
+    let api = ReportApi::OpenReports;
+    Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(api.group(), api.version(), api.kind()),
+            api.plural(),
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real API server: make test-cluster with KUBEBUILDER_ASSETS"]
+async fn reports_on_a_real_api_server() {
+    let Some(assets) = std::env::var_os("KUBEBUILDER_ASSETS").map(PathBuf::from) else {
+        eprintln!(
+            "skipped: KUBEBUILDER_ASSETS is not set (a directory with etcd, kube-apiserver and \
+             kube-controller-manager, as setup-envtest installs them); `make test-cluster` runs this"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_processes, url) = control_plane(&assets, dir.path());
+    let client = client(&url);
+    eventually("the API server", async || {
+        client.apiserver_version().await.ok()
+    })
+    .await;
+
+    // The CRDs of Styrmin and of Open Reports, and a cluster with one finding.
+    for file in
+        std::fs::read_dir(workspace_root().join("charts/styrmin-webhook/files/crds")).unwrap()
+    {
+        apply_all(
+            &client,
+            &std::fs::read_to_string(file.unwrap().path()).unwrap(),
+        )
+        .await;
+    }
+    apply_all(
+        &client,
+        &std::fs::read_to_string(data("crds/openreports.io_reports.yaml")).unwrap(),
+    )
+    .await;
+    for object in [
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "styrmin-system"}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "styrmin-web1"}}),
+        json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminCluster", "metadata": {"name": "default"},
+               "spec": {"ingressClass": "traefik"}}),
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": {"name": "traefik"},
+               "spec": {"controller": "traefik.io/ingress-controller"}}),
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+               "metadata": {"name": "web", "namespace": "styrmin-web1"},
+               "spec": {"ingressClassName": "nginx", "defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}}}),
+    ] {
+        apply(&client, &object).await;
+    }
+
+    let state = AppState::new(
+        Arc::new(ViewStore::default()),
+        Arc::default(),
+        Arc::new(Metrics::new()),
+        DecideOptions::default(),
+        RequestBudget::default(),
+    );
+    let source = KubeSource::new(client.clone())
+        .with_audit(
+            state.audits().clone(),
+            Duration::from_secs(1),
+            AuditSettings::default(),
+        )
+        .with_policy_reports(Some(PolicyReportSettings {
+            target: ReportTarget::Auto,
+            results: ReportResults::Findings,
+            qps: 0.0,
+            lease: LeaseSettings {
+                namespace: "styrmin-system".to_owned(),
+                name: LEASE_NAME.to_owned(),
+                identity: "cluster-test".to_owned(),
+                duration: Duration::from_secs(3),
+                renew_deadline: Duration::from_secs(2),
+                retry_period: Duration::from_millis(500),
+            },
+        }));
+    let task = tokio::spawn(source.run(state.view_sink()));
+
+    // The wrong class is reported, accepted by the API server as the CRD defines it.
+    let report = eventually("the Ingress's report", async || {
+        let list = reports(&client).list(&ListParams::default()).await.ok()?;
+        list.items
+            .into_iter()
+            .find(|r| r.data["scope"]["name"] == "web")
+    })
+    .await;
+    let rules: Vec<_> = report.data["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["rule"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(rules.contains(&"wrong_class".to_owned()), "{report:?}");
+
+    // Deleting the Ingress: the garbage collector deletes its report.
+    let ingresses: Api<k8s_openapi::api::networking::v1::Ingress> =
+        Api::namespaced(client.clone(), "styrmin-web1");
+    ingresses
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    if assets.join("kube-controller-manager").exists() {
+        eventually("the report's garbage collection", async || {
+            let list = reports(&client).list(&ListParams::default()).await.ok()?;
+            list.items.is_empty().then_some(())
+        })
+        .await;
+    } else {
+        eprintln!(
+            "garbage collection not checked: no kube-controller-manager in KUBEBUILDER_ASSETS"
+        );
+    }
+    task.abort();
+}

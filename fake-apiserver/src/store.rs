@@ -1,0 +1,288 @@
+//! Objects written through the fake, for the paths a test opens to writes
+//! ([`crate::FakeApiServer::accept_writes`]): create (`POST`), replace (`PUT`, refused with
+//! 409 when its `resourceVersion` is not the stored one, as the API server's optimistic
+//! concurrency does), server-side apply (`PATCH`: the body becomes the object, the managed
+//! fields are not tracked), delete, get and list (with an equality label selector).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+/// An object path: `<prefix>/namespaces/<ns>/<plural>/<name>` or `<prefix>/<plural>/<name>`.
+#[derive(Debug, Default)]
+pub(crate) struct Store {
+    objects: BTreeMap<String, Value>,
+    resource_version: u64,
+    uid: u64,
+}
+
+/// Whether `path` names one object (a name after the plural) rather than a collection.
+fn is_object(path: &str) -> bool {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    // /apis/<group>/<version>/[namespaces/<ns>/]<plural>[/<name>]
+    let base = if segments.first() == Some(&"api") {
+        2
+    } else {
+        3
+    };
+    let rest = segments.len().saturating_sub(base);
+    let namespaced = segments.get(base) == Some(&"namespaces");
+    if namespaced { rest == 4 } else { rest == 2 }
+}
+
+/// The plural and group-version prefix of a collection path, and its namespace, if any.
+fn collection_parts(path: &str) -> (String, Option<String>, String) {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let base = if segments.first() == Some(&"api") {
+        2
+    } else {
+        3
+    };
+    let prefix = format!("/{}", segments[..base.min(segments.len())].join("/"));
+    match segments.get(base) {
+        Some(&"namespaces") => (
+            prefix,
+            segments.get(base + 1).map(|s| (*s).to_owned()),
+            segments.get(base + 2).copied().unwrap_or("").to_owned(),
+        ),
+        _ => (
+            prefix,
+            None,
+            segments.get(base).copied().unwrap_or("").to_owned(),
+        ),
+    }
+}
+
+fn status(code: u16, reason: &str, message: &str) -> (u16, String) {
+    (
+        code,
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason,
+               "message": message, "code": code})
+        .to_string(),
+    )
+}
+
+/// Percent-decodes the few characters a label selector uses.
+fn decode(text: &str) -> String {
+    text.replace("%3D", "=")
+        .replace("%3d", "=")
+        .replace("%2F", "/")
+        .replace("%2f", "/")
+        .replace("%2C", ",")
+        .replace("%2c", ",")
+}
+
+fn labels_match(object: &Value, selector: Option<&str>) -> bool {
+    let Some(selector) = selector.map(decode) else {
+        return true;
+    };
+    selector
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .all(|term| match term.split_once('=') {
+            Some((key, value)) => object["metadata"]["labels"][key] == value,
+            None => false,
+        })
+}
+
+impl Store {
+    fn stamp(&mut self, object: &mut Value, previous: Option<&Value>) {
+        self.resource_version += 1;
+        let metadata = &mut object["metadata"];
+        metadata["resourceVersion"] = Value::from(self.resource_version.to_string());
+        match previous {
+            Some(old) => {
+                metadata["uid"] = old["metadata"]["uid"].clone();
+                metadata["creationTimestamp"] = old["metadata"]["creationTimestamp"].clone();
+            }
+            None => {
+                self.uid += 1;
+                metadata["uid"] = Value::from(format!("fake-uid-{}", self.uid));
+                metadata["creationTimestamp"] = Value::from("2026-12-05T10:00:00Z");
+            }
+        }
+    }
+
+    /// The answer to a request on a write-enabled path.
+    pub(crate) fn handle(
+        &mut self,
+        method: &str,
+        path: &str,
+        label_selector: Option<&str>,
+        body: &[u8],
+    ) -> (u16, String) {
+        let body: Option<Value> = serde_json::from_slice(body).ok();
+        match (method, is_object(path)) {
+            ("GET", true) => match self.objects.get(path) {
+                Some(object) => (200, object.to_string()),
+                None => status(404, "NotFound", &format!("{path} not found")),
+            },
+            ("GET", false) => {
+                let (prefix, namespace, plural) = collection_parts(path);
+                let items: Vec<&Value> = self
+                    .objects
+                    .iter()
+                    .filter(|(key, _)| {
+                        let (p, ns, pl) =
+                            collection_parts(key.rsplit_once('/').map_or("", |(c, _)| c));
+                        p == prefix && pl == plural && (namespace.is_none() || ns == namespace)
+                    })
+                    .map(|(_, object)| object)
+                    .filter(|object| labels_match(object, label_selector))
+                    .collect();
+                (
+                    200,
+                    json!({"kind": "List", "apiVersion": "v1",
+                           "metadata": {"resourceVersion": self.resource_version.to_string()},
+                           "items": items})
+                    .to_string(),
+                )
+            }
+            ("POST", false) => {
+                let Some(mut object) = body else {
+                    return status(400, "BadRequest", "the body is not JSON");
+                };
+                let Some(name) = object["metadata"]["name"].as_str().map(str::to_owned) else {
+                    return status(422, "Invalid", "metadata.name is required");
+                };
+                let key = format!("{path}/{name}");
+                if self.objects.contains_key(&key) {
+                    return status(409, "AlreadyExists", &format!("{key} already exists"));
+                }
+                self.stamp(&mut object, None);
+                self.objects.insert(key, object.clone());
+                (201, object.to_string())
+            }
+            ("PUT", true) => {
+                let Some(mut object) = body else {
+                    return status(400, "BadRequest", "the body is not JSON");
+                };
+                let Some(stored) = self.objects.get(path).cloned() else {
+                    return status(404, "NotFound", &format!("{path} not found"));
+                };
+                let sent = object["metadata"]["resourceVersion"].as_str();
+                if sent.is_some_and(|v| Some(v) != stored["metadata"]["resourceVersion"].as_str()) {
+                    return status(
+                        409,
+                        "Conflict",
+                        "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again",
+                    );
+                }
+                self.stamp(&mut object, Some(&stored));
+                self.objects.insert(path.to_owned(), object.clone());
+                (200, object.to_string())
+            }
+            ("PATCH", true) => {
+                let Some(mut object) = body else {
+                    return status(400, "BadRequest", "the body is not JSON");
+                };
+                let previous = self.objects.get(path).cloned();
+                let created = previous.is_none();
+                self.stamp(&mut object, previous.as_ref());
+                self.objects.insert(path.to_owned(), object.clone());
+                (if created { 201 } else { 200 }, object.to_string())
+            }
+            ("DELETE", true) => match self.objects.remove(path) {
+                Some(_) => (
+                    200,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200})
+                        .to_string(),
+                ),
+                None => status(404, "NotFound", &format!("{path} not found")),
+            },
+            _ => status(405, "MethodNotAllowed", &format!("{method} {path}")),
+        }
+    }
+
+    /// Every stored object under `prefix`, by path.
+    pub(crate) fn objects(&self, prefix: &str) -> BTreeMap<String, Value> {
+        self.objects
+            .iter()
+            .filter(|(path, _)| path.starts_with(prefix))
+            .map(|(path, object)| (path.clone(), object.clone()))
+            .collect()
+    }
+
+    /// How many objects are stored under `prefix`.
+    pub(crate) fn count(&self, prefix: &str) -> usize {
+        self.objects
+            .keys()
+            .filter(|path| path.starts_with(prefix))
+            .count()
+    }
+
+    /// Removes an object as another client would (the garbage collector, an admin).
+    pub(crate) fn remove(&mut self, path: &str) -> Option<Value> {
+        self.objects.remove(path)
+    }
+
+    /// Stores an object as another client would.
+    pub(crate) fn put(&mut self, path: &str, mut object: Value) {
+        let previous = self.objects.get(path).cloned();
+        self.stamp(&mut object, previous.as_ref());
+        self.objects.insert(path.to_owned(), object);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/styrmin-system/leases";
+
+    fn body(value: Value) -> Vec<u8> {
+        value.to_string().into_bytes()
+    }
+
+    #[test]
+    fn create_replace_with_the_version_read_and_conflict_otherwise() {
+        let mut store = Store::default();
+        let lease = json!({"metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}});
+        assert_eq!(
+            store.handle("POST", LEASES, None, &body(lease.clone())).0,
+            201
+        );
+        assert_eq!(store.handle("POST", LEASES, None, &body(lease)).0, 409);
+        let path = format!("{LEASES}/l");
+        let (code, read) = store.handle("GET", &path, None, b"");
+        assert_eq!(code, 200);
+        let mut read: Value = serde_json::from_str(&read).unwrap_or_default();
+        read["spec"]["holderIdentity"] = Value::from("b");
+        assert_eq!(store.handle("PUT", &path, None, &body(read.clone())).0, 200);
+        // The same version again: someone wrote meanwhile.
+        assert_eq!(store.handle("PUT", &path, None, &body(read)).0, 409);
+    }
+
+    #[test]
+    fn apply_list_by_label_and_delete() {
+        let mut store = Store::default();
+        let reports = "/apis/openreports.io/v1alpha1";
+        let report = |name: &str, label: &str| json!({"metadata": {"name": name, "namespace": "ns1", "labels": {"app.kubernetes.io/managed-by": label}}});
+        let path = format!("{reports}/namespaces/ns1/reports/a");
+        assert_eq!(
+            store
+                .handle("PATCH", &path, None, &body(report("a", "styrmin-webhook")))
+                .0,
+            201
+        );
+        assert_eq!(
+            store
+                .handle("PATCH", &path, None, &body(report("a", "styrmin-webhook")))
+                .0,
+            200
+        );
+        let other = format!("{reports}/namespaces/ns2/reports/b");
+        store.handle("PATCH", &other, None, &body(report("b", "kyverno")));
+        let (_, list) = store.handle(
+            "GET",
+            &format!("{reports}/reports"),
+            Some("app.kubernetes.io%2Fmanaged-by%3Dstyrmin-webhook"),
+            b"",
+        );
+        let list: Value = serde_json::from_str(&list).unwrap_or_default();
+        assert_eq!(list["items"].as_array().map(Vec::len), Some(1), "{list}");
+        assert_eq!(list["items"][0]["metadata"]["name"], "a");
+        assert_eq!(store.handle("DELETE", &path, None, b"").0, 200);
+        assert_eq!(store.handle("DELETE", &path, None, b"").0, 404);
+    }
+}

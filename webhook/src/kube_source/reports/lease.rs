@@ -1,0 +1,336 @@
+//! One writer among the replicas: leader election on a `coordination.k8s.io/v1` Lease, as
+//! client-go's `leaderelection` does it. Every replica reads the Lease each retry period; the
+//! holder renews it with an update that carries the `resourceVersion` it read (so two
+//! replicas can never both succeed: the second gets 409 Conflict), and the others take it
+//! once its record has not changed for the lease duration, measured on their own clock from
+//! when they saw it change (no trust in clocks across nodes).
+//!
+//! The holder counts itself the writer only until its last successful renewal plus the
+//! renew deadline, shorter than the lease duration: a holder cut off from the API server
+//! stops writing before anyone else may take the Lease.
+//!
+//! [`decide`] is the pure part; [`run`] makes the calls (get, create, update).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::Api;
+use kube::api::PostParams;
+
+/// The defaults of client-go's leader election (and of kube-controller-manager).
+pub const LEASE_DURATION: Duration = Duration::from_secs(15);
+pub const RENEW_DEADLINE: Duration = Duration::from_secs(10);
+pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
+/// The Lease's name, in the webhook's namespace.
+pub const LEASE_NAME: &str = "styrmin-webhook-policy-reports";
+
+/// Where the Lease is and how it is held.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseSettings {
+    pub namespace: String,
+    pub name: String,
+    /// This replica's name in `holderIdentity` (its pod name).
+    pub identity: String,
+    pub duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+/// Whether this replica holds the Lease now: shared by the elector and the writer.
+#[derive(Clone, Debug, Default)]
+pub struct Leadership(Arc<Mutex<Option<Instant>>>);
+
+impl Leadership {
+    /// Whether this replica may write now.
+    pub fn holds(&self) -> bool {
+        self.until().is_some_and(|until| Instant::now() < until)
+    }
+
+    fn until(&self) -> Option<Instant> {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn hold_until(&self, until: Instant) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(until);
+    }
+
+    fn release(&self) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+    }
+}
+
+/// What to do with the Lease as read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeaseStep {
+    /// Nobody holds it, or its holder has not renewed it for its duration: take it.
+    Acquire,
+    /// This replica holds it: renew it.
+    Renew,
+    /// Another replica holds it.
+    Follow { holder: String },
+}
+
+/// What a replica last saw of the Lease, and when (on its own clock).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observed {
+    record: (Option<String>, Option<String>, Option<i32>),
+    at: Instant,
+}
+
+impl Observed {
+    /// Notes the Lease as read at `now`; the time moves only when its record changed.
+    pub fn note(previous: Option<Observed>, spec: &LeaseSpec, now: Instant) -> Observed {
+        let record = (
+            spec.holder_identity.clone(),
+            spec.renew_time.as_ref().map(|t| t.0.to_string()),
+            spec.lease_transitions,
+        );
+        match previous {
+            Some(seen) if seen.record == record => seen,
+            _ => Observed { record, at: now },
+        }
+    }
+}
+
+/// The step for the Lease's `spec` as read, `observed` as noted at this read.
+pub fn decide(
+    spec: &LeaseSpec,
+    observed: &Observed,
+    identity: &str,
+    default_duration: Duration,
+    now: Instant,
+) -> LeaseStep {
+    let holder = spec.holder_identity.as_deref().filter(|h| !h.is_empty());
+    match holder {
+        None => LeaseStep::Acquire,
+        Some(holder) if holder == identity => LeaseStep::Renew,
+        Some(holder) => {
+            let duration = spec
+                .lease_duration_seconds
+                .and_then(|s| u64::try_from(s).ok())
+                .map_or(default_duration, Duration::from_secs);
+            if now.duration_since(observed.at) >= duration {
+                LeaseStep::Acquire
+            } else {
+                LeaseStep::Follow {
+                    holder: holder.to_owned(),
+                }
+            }
+        }
+    }
+}
+
+/// The Lease's spec after `step` (not `Follow`) by `identity`.
+fn held_spec(previous: &LeaseSpec, step: &LeaseStep, settings: &LeaseSettings) -> LeaseSpec {
+    let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+    let duration = i32::try_from(settings.duration.as_secs()).unwrap_or(i32::MAX);
+    match step {
+        LeaseStep::Renew => LeaseSpec {
+            renew_time: Some(now),
+            lease_duration_seconds: Some(duration),
+            ..previous.clone()
+        },
+        _ => LeaseSpec {
+            holder_identity: Some(settings.identity.clone()),
+            acquire_time: Some(now.clone()),
+            renew_time: Some(now),
+            lease_duration_seconds: Some(duration),
+            lease_transitions: Some(
+                previous.lease_transitions.unwrap_or(0)
+                    + i32::from(previous.holder_identity.is_some()),
+            ),
+            ..LeaseSpec::default()
+        },
+    }
+}
+
+/// One round: read the Lease and take, renew or follow it. `Ok(true)` when this replica
+/// holds it now.
+async fn round(
+    api: &Api<Lease>,
+    settings: &LeaseSettings,
+    observed: &mut Option<Observed>,
+    now: Instant,
+) -> Result<bool, kube::Error> {
+    let Some(mut lease) = api.get_opt(&settings.name).await? else {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(settings.name.clone()),
+                namespace: Some(settings.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(held_spec(
+                &LeaseSpec::default(),
+                &LeaseStep::Acquire,
+                settings,
+            )),
+        };
+        return match api.create(&PostParams::default(), &lease).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+            Err(error) => Err(error),
+        };
+    };
+    let spec = lease.spec.take().unwrap_or_default();
+    let seen = Observed::note(observed.take(), &spec, now);
+    let step = decide(&spec, &seen, &settings.identity, settings.duration, now);
+    *observed = Some(seen);
+    if let LeaseStep::Follow { .. } = step {
+        return Ok(false);
+    }
+    lease.spec = Some(held_spec(&spec, &step, settings));
+    // `lease.metadata.resourceVersion` is the one read: a concurrent writer makes this 409.
+    match api
+        .replace(&settings.name, &PostParams::default(), &lease)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
+/// Takes part in the election until the task is dropped; `leadership` says whether this
+/// replica holds the Lease.
+pub async fn run(client: kube::Client, settings: LeaseSettings, leadership: Leadership) {
+    let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
+    let mut observed = None;
+    let mut held = false;
+    loop {
+        let started = Instant::now();
+        match round(&api, &settings, &mut observed, started).await {
+            Ok(true) => {
+                leadership.hold_until(started + settings.renew_deadline);
+                if !held {
+                    tracing::info!(lease = %settings.name, identity = %settings.identity,
+                        "took the PolicyReport lease: this replica writes the reports");
+                }
+            }
+            Ok(false) => {
+                if held {
+                    tracing::warn!(lease = %settings.name, "lost the PolicyReport lease: writing stops");
+                }
+                leadership.release();
+            }
+            Err(error) => {
+                // The renew deadline ends the hold if this goes on.
+                tracing::warn!(lease = %settings.name, %error, "cannot read or renew the PolicyReport lease");
+            }
+        }
+        held = leadership.holds();
+        tokio::time::sleep(settings.retry_period).await;
+        if held && !leadership.holds() {
+            tracing::warn!(lease = %settings.name, "the PolicyReport lease was not renewed within the renew deadline: writing stops");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(holder: Option<&str>, renewed: i64, duration: Option<i32>) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: holder.map(str::to_owned),
+            renew_time: Some(MicroTime(
+                k8s_openapi::jiff::Timestamp::from_second(renewed).unwrap_or_default(),
+            )),
+            lease_duration_seconds: duration,
+            ..LeaseSpec::default()
+        }
+    }
+
+    #[test]
+    fn a_free_lease_is_taken_and_ones_own_renewed() {
+        let now = Instant::now();
+        let free = spec(None, 0, None);
+        let seen = Observed::note(None, &free, now);
+        assert_eq!(
+            decide(&free, &seen, "a", LEASE_DURATION, now),
+            LeaseStep::Acquire
+        );
+        let mine = spec(Some("a"), 0, Some(15));
+        let seen = Observed::note(None, &mine, now);
+        assert_eq!(
+            decide(&mine, &seen, "a", LEASE_DURATION, now),
+            LeaseStep::Renew
+        );
+    }
+
+    #[test]
+    fn another_holder_is_followed_until_its_record_stands_still_for_the_duration() {
+        let start = Instant::now();
+        let held = spec(Some("b"), 100, Some(15));
+        let seen = Observed::note(None, &held, start);
+        let at = |s| start + Duration::from_secs(s);
+        assert_eq!(
+            decide(&held, &seen, "a", LEASE_DURATION, at(14)),
+            LeaseStep::Follow { holder: "b".into() }
+        );
+        // b renewed at 10 s: the clock starts again from when it was seen.
+        let renewed = spec(Some("b"), 110, Some(15));
+        let seen = Observed::note(Some(seen), &renewed, at(10));
+        assert_eq!(seen.at, at(10));
+        let same = Observed::note(Some(seen), &renewed, at(20));
+        assert_eq!(same.at, at(10), "an unchanged record keeps its time");
+        assert_eq!(
+            decide(&renewed, &same, "a", LEASE_DURATION, at(24)),
+            LeaseStep::Follow { holder: "b".into() }
+        );
+        assert_eq!(
+            decide(&renewed, &same, "a", LEASE_DURATION, at(25)),
+            LeaseStep::Acquire
+        );
+        // The Lease's own duration counts, not ours.
+        let short = spec(Some("b"), 110, Some(3));
+        let seen = Observed::note(None, &short, start);
+        assert_eq!(
+            decide(&short, &seen, "a", LEASE_DURATION, at(3)),
+            LeaseStep::Acquire
+        );
+    }
+
+    #[test]
+    fn taking_over_counts_a_transition_and_renewing_does_not() {
+        let settings = LeaseSettings {
+            namespace: "styrmin-system".into(),
+            name: LEASE_NAME.into(),
+            identity: "a".into(),
+            duration: LEASE_DURATION,
+            renew_deadline: RENEW_DEADLINE,
+            retry_period: RETRY_PERIOD,
+        };
+        let mut previous = spec(Some("b"), 100, Some(15));
+        previous.lease_transitions = Some(3);
+        let taken = held_spec(&previous, &LeaseStep::Acquire, &settings);
+        assert_eq!(taken.holder_identity.as_deref(), Some("a"));
+        assert_eq!(taken.lease_transitions, Some(4));
+        assert_eq!(taken.lease_duration_seconds, Some(15));
+        let renewed = held_spec(&taken, &LeaseStep::Renew, &settings);
+        assert_eq!(renewed.lease_transitions, Some(4));
+        assert_eq!(renewed.acquire_time, taken.acquire_time);
+        let first = held_spec(&LeaseSpec::default(), &LeaseStep::Acquire, &settings);
+        assert_eq!(first.lease_transitions, Some(0));
+    }
+
+    #[test]
+    fn leadership_ends_at_its_deadline() {
+        let leadership = Leadership::default();
+        assert!(!leadership.holds());
+        leadership.hold_until(Instant::now() + Duration::from_secs(60));
+        assert!(leadership.holds());
+        leadership.hold_until(Instant::now());
+        assert!(!leadership.holds());
+    }
+}
