@@ -35,7 +35,9 @@ fn every_crate_takes_the_workspace_version() {
     for member in members {
         let manifest = read(&format!("{member}/Cargo.toml"));
         assert!(
-            manifest.lines().any(|l| l.trim() == "version.workspace = true"),
+            manifest
+                .lines()
+                .any(|l| l.trim() == "version.workspace = true"),
             "{member}/Cargo.toml sets a version of its own"
         );
     }
@@ -46,9 +48,17 @@ fn the_chart_and_the_plugin_carry_the_workspace_version() {
     let version = workspace_version();
     let chart = yaml("charts/styrmin-webhook/Chart.yaml");
     assert_eq!(chart["version"], version.as_str(), "the chart's version");
-    assert_eq!(chart["appVersion"], version.as_str(), "the chart's appVersion");
+    assert_eq!(
+        chart["appVersion"],
+        version.as_str(),
+        "the chart's appVersion"
+    );
     let plugin = yaml("postrender/helm-plugin/plugin.yaml");
-    assert_eq!(plugin["version"], version.as_str(), "the Helm 4 plugin's version");
+    assert_eq!(
+        plugin["version"],
+        version.as_str(),
+        "the Helm 4 plugin's version"
+    );
 }
 
 #[test]
