@@ -43,13 +43,14 @@ image: tools build
 REGISTRY ?= ghcr.io/styrmin
 SIGNING_KEY ?=
 SIGNING_KEYRING ?= $(HOME)/.gnupg/secring.gpg
+RELEASE_TAG ?=
 
 dist-tools:
 	scripts/install-dist-tools.sh
 
 dist: tools dist-tools
 	REGISTRY="$(REGISTRY)" SIGNING_KEY="$(SIGNING_KEY)" SIGNING_KEYRING="$(SIGNING_KEYRING)" \
-		scripts/dist.sh
+		RELEASE_TAG="$(RELEASE_TAG)" scripts/dist.sh
 
 publish: tools
 	REGISTRY="$(REGISTRY)" scripts/publish.sh

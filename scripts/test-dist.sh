@@ -27,7 +27,9 @@ die() {
 }
 say() { echo "test-dist: $*" >&2; }
 
-VERSION="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"$/\1/p' "$ROOT/Cargo.toml")"
+# shellcheck source=lib/workspace.sh
+. "$ROOT/scripts/lib/workspace.sh"
+VERSION="$(workspace_field "$ROOT" version)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/styrmin-test-dist.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 

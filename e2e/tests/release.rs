@@ -32,21 +32,12 @@ use std::time::{Duration, Instant};
 
 use e2e::{
     HelmHome, Scratch, data, release_dir, run, run_ok, split_documents, utf8, workspace_root,
+    workspace_version,
 };
 use serde_json::Value;
 
 const KEY_NAME: &str = "Styrmin release test";
 const SOURCE_DATE_EPOCH: &str = "1700000000";
-
-fn workspace_version() -> String {
-    let text = std::fs::read_to_string(workspace_root().join("Cargo.toml")).unwrap();
-    text.lines()
-        .skip_while(|l| l.trim() != "[workspace.package]")
-        .find_map(|l| l.strip_prefix("version = "))
-        .unwrap()
-        .trim_matches('"')
-        .to_owned()
-}
 
 fn host_arch() -> &'static str {
     match std::env::consts::ARCH {

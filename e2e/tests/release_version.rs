@@ -8,7 +8,7 @@
 
 use std::process::Command;
 
-use e2e::{release_binary, run_ok, utf8, workspace_root};
+use e2e::{release_binary, run_ok, utf8, workspace_root, workspace_version};
 use serde_json::Value;
 
 fn read(rel: &str) -> String {
@@ -17,16 +17,6 @@ fn read(rel: &str) -> String {
 
 fn yaml(rel: &str) -> Value {
     serde_saphyr::from_str(&read(rel)).unwrap()
-}
-
-fn workspace_version() -> String {
-    let text = read("Cargo.toml");
-    let version = text
-        .lines()
-        .skip_while(|l| l.trim() != "[workspace.package]")
-        .find_map(|l| l.strip_prefix("version = "))
-        .expect("[workspace.package] has a version");
-    version.trim_matches('"').to_owned()
 }
 
 #[test]
