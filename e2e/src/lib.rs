@@ -39,6 +39,20 @@ pub fn workspace_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
+/// `[workspace.package] version` of Cargo.toml: the version of every crate, binary, image,
+/// chart and plugin (docs/releasing.md).
+pub fn workspace_version() -> String {
+    let manifest = workspace_root().join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", manifest.display()));
+    let version = text
+        .lines()
+        .skip_while(|l| l.trim() != "[workspace.package]")
+        .find_map(|l| l.strip_prefix("version = "))
+        .unwrap_or_else(|| panic!("{} has no [workspace.package] version", manifest.display()));
+    version.trim_matches('"').to_owned()
+}
+
 /// `e2e/tests/data/<rel>`: the data only the end-to-end tests read (the test chart, vendored
 /// CRDs, the alert rules' test).
 pub fn data(rel: &str) -> PathBuf {

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use e2e::{
     HelmHome, Scratch, free_port, release_binary, release_dir, run, run_ok, split_documents, utf8,
-    webhook_data, workspace_root,
+    webhook_data, workspace_root, workspace_version,
 };
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
@@ -55,16 +55,6 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 const INGRESS: &str =
     "kubewarden-ingress-policy__ingress-v1-create__multi-backend-partial-tls.request.json";
 
-fn cargo_version() -> String {
-    let text = std::fs::read_to_string(workspace_root().join("Cargo.toml")).unwrap();
-    text.lines()
-        .skip_while(|l| l.trim() != "[workspace.package]")
-        .find_map(|l| l.strip_prefix("version = "))
-        .unwrap()
-        .trim_matches('"')
-        .to_owned()
-}
-
 /// What `scripts/build-image.sh` wrote into one directory.
 struct Image {
     oci: PathBuf,
@@ -85,7 +75,7 @@ impl Image {
                 .env("IMAGE_DIR", &out),
             None,
         );
-        let version = cargo_version();
+        let version = workspace_version();
         let image = Image {
             oci: out.join(format!("styrmin-webhook-{version}.oci.tar")),
             docker: out.join(format!("styrmin-webhook-{version}.docker.tar")),
@@ -263,7 +253,7 @@ fn the_image_is_reproducible_small_and_laid_out_as_the_dockerfile_says() {
     }
 
     // The config: the chart's user, the webhook as entrypoint, its ports, the version.
-    let version = cargo_version();
+    let version = workspace_version();
     let config = first.config();
     assert_eq!(config["os"], "linux");
     assert_eq!(config["created"], CREATED);
@@ -976,7 +966,7 @@ async fn the_image_runs_as_the_charts_deployment_runs_it() {
     assert!(args.iter().any(|a| a == "--source=policy-file"));
 
     // podman if it can run containers here, else the entrypoint from the unpacked root.
-    let image_name = format!("docker.io/library/styrmin-webhook:{}", cargo_version());
+    let image_name = format!("docker.io/library/styrmin-webhook:{}", workspace_version());
     let runner = match podman.cannot_run(&image_name) {
         None if std::env::var_os("E2E_IMAGE_RUNNER").is_none_or(|r| r != "rootfs") => {
             notice("image: run by podman");

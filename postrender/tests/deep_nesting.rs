@@ -17,7 +17,8 @@ const FAR_PAST: usize = 1_000_000;
 /// An Ingress whose `spec.rules` nests so that the document holds `depth` collections in
 /// all, the root mapping counted.
 fn ingress(shape: Shape, depth: usize) -> String {
-    let head = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: deep\nspec:\n  rules:";
+    let head =
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: deep\nspec:\n  rules:";
     // The root mapping and `spec` enclose `rules`.
     let k = depth - 2;
     let body = match shape {
@@ -29,7 +30,10 @@ fn ingress(shape: Shape, depth: usize) -> String {
             // then flow collections.
             let block = (k / 2).min(500);
             let flow = k - block;
-            block_mappings(block, &format!("a: {}{}", "[".repeat(flow), "]".repeat(flow)))
+            block_mappings(
+                block,
+                &format!("a: {}{}", "[".repeat(flow), "]".repeat(flow)),
+            )
         }
     };
     format!("{head}{body}\n")
@@ -135,7 +139,12 @@ fn assert_accepted(out: &Output, what: &str) {
 /// the document and the depth.
 fn assert_refused(out: &Output, what: &str, names: &str, stdout_empty: bool) {
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{what}: {:?} {stderr}", out.status);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{what}: {:?} {stderr}",
+        out.status
+    );
     assert!(stderr.contains(names), "{what}: no {names:?} in {stderr}");
     assert!(
         stderr.contains(&format!("nested more than {MAX_NESTING} deep")),
@@ -159,7 +168,12 @@ fn helm_route_accepts_the_bound_and_refuses_past_it() {
     for shape in SHAPES {
         let what = format!("{shape:?}");
         assert_accepted(&helm(&ingress(shape, MAX_NESTING)), &what);
-        assert_refused(&helm(&ingress(shape, MAX_NESTING + 1)), &what, "document 1", true);
+        assert_refused(
+            &helm(&ingress(shape, MAX_NESTING + 1)),
+            &what,
+            "document 1",
+            true,
+        );
     }
     assert_accepted(&helm(&list(MAX_NESTING)), "List");
     assert_refused(&helm(&list(MAX_NESTING + 1)), "List", "document 1", true);
@@ -192,7 +206,10 @@ fn worker_threads_render_the_bound_too() {
 fn krm_route_accepts_the_bound_and_refuses_past_it() {
     // The KRM route reads items line by line: flow collections beyond `[]`/`{}` are refused
     // before any parse, whatever their depth; block nesting goes to the parser.
-    assert_accepted(&krm(&ingress(Shape::BlockMapping, MAX_NESTING)), "KRM block");
+    assert_accepted(
+        &krm(&ingress(Shape::BlockMapping, MAX_NESTING)),
+        "KRM block",
+    );
     for depth in [MAX_NESTING + 1, MAX_NESTING + 1_000] {
         let out = krm(&ingress(Shape::BlockMapping, depth));
         // The ResourceList's results carry the refusal on stdout, as for every refusal.

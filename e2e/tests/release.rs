@@ -1,0 +1,545 @@
+//! The release as a user consumes it (docs/releasing.md): what `scripts/dist.sh` writes,
+//! pushed by `scripts/publish.sh` to a real OCI registry on 127.0.0.1 (Debian's
+//! `docker-registry`, the CNCF distribution registry, plain HTTP), signed with a throwaway gpg
+//! key. Then, as a newcomer would:
+//!
+//! - `sha256sum -c SHA256SUMS` passes, and each archive's binaries run from a clean directory
+//!   and print the workspace version;
+//! - `skopeo inspect --raw` of the tag gives the digest `make dist` wrote, with the expected
+//!   architectures, and pulling by digest gives the bytes of the OCI archive;
+//! - `helm template --verify oci://...` of the chart (Helm 3 and 4) with the public key renders
+//!   the image `127.0.0.1:PORT/styrmin-webhook@sha256:...` = the pushed index; with another
+//!   key it refuses;
+//! - `helm plugin install oci://...` verifies the plugin's signature, and `helm template
+//!   --post-renderer styrmin` with the archive's binary renders the test chart byte for byte
+//!   as the plugin of the source tree with the source build does; a tampered tarball is
+//!   refused.
+//!
+//! In `make test` the release is the host's `make build` (DIST_PLATFORMS=native, one
+//! architecture, no SBOM). `make test-dist` runs this test on the full `make dist` output:
+//! `E2E_DIST_DIR` (its directory), `E2E_DIST_REGISTRY` (the 127.0.0.1:PORT it was made for)
+//! and `E2E_DIST_KEYRING` (the public keyring); then both architectures must be there.
+//! Needs `make build` and `make tools` (docker-registry, skopeo, gpg).
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use std::collections::BTreeSet;
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use e2e::{
+    HelmHome, Scratch, data, release_dir, run, run_ok, split_documents, utf8, workspace_root,
+    workspace_version,
+};
+use serde_json::Value;
+
+const KEY_NAME: &str = "Styrmin release test";
+const SOURCE_DATE_EPOCH: &str = "1700000000";
+
+fn host_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => panic!("no release platform for {other}"),
+    }
+}
+
+/// A PGP key pair made by gpg in a home of its own: `secring.gpg` and `pubring.gpg` in the
+/// legacy format Helm reads.
+struct Keys {
+    secret: PathBuf,
+    public: PathBuf,
+}
+
+impl Keys {
+    fn new(scratch: &Scratch, label: &str, name: &str) -> Keys {
+        let home = scratch.join(&format!("gnupg-{label}"));
+        std::fs::create_dir_all(&home).unwrap();
+        let gpg = |args: &[&str]| {
+            let mut cmd = Command::new("gpg");
+            cmd.arg("--homedir").arg(&home).arg("--batch").args(args);
+            run_ok(&mut cmd, None).stdout
+        };
+        gpg(&[
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            &format!("{name} <release@styrmin.test>"),
+            "rsa3072",
+            "sign",
+            "never",
+        ]);
+        let keys = Keys {
+            secret: home.join("secring.gpg"),
+            public: home.join("pubring.gpg"),
+        };
+        std::fs::write(&keys.secret, gpg(&["--export-secret-keys"])).unwrap();
+        std::fs::write(&keys.public, gpg(&["--export"])).unwrap();
+        keys
+    }
+}
+
+/// `docker-registry serve` on a port of 127.0.0.1, its storage in the scratch directory;
+/// stopped on drop.
+struct Registry {
+    child: Child,
+    address: String,
+}
+
+impl Registry {
+    fn start(scratch: &Scratch, address: &str) -> Registry {
+        let config = scratch.write(
+            "registry.yaml",
+            &format!(
+                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {address}\n",
+                scratch.join("registry").display()
+            ),
+        );
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(scratch.join("registry.log")).unwrap())
+            .spawn()
+            .expect("starting docker-registry (make tools installs it)");
+        let registry = Registry {
+            child,
+            address: address.to_owned(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while registry.get("/v2/") != Some(200) {
+            assert!(
+                Instant::now() < deadline,
+                "docker-registry did not answer on {address}: {}",
+                std::fs::read_to_string(scratch.join("registry.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        registry
+    }
+
+    /// The status of a plain HTTP GET, or None when nothing answers.
+    fn get(&self, path: &str) -> Option<u16> {
+        let mut stream = TcpStream::connect(&self.address).ok()?;
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.address
+        )
+        .ok()?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).ok()?;
+        answer.split_whitespace().nth(1)?.parse().ok()
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_loopback_address() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+fn script(name: &str) -> Command {
+    let mut cmd = Command::new(workspace_root().join("scripts").join(name));
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![workspace_root().join(".tools/bin")];
+    dirs.extend(std::env::split_paths(&path));
+    cmd.env("PATH", std::env::join_paths(dirs).unwrap());
+    cmd
+}
+
+fn skopeo(args: &[&str]) -> Vec<u8> {
+    run_ok(
+        Command::new("skopeo").arg("--insecure-policy").args(args),
+        None,
+    )
+    .stdout
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let output = run_ok(&mut Command::new("sha256sum"), Some(bytes));
+    utf8(output.stdout, "sha256sum")[..64].to_owned()
+}
+
+/// The release under test: its directory, the registry address it was made for, and the
+/// public keyring that verifies it.
+struct Release {
+    dir: PathBuf,
+    registry: String,
+    keyring: PathBuf,
+    architectures: BTreeSet<String>,
+}
+
+fn release(scratch: &Scratch) -> Release {
+    if let Some(dir) = std::env::var_os("E2E_DIST_DIR").filter(|d| !d.is_empty()) {
+        let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"));
+        return Release {
+            dir: PathBuf::from(dir),
+            registry: var("E2E_DIST_REGISTRY"),
+            keyring: PathBuf::from(var("E2E_DIST_KEYRING")),
+            architectures: ["amd64", "arm64"].map(str::to_owned).into(),
+        };
+    }
+    let keys = Keys::new(scratch, "release", KEY_NAME);
+    let registry = free_loopback_address();
+    let dir = scratch.join("dist");
+    run_ok(
+        script("dist.sh")
+            .env("DIST_PLATFORMS", "native")
+            .env("DIST_SBOM", "0")
+            .env("DIST_DIR", &dir)
+            .env("TARGET_DIR", release_dir().parent().unwrap())
+            .env("REGISTRY", &registry)
+            .env("SIGNING_KEY", KEY_NAME)
+            .env("SIGNING_KEYRING", &keys.secret)
+            .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH),
+        None,
+    );
+    Release {
+        dir,
+        registry,
+        keyring: keys.public,
+        architectures: [host_arch().to_owned()].into(),
+    }
+}
+
+#[test]
+fn the_published_release_installs_as_a_user_would() {
+    let scratch = Scratch::new("release");
+    let version = workspace_version();
+    let release = release(&scratch);
+    let registry = Registry::start(&scratch, &release.registry);
+    run_ok(
+        script("publish.sh")
+            .env("REGISTRY", &registry.address)
+            .env("DIST_DIR", &release.dir),
+        None,
+    );
+
+    checksums_pass(&release);
+    let archive_dir = archives_run(&scratch, &release, &version);
+    let digest = image_is_the_index(&scratch, &release, &registry, &version);
+    chart_pins_the_image(&release, &registry, &version, &digest, &scratch);
+    plugin_renders_as_the_source_build(&scratch, &release, &registry, &version, &archive_dir);
+}
+
+fn checksums_pass(release: &Release) {
+    let sums = std::fs::read_to_string(release.dir.join("SHA256SUMS")).unwrap();
+    let listed: BTreeSet<&str> = sums.lines().map(|l| &l[66..]).collect();
+    let present: BTreeSet<String> = std::fs::read_dir(&release.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name != "SHA256SUMS")
+        .collect();
+    assert_eq!(
+        listed,
+        present.iter().map(String::as_str).collect(),
+        "SHA256SUMS lists exactly the files of the release"
+    );
+    run_ok(
+        Command::new("sha256sum")
+            .args(["--strict", "-c", "SHA256SUMS"])
+            .current_dir(&release.dir),
+        None,
+    );
+}
+
+/// Unpacks every archive; runs the binaries of the host's platform from a clean directory with
+/// an empty environment. Returns the host platform's unpacked folder.
+fn archives_run(scratch: &Scratch, release: &Release, version: &str) -> PathBuf {
+    let host = format!("linux-{}", host_arch());
+    let mut host_dir = None;
+    for entry in std::fs::read_dir(&release.dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let Some(platform) = name
+            .strip_prefix(&format!("styrmin-{version}-"))
+            .and_then(|rest| rest.strip_suffix(".tar.gz"))
+        else {
+            continue;
+        };
+        let unpacked = scratch.join(&format!("unpacked-{platform}"));
+        std::fs::create_dir_all(&unpacked).unwrap();
+        run_ok(
+            Command::new("tar")
+                .arg("-xzf")
+                .arg(release.dir.join(&name))
+                .arg("-C")
+                .arg(&unpacked),
+            None,
+        );
+        let top = unpacked.join(format!("styrmin-{version}-{platform}"));
+        for file in [
+            "LICENSE",
+            "README.md",
+            "CHANGELOG.md",
+            "helm-plugin/plugin.yaml",
+            "helm-plugin/styrmin-postrender.sh",
+        ] {
+            assert!(top.join(file).is_file(), "{name} has no {file}");
+        }
+        if platform == host {
+            let clean = scratch.join("clean");
+            std::fs::create_dir_all(&clean).unwrap();
+            for program in ["styrmin-webhook", "styrmin-postrender", "styrmin-certs"] {
+                let output = run_ok(
+                    Command::new(top.join(program))
+                        .arg("--version")
+                        .env_clear()
+                        .current_dir(&clean),
+                    None,
+                );
+                assert_eq!(
+                    utf8(output.stdout, "--version"),
+                    format!("{program} {version}\n")
+                );
+            }
+            // The plugin folder is wired to the binary next to it.
+            assert_eq!(
+                std::fs::canonicalize(top.join("helm-plugin/bin/styrmin-postrender")).unwrap(),
+                std::fs::canonicalize(top.join("styrmin-postrender")).unwrap()
+            );
+            host_dir = Some(top);
+        }
+    }
+    host_dir.unwrap_or_else(|| panic!("no {host} archive in {}", release.dir.display()))
+}
+
+/// The pushed tag is the index `make dist` built: same digest, the expected architectures,
+/// and every blob pulled by digest equal to the OCI archive's. Returns the digest.
+fn image_is_the_index(
+    scratch: &Scratch,
+    release: &Release,
+    registry: &Registry,
+    version: &str,
+) -> String {
+    let digest = std::fs::read_to_string(
+        release
+            .dir
+            .join(format!("styrmin-webhook-{version}.digest")),
+    )
+    .unwrap()
+    .trim()
+    .to_owned();
+    let reference = format!("docker://{}/styrmin-webhook", registry.address);
+    let raw = skopeo(&[
+        "inspect",
+        "--tls-verify=false",
+        "--raw",
+        &format!("{reference}:{version}"),
+    ]);
+    assert_eq!(format!("sha256:{}", sha256_hex(&raw)), digest);
+    let top: Value = serde_json::from_slice(&raw).unwrap();
+    let architectures: BTreeSet<String> = match top["mediaType"].as_str() {
+        Some("application/vnd.oci.image.index.v1+json") => top["manifests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["platform"]["architecture"].as_str().unwrap().to_owned())
+            .collect(),
+        _ => {
+            let config: Value = serde_json::from_slice(&skopeo(&[
+                "inspect",
+                "--tls-verify=false",
+                "--config",
+                &format!("{reference}@{digest}"),
+            ]))
+            .unwrap();
+            [config["architecture"].as_str().unwrap().to_owned()].into()
+        }
+    };
+    assert_eq!(architectures, release.architectures, "{top}");
+
+    let archive = scratch.join("image-archive");
+    std::fs::create_dir_all(&archive).unwrap();
+    run_ok(
+        Command::new("tar")
+            .arg("-xf")
+            .arg(
+                release
+                    .dir
+                    .join(format!("styrmin-webhook-{version}.oci.tar")),
+            )
+            .arg("-C")
+            .arg(&archive),
+        None,
+    );
+    let pulled = scratch.join("pulled");
+    skopeo(&[
+        "copy",
+        "--all",
+        "--preserve-digests",
+        "--quiet",
+        "--src-tls-verify=false",
+        &format!("{reference}@{digest}"),
+        &format!("oci:{}:pulled", pulled.display()),
+    ]);
+    let blobs = |dir: &Path| -> BTreeSet<String> {
+        std::fs::read_dir(dir.join("blobs/sha256"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect()
+    };
+    let pulled_blobs = blobs(&pulled);
+    assert_eq!(pulled_blobs, blobs(&archive), "the pulled image's blobs");
+    for blob in &pulled_blobs {
+        let path = |dir: &Path| dir.join("blobs/sha256").join(blob);
+        assert!(
+            std::fs::read(path(&pulled)).unwrap() == std::fs::read(path(&archive)).unwrap(),
+            "blob {blob} pulled by digest differs from the OCI archive's"
+        );
+    }
+    digest
+}
+
+/// `helm template --verify` of the chart from the registry, by Helm 3 and Helm 4: the image is
+/// pinned to the pushed index. Another key's keyring is refused.
+fn chart_pins_the_image(
+    release: &Release,
+    registry: &Registry,
+    version: &str,
+    digest: &str,
+    scratch: &Scratch,
+) {
+    let chart = format!("oci://{}/charts/styrmin-webhook", registry.address);
+    let template = |helm: &HelmHome, name: &str, keyring: &Path| {
+        let mut cmd = helm.helm(name);
+        cmd.args(["template", "styrmin-webhook", &chart, "--version", version])
+            .args(["--namespace", "styrmin-system", "--plain-http", "--verify"])
+            .arg("--keyring")
+            .arg(keyring);
+        run(&mut cmd, None)
+    };
+    for name in ["helm3", "helm4"] {
+        let helm = HelmHome::new(&format!("release-chart-{name}"));
+        let output = template(&helm, name, &release.keyring);
+        assert!(
+            output.status.success(),
+            "{name} template --verify {chart}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let images: Vec<String> = split_documents(&utf8(output.stdout, "helm template"))
+            .iter()
+            .map(|doc| doc.value())
+            .filter(|value| value["kind"] == "Deployment")
+            .flat_map(|value| {
+                value["spec"]["template"]["spec"]["containers"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c["image"].as_str().unwrap().to_owned())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(
+            images,
+            [format!("{}/styrmin-webhook@{digest}", registry.address)]
+        );
+    }
+    let stranger = Keys::new(scratch, "stranger", "Someone else");
+    let helm = HelmHome::new("release-chart-stranger");
+    let output = template(&helm, "helm4", &stranger.public);
+    assert!(
+        !output.status.success() && output.stdout.is_empty(),
+        "helm4 template --verify accepted the chart with another key's keyring"
+    );
+}
+
+/// `helm plugin install oci://...` with the signature checked; the plugin with the archive's
+/// binary renders the test chart exactly as the source tree's plugin with the source build.
+/// A tampered tarball is refused.
+fn plugin_renders_as_the_source_build(
+    scratch: &Scratch,
+    release: &Release,
+    registry: &Registry,
+    version: &str,
+    archive_dir: &Path,
+) {
+    let chart = data("charts/styrmin-e2e");
+    let config = workspace_root().join("examples/styrmin.yaml");
+    let render = |helm: &HelmHome, path: &Path| {
+        let mut cmd = helm.helm("helm4");
+        cmd.arg("template")
+            .arg("web")
+            .arg(&chart)
+            .args(["--post-renderer", "styrmin", "--post-renderer-args"])
+            .arg(format!("--config={}", config.display()));
+        if path != release_dir() {
+            let system = std::env::var_os("PATH").unwrap_or_default();
+            let mut dirs = vec![path.to_path_buf()];
+            dirs.extend(std::env::split_paths(&system));
+            cmd.env("PATH", std::env::join_paths(dirs).unwrap());
+        }
+        utf8(run_ok(&mut cmd, None).stdout, "helm4 template")
+    };
+
+    let released = HelmHome::new("release-plugin");
+    let mut install = released.helm("helm4");
+    install
+        .args(["plugin", "install", "--plain-http", "--keyring"])
+        .arg(&release.keyring)
+        .arg(format!(
+            "oci://{}/helm-plugins/styrmin:{version}",
+            registry.address
+        ));
+    run_ok(&mut install, None);
+    let from_release = render(&released, archive_dir);
+
+    let source = HelmHome::new("release-plugin-source");
+    let mut install = source.helm("helm4");
+    install
+        .args(["plugin", "install"])
+        .arg(workspace_root().join("postrender/helm-plugin"));
+    run_ok(&mut install, None);
+    let from_source = render(&source, &release_dir());
+    assert!(
+        from_release == from_source,
+        "the released plugin and binary render the test chart otherwise than the source build"
+    );
+    let mut plain = source.helm("helm4");
+    plain.arg("template").arg("web").arg(&chart);
+    assert_ne!(
+        utf8(run_ok(&mut plain, None).stdout, "helm4 template"),
+        from_source,
+        "the post-renderer changed nothing, so the comparison shows nothing"
+    );
+
+    // A tarball changed after signing, with the release's .prov beside it, is refused.
+    let tampered = scratch.join("tampered");
+    std::fs::create_dir_all(&tampered).unwrap();
+    let name = format!("styrmin-{version}.tgz");
+    let mut bytes = std::fs::read(release.dir.join(&name)).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(tampered.join(&name), bytes).unwrap();
+    std::fs::copy(
+        release.dir.join(format!("{name}.prov")),
+        tampered.join(format!("{name}.prov")),
+    )
+    .unwrap();
+    let helm = HelmHome::new("release-plugin-tampered");
+    let mut install = helm.helm("helm4");
+    install
+        .args(["plugin", "install", "--keyring"])
+        .arg(&release.keyring)
+        .arg(tampered.join(&name));
+    let output = run(&mut install, None);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("sha256 sum does not match"),
+        "helm4 plugin install did not refuse a tampered tarball for its checksum: {stderr}"
+    );
+    assert!(
+        !helm.data_home().join("plugins/styrmin").exists(),
+        "the tampered plugin was installed"
+    );
+}
