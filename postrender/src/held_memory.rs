@@ -237,15 +237,35 @@ impl HeldBytes {
     }
 
     pub fn extend_from_slice(&mut self, bytes: &[u8]) {
-        let len = self.len;
-        self.resize(len + bytes.len());
-        self.room.bytes_mut()[len..len + bytes.len()].copy_from_slice(bytes);
+        let (len, new_len) = (self.len, self.len + bytes.len());
+        if new_len > self.capacity() {
+            self.grow(new_len);
+        }
+        self.room.bytes_mut()[len..new_len].copy_from_slice(bytes);
+        self.len = new_len;
     }
 
-    /// Holds `new_len` bytes: new ones are zero.
+    /// Holds `new_len` bytes: new ones are zero. What a block grows by after it was read (its
+    /// edits) is small: past the last huge page begun it is held in ordinary pages, not in
+    /// a whole huge page more.
     pub fn resize(&mut self, new_len: usize) {
         if new_len > self.capacity() {
             self.grow(new_len);
+        }
+        #[cfg(target_os = "linux")]
+        if let Room::Mapped {
+            map,
+            start,
+            capacity,
+            ..
+        } = &self.room
+        {
+            let begun = self.len.next_multiple_of(HUGE_PAGE);
+            if new_len > begun && begun < *capacity {
+                // Advice only: where it is refused the growth takes huge pages as before.
+                let _ =
+                    map.advise_range(memmap2::Advice::NoHugePage, start + begun, capacity - begun);
+            }
         }
         if new_len > self.len {
             let len = self.len;
