@@ -203,6 +203,14 @@ impl HeldBytes {
     /// Reads from `input` until `most` bytes more are held or the input ends; the number
     /// read (0: the input had ended).
     pub fn read_from(&mut self, input: &mut impl Read, most: usize) -> io::Result<usize> {
+        if let Room::Heap(bytes) = &mut self.room {
+            // Ordinary memory grows as a vector does (the allocator moves a large one
+            // without copying it), read into straight: nothing is zeroed first.
+            bytes.truncate(self.len);
+            let read = (&mut *input).take(most as u64).read_to_end(bytes)?;
+            self.len += read;
+            return Ok(read);
+        }
         let target = self.len.saturating_add(most);
         let before = self.len;
         while self.len < target {
@@ -298,8 +306,14 @@ impl HeldBytes {
     }
 
     /// A room of the same kind for `needed` bytes at least (twice the old one), the held
-    /// bytes copied into it: only for a block with a document larger than its room.
+    /// bytes copied into it: only for a block with a document larger than its room. Heap
+    /// room grows in place as a vector does.
     fn grow(&mut self, needed: usize) {
+        if let Room::Heap(bytes) = &mut self.room {
+            bytes.truncate(self.len);
+            bytes.resize(needed, 0);
+            return;
+        }
         let capacity = needed.max(self.capacity() * 2);
         let mut room = Room::new(capacity, self.room.pages());
         room.bytes_mut()[..self.len].copy_from_slice(&self[..]);
