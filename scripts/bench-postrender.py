@@ -19,6 +19,8 @@ BIN = os.environ.get("STYRMIN_BENCH_BIN") or os.path.join(ROOT, "target", "relea
 # STYRMIN_BENCH_BASE_BIN adds another build as a third side of the interleaved floor runs.
 BASE_BIN = os.environ.get("STYRMIN_BENCH_BASE_BIN")
 KUBECTL = os.path.join(ROOT, ".tools", "bin", "kubectl")
+# The holding floor (tools/bench): reads all of stdin into one room, then writes it.
+HOLD = os.environ.get("STYRMIN_BENCH_HOLD_BIN") or os.path.join(ROOT, "target", "release", "hold_stream")
 OUT = os.path.join(ROOT, "target", "bench")
 
 
@@ -292,21 +294,10 @@ def main():
             (f"{label}: at most 16 threads", threads2 <= 16),
         ]
 
-    # The targets, each against a baseline of the same run. The floor (`cat < s | cat`) and
-    # the post-renderer run in turn for many rounds; each side's fastest run counts, and
-    # CPU time (user + system, from wait4) stands beside wall time.
+    # The targets, each against a baseline of the same run: the four figures side by side
+    # (`side_by_side`), then CPU and memory.
     rounds = int(os.environ.get("STYRMIN_BENCH_ROUNDS", "15"))
     s50k = os.path.join(tmp, "stream-50000.yaml")
-    sides = {"cat": ["cat"], "styrmin": styrmin}
-    # A second floor: a program that holds the whole stream before it writes a byte, as the
-    # post-renderer must (all or nothing). dd with one block larger than the stream reads
-    # it all into one buffer, then writes it: the cost of holding the stream in memory
-    # (page faults for every page of it) with no work on it.
-    hold_bytes = ((os.path.getsize(s50k) >> 20) + 1) << 20
-    sides["dd (holds the stream)"] = ["dd", f"bs={hold_bytes}", "iflag=fullblock", "status=none"]
-    if BASE_BIN:
-        sides["previous build"] = [BASE_BIN, "--config", config]
-    floor = fastest_interleaved(sides, s50k, rounds, sink_cat=True)
     # With STYRMIN_BENCH_BASE_BIN, the CPU and memory targets are measured for the previous
     # build too, interleaved with this one.
     builds = {"styrmin": styrmin}
@@ -343,13 +334,7 @@ def main():
     runs = [{name: peak_rss_kib(argv, empty) for name, argv in builds.items()} for _ in range(3)]
     idle_rss = {name: min(r[name] for r in runs) for name in builds}
     lines.append("")
-    lines.append(f"Targets ({rounds} interleaved rounds, each side's fastest run):")
-    lines.append("")
-    lines.append("| 50,000 documents, `prog < s \\| cat` | fastest wall | least CPU | vs `cat` (wall) | vs holding the stream (wall) |")
-    lines.append("|---|---:|---:|---:|---:|")
-    hold = floor["dd (holds the stream)"][0]
-    for name, (wall, cpu) in floor.items():
-        lines.append(f"| {name} | {wall * 1000:.1f} ms | {cpu * 1000:.1f} ms | {wall / floor['cat'][0]:.2f}× | {wall / hold:.2f}× |")
+    lines.append(f"CPU and memory ({rounds} interleaved rounds):")
     lines.append("")
     lines.append("| CPU (least of the interleaved rounds, less start-up) | " + " | ".join(builds) + " |")
     lines.append("|---|" + "---:|" * len(builds))
@@ -380,10 +365,11 @@ def main():
                     f"| {growth(b, idle_rss['previous build'], size):.2f}× |")
         lines.append(row)
     target_checks = [
-        ("target: at 50,000 documents within 3× of `cat < s | cat` (fastest runs)", floor["styrmin"][0] / floor["cat"][0] <= 3),
         ("target: at most 1 µs CPU per document that is not an Ingress", per_other <= 1e-6),
         ("target: at most 15 µs CPU per Ingress", per_ingress <= 15e-6),
         ("target: peak RSS at most twice the input for every shape", all(m * 1024 <= 2 * size for _, _, m, size in rss)),
+        ("target: peak RSS growth over start-up at most twice the input for every shape",
+         all(growth(m, idle_rss["styrmin"], size) <= 2 for _, _, m, size in rss)),
     ]
 
     checks = target_checks + shape_checks + [
@@ -408,6 +394,8 @@ def block_style(text):
     import re
     text = re.sub(r'(\n *)- hosts: \["([^"]*)"\]',
                   lambda m: f'{m.group(1)}- hosts:{m.group(1)}    - "{m.group(2)}"', text)
+    text = re.sub(r'(\n *)service: \{name: web, port: \{number: 80\}\}',
+                  lambda m: f'{m.group(1)}service:{m.group(1)}  name: web{m.group(1)}  port:{m.group(1)}    number: 80', text)
     return re.sub(r'(\n *)limits: \{cpu: 500m, memory: 256Mi\}',
                   lambda m: f'{m.group(1)}limits:{m.group(1)}  cpu: 500m{m.group(1)}  memory: 256Mi', text)
 
@@ -495,13 +483,115 @@ def krm_main():
     return ok
 
 
+def commit():
+    """The commit measured, marked when the work tree differs from it."""
+    def git(*args):
+        return subprocess.run(["git", "-C", ROOT] + list(args), capture_output=True, text=True).stdout.strip()
+    head = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    return head + (" (with changes not committed)" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def side_by_side():
+    """The figures of one run side by side: `cat < s | cat`, the floor of holding the stream
+    (`hold_stream`, ordinary pages and huge pages), the post-renderer, and the KRM route on the
+    same objects as a `ResourceList`, at 50,000 documents and for a `List` of 20,000 Ingresses
+    (flow collections written as blocks, as kustomize writes them). The sides run in turn for
+    many rounds, the order alternating; each side's median and fastest wall time and least
+    CPU time count, and its peak RSS (least of three runs) with the growth over start-up.
+    The targets are on the medians. Returns whether they are all met."""
+    for binary in (BIN, HOLD):
+        if not os.path.exists(binary):
+            sys.exit(f"build first: cargo build --release ({binary} is missing)")
+    os.makedirs(OUT, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="styrmin-bench-side-")
+    spec = "environment: {ingress_class: haproxy}\n"
+    config = os.path.join(tmp, "styrmin.yaml")
+    with open(config, "w") as f:
+        f.write(spec)
+    empty = os.path.join(tmp, "empty.yaml")
+    open(empty, "w").close()
+    rounds = int(os.environ.get("STYRMIN_BENCH_SIDE_ROUNDS", "15"))
+    builds = [("", BIN)] + ([("previous build: ", BASE_BIN)] if BASE_BIN else [])
+    # What each program has of its own before it reads a byte (least of three runs).
+    idle = {}
+    for argv in [[b, "--config", config] for _, b in builds] + [[HOLD, "--pages", p] for p in ("ordinary", "huge")]:
+        idle[argv[0] + argv[-1]] = min(peak_rss_kib(argv, empty) for _ in range(3))
+    lines = [f"Side by side (commit {commit()}; {rounds} interleaved rounds, stdin from a file, stdout into `cat`):", ""]
+    checks = []
+    for shape, text, items in [
+        ("50,000 documents", block_style(stream(50000)), None),
+        ("`List` of 20,000 Ingresses", block_style(ingress_list(20000)), block_style(ingress_stream(20000))),
+    ]:
+        stream_path = os.path.join(tmp, f"stream-{len(lines)}.yaml")
+        list_path = os.path.join(tmp, f"resourcelist-{len(lines)}.yaml")
+        with open(stream_path, "w") as f:
+            f.write(text)
+        with open(list_path, "w") as f:
+            f.write(resource_list(items or text, spec))
+        size = os.path.getsize(stream_path)
+        sides = [("`cat`", ["cat"], stream_path, None),
+                 ("hold, ordinary pages", [HOLD, "--pages", "ordinary"], stream_path, HOLD + "ordinary"),
+                 ("hold, huge pages", [HOLD, "--pages", "huge"], stream_path, HOLD + "huge")]
+        for label, binary in builds:
+            idle_key = binary + config
+            sides.append((f"{label}post-renderer", [binary, "--config", config], stream_path, idle_key))
+            sides.append((f"{label}KRM route", [binary], list_path, idle_key))
+        walls = {name: [] for name, _, _, _ in sides}
+        cpus = {name: [] for name, _, _, _ in sides}
+        for r in range(rounds):
+            for name, argv, path, _ in (sides if r % 2 == 0 else sides[::-1]):
+                wall, cpu = run_cpu(argv, path, sink_cat=True)
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+        median = {name: statistics.median(w) for name, w in walls.items()}
+        cat, huge = median["`cat`"], median["hold, huge pages"]
+        lines.append(f"{shape}: the stream {size / 1e6:.1f} MB, the `ResourceList` {os.path.getsize(list_path) / 1e6:.1f} MB")
+        lines.append("")
+        lines.append("| side | median wall | fastest wall | least CPU | median vs `cat` | median vs holding in huge pages "
+                     "| peak RSS | growth over start-up / input |")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+        grown = {}
+        for name, argv, path, idle_key in sides:
+            rss = min(peak_rss_kib(argv, path) for _ in range(3))
+            growth = f"{(rss - idle[idle_key]) * 1024 / size:.2f}×" if idle_key else "–"
+            if idle_key:
+                grown[name] = (rss - idle[idle_key]) * 1024 / size
+            lines.append(f"| {name} | {median[name] * 1000:.1f} ms | {min(walls[name]) * 1000:.1f} ms "
+                         f"| {min(cpus[name]) * 1000:.1f} ms | {median[name] / cat:.2f}× | {median[name] / huge:.2f}× "
+                         f"| {rss / 1024:.1f} MiB | {growth} |")
+        lines.append("")
+        post, krm = median["post-renderer"], median["KRM route"]
+        checks += [
+            (f"{shape}: post-renderer within 1.15× holding in huge pages (medians, {post / huge:.2f}×)", post <= 1.15 * huge),
+            (f"{shape}: post-renderer at most 2.5× `cat < s | cat` (medians, {post / cat:.2f}×)", post <= 2.5 * cat),
+            (f"{shape}: KRM route within 1.2× the post-renderer (medians, {krm / post:.2f}×)", krm <= 1.2 * post),
+            (f"{shape}: peak RSS growth over start-up at most twice the input "
+             f"(post-renderer {grown['post-renderer']:.2f}×, KRM route {grown['KRM route']:.2f}×)",
+             max(grown["post-renderer"], grown["KRM route"]) <= 2),
+        ]
+        print(f"measured side by side: {shape}", file=sys.stderr)
+    lines.append(f"Growth over start-up: peak RSS less the same program's on an empty input ("
+                 + ", ".join(f"{os.path.basename(k)} {v / 1024:.1f} MiB" for k, v in idle.items()) + "), over the stream's size.")
+    lines.append("")
+    for name, ok in checks:
+        lines.append(f"- {'PASS' if ok else 'FAIL'}: {name}")
+    report = "\n".join(lines) + "\n"
+    print(report)
+    with open(os.path.join(OUT, "side-by-side.md"), "w") as f:
+        f.write(report)
+    return all(ok for _, ok in checks)
+
+
 if __name__ == "__main__":
-    # `--krm` measures the KRM route alone; otherwise it runs first, then the rest, and a
-    # failure of either fails the run.
+    # `--krm` measures the KRM route alone, `--side-by-side` the four figures alone;
+    # otherwise they run first, then the rest, and a failure of any fails the run.
     if "--krm" in sys.argv[1:]:
         sys.exit(0 if krm_main() else 1)
+    if "--side-by-side" in sys.argv[1:]:
+        sys.exit(0 if side_by_side() else 1)
     krm_ok = krm_main()
+    side_ok = side_by_side()
     try:
         main()
     except SystemExit as done:
-        sys.exit(done.code or (0 if krm_ok else 1))
+        sys.exit(done.code or (0 if krm_ok and side_ok else 1))

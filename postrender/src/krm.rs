@@ -35,6 +35,7 @@ use serde::Deserialize;
 
 use crate::config::{StyrminConfig, one_line, parser_message, without_parser_position};
 use crate::documents::Document;
+use crate::held_memory::{self, HeldBytes, Pages};
 use crate::ingress_edit::{self, Edit};
 use crate::render::{self, RenderError, RenderRules, Rendered};
 use crate::streaming;
@@ -1095,7 +1096,7 @@ fn plain_key(text: &str) -> Option<(usize, &str)> {
 /// spliced in, then `results`), and whether it failed.
 #[derive(Debug)]
 pub struct Outcome {
-    text: Vec<u8>,
+    text: HeldBytes,
     edits: Vec<Edit>,
     tail: String,
     pub failed: bool,
@@ -1145,12 +1146,17 @@ impl Outcome {
 pub fn run(input: &[u8], fallback: FunctionConfig, fallback_given: bool) -> Outcome {
     let mut cutter = Cutter::new(true);
     cutter.feed(input);
-    run_cut(input.to_vec(), cutter.into_cut(), fallback, fallback_given)
+    run_cut(
+        HeldBytes::copy_of(input),
+        cutter.into_cut(),
+        fallback,
+        fallback_given,
+    )
 }
 
 /// [`run`] on a `ResourceList` already cut by [`read`].
 pub fn run_cut(
-    mut input: Vec<u8>,
+    mut input: HeldBytes,
     cut: ListCut,
     fallback: FunctionConfig,
     fallback_given: bool,
@@ -1207,7 +1213,7 @@ pub fn run_cut(
                 field.as_deref(),
             ));
             Outcome {
-                text: Vec::new(),
+                text: HeldBytes::default(),
                 edits: Vec::new(),
                 tail: output,
                 failed: true,
@@ -1334,13 +1340,13 @@ impl Cutter {
 const READ_PIECE: usize = 1 << 20;
 
 /// Reads a `ResourceList` to its end and cuts it. The input is read into room for
-/// `reserve` bytes (zeroed room: the system maps its pages only once they are written),
-/// and each part read, as whole lines, is lent to a thread that cuts it and checks its
-/// lines while the rest is read into the room after it: the cut is ready when the input
-/// ends, and nothing is copied. A longer input is read on after the room is full, and the
-/// rest cut then.
-pub fn read(mut input: impl Read, reserve: usize) -> std::io::Result<(Vec<u8>, ListCut)> {
-    let mut text = vec![0u8; reserve];
+/// `reserve` bytes (zeroed room: the system maps its pages only once they are written, in
+/// huge pages past the first where they are offered, [`held_memory`]), and each part read,
+/// as whole lines, is lent to a thread that cuts it and checks its lines while the rest is
+/// read into the room after it: the cut is ready when the input ends, and nothing is
+/// copied. A longer input is read on after the room is full, and the rest cut then.
+pub fn read(mut input: impl Read, reserve: usize) -> std::io::Result<(HeldBytes, ListCut)> {
+    let mut text = HeldBytes::with_room(reserve, Pages::offered(held_memory::HUGE_PAGE));
     let mut filled = 0;
     let mut sent = 0;
     let (read, mut cutter) = std::thread::scope(|scope| {
@@ -1354,7 +1360,7 @@ pub fn read(mut input: impl Read, reserve: usize) -> std::io::Result<(Vec<u8>, L
         });
         // `rest` is the room not yet lent; its first `pending` bytes are read, a line not
         // yet ended.
-        let mut rest: &mut [u8] = &mut text;
+        let mut rest: &mut [u8] = text.spare_room_mut();
         let mut pending = 0;
         let read = loop {
             let room = (rest.len() - pending).min(READ_PIECE);
@@ -1387,9 +1393,9 @@ pub fn read(mut input: impl Read, reserve: usize) -> std::io::Result<(Vec<u8>, L
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         (read, cutter)
     });
-    text.truncate(filled);
+    text.hold(filled);
     if !read? {
-        input.read_to_end(&mut text)?;
+        while text.read_from(&mut input, READ_PIECE)? > 0 {}
     }
     cutter.feed(&text[sent..]);
     Ok((text, cutter.into_cut()))
@@ -1984,7 +1990,7 @@ mod tests {
         // Room for all, for part of it (the rest read and cut after), for nothing.
         for (piece, reserve) in [(7, 1 << 16), (1, 100), (64, 0), (1 << 20, 1 << 16)] {
             let (text, cut) = read(Trickle(input.as_bytes(), piece), reserve).expect("reads");
-            assert_eq!(text, input.as_bytes());
+            assert_eq!(&text[..], input.as_bytes());
             let outcome = run_cut(text, cut, FunctionConfig::default(), false);
             assert_eq!(
                 outcome.output(),

@@ -18,6 +18,7 @@ pub mod documents;
 pub mod explain;
 pub mod flux;
 pub mod go_readers;
+pub mod held_memory;
 pub mod ingress_edit;
 pub mod krm;
 mod read_back;

@@ -15,10 +15,12 @@
 use std::io::{self, Read, Write};
 
 use crate::documents::{self, Document};
+use crate::held_memory::{self, HeldBytes, Pages};
 use crate::render::{self, RenderError, RenderRules, Rendered};
 
-/// A block is handed to a renderer once it holds this many bytes and a complete document.
-pub const BLOCK_BYTES: usize = 1 << 20;
+/// A block is handed to a renderer once it holds this many bytes and a complete document:
+/// a block and the growth of its edits fit one huge page.
+pub const BLOCK_BYTES: usize = held_memory::HUGE_PAGE - held_memory::HUGE_PAGE / 16;
 
 /// The rendered stream: its blocks, the documents that change (with their edits) and
 /// every Ingress's outcome, in stream order (documents, lines and bytes counted over the
@@ -27,7 +29,7 @@ pub const BLOCK_BYTES: usize = 1 << 20;
 pub struct StreamRendered {
     /// The blocks as they came in ([`Keep::Input`]), or each with its edits spliced in
     /// ([`Keep::Output`]).
-    blocks: Vec<Vec<u8>>,
+    blocks: Vec<HeldBytes>,
     /// Whether the blocks hold the output ([`Keep::Output`]).
     spliced: bool,
     pub rendered: Rendered,
@@ -58,7 +60,7 @@ pub enum StreamError {
 /// result, and how many bytes, documents and lines it held as it came in, to number the
 /// documents of the blocks after it.
 struct BlockResult {
-    block: Vec<u8>,
+    block: HeldBytes,
     result: Result<Rendered, RenderError>,
     bytes: usize,
     documents: usize,
@@ -98,13 +100,20 @@ pub fn render_stream_keeping(
             documents_before: 0,
             lines_before: 0,
         };
-        let mut block: Vec<u8> = Vec::with_capacity(block_bytes * 2);
+        // The stream's first huge page is held in ordinary pages: a short stream is not
+        // charged a whole huge page.
+        let mut block =
+            HeldBytes::with_room(block_bytes * 2, Pages::offered(held_memory::HUGE_PAGE));
         // A block with one huge document has no cut yet: look again only after another
         // block's worth of bytes, so the search stays linear in the input.
         let mut next_attempt = block_bytes;
         loop {
-            // Read straight into the block's spare room, not through a buffer of our own.
-            match input.by_ref().take(READ_BYTES).read_to_end(&mut block) {
+            // Read straight into the block's room, not through a buffer of our own, and no
+            // further than the next look for a cut: a block fills its huge page and no more.
+            let most = next_attempt
+                .saturating_sub(block.len())
+                .clamp(1, READ_BYTES);
+            match block.read_from(&mut input, most) {
                 Ok(0) => break,
                 Ok(_) => {}
                 Err(e) => return Err(StreamError::Read(e)),
@@ -115,12 +124,8 @@ pub fn render_stream_keeping(
             next_attempt = block.len() + block_bytes;
             if let Some((cut, documents)) = last_complete_cut(&block) {
                 next_attempt = block_bytes;
-                let rest = block.split_off(cut);
-                let full = std::mem::replace(
-                    &mut block,
-                    Vec::with_capacity((block_bytes * 2).max(rest.len() * 2)),
-                );
-                block.extend_from_slice(&rest);
+                let rest = block.split_off(cut, block_bytes * 2, Pages::offered(0));
+                let full = std::mem::replace(&mut block, rest);
                 if handles.len() >= in_flight
                     && let Some(oldest) = handles.pop_front()
                 {
@@ -141,7 +146,7 @@ pub fn render_stream_keeping(
 }
 
 /// How much is read from the input at a time.
-const READ_BYTES: u64 = 1 << 20;
+const READ_BYTES: usize = 1 << 20;
 
 /// At most this many blocks are rendered at once (fewer on a machine with fewer cores).
 const MAX_BLOCKS_IN_FLIGHT: usize = 4;
@@ -178,7 +183,7 @@ fn join<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
 /// stream is checked. `documents` are the block's documents when the search for its end
 /// has already found them.
 fn render_and_keep(
-    mut block: Vec<u8>,
+    mut block: HeldBytes,
     documents: Option<Vec<Document>>,
     rules: &RenderRules,
     keep: Keep,
@@ -358,7 +363,7 @@ pub fn render_documents_apart(
 /// back to front; then the edits' texts are written between them. A run's new place never
 /// covers bytes of a run not yet moved: runs before it that move the same way are already
 /// in place, and a run that moves the other way lies on its far side.
-fn splice_in_place(block: &mut Vec<u8>, changed: &[render::ChangedDocument]) {
+fn splice_in_place(block: &mut HeldBytes, changed: &[render::ChangedDocument]) {
     let edits = || {
         changed.iter().flat_map(|c| {
             let start = c.document.range.start;
@@ -375,7 +380,7 @@ fn splice_in_place(block: &mut Vec<u8>, changed: &[render::ChangedDocument]) {
     let removed: usize = edits().map(|(range, _)| range.len()).sum();
     let new_len = old_len + added - removed;
     if new_len > old_len {
-        block.resize(new_len, 0);
+        block.resize(new_len);
     }
     let delta =
         |range: &std::ops::Range<usize>, text: &[u8]| text.len() as isize - range.len() as isize;
@@ -417,7 +422,7 @@ impl StreamRendered {
             return out.flush();
         }
         render::write_spliced(
-            self.blocks.iter().map(Vec::as_slice),
+            self.blocks.iter().map(|block| &block[..]),
             &self.rendered.changed,
             out,
         )
@@ -777,13 +782,13 @@ mod tests {
     fn spliced_in_place(block: &[u8], changed: &[render::ChangedDocument]) -> Vec<u8> {
         let mut expected = Vec::new();
         render::write_spliced([block], changed, &mut expected).expect("write to memory");
-        let mut in_place = block.to_vec();
+        let mut in_place = HeldBytes::copy_of(block);
         splice_in_place(&mut in_place, changed);
         assert_eq!(
             String::from_utf8_lossy(&in_place),
             String::from_utf8_lossy(&expected)
         );
-        in_place
+        in_place.to_vec()
     }
 
     #[test]
