@@ -485,3 +485,76 @@ async fn health_readiness_and_metrics() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(connection.as_deref(), Some("close"));
 }
+
+/// Builds `{"a": … }` or `[ … ]` nested `depth` deep as JSON text, around `inner`.
+fn nested_json(depth: usize, inner: &str) -> String {
+    let mut text = String::with_capacity(depth * 8 + inner.len());
+    for i in 0..depth {
+        text.push_str(if i % 2 == 0 { "[" } else { "{\"a\":" });
+    }
+    text.push_str(inner);
+    for i in (0..depth).rev() {
+        text.push(if i % 2 == 0 { ']' } else { '}' });
+    }
+    text
+}
+
+#[tokio::test]
+async fn deep_json_is_answered_never_a_crash() {
+    let state = state();
+    let base = in_namespace(
+        fixture("crafted__ingress-v1-create__converted-from-v1beta1.json"),
+        "styrmin-web",
+    );
+    // Deeply nested values where the webhook reads (the object) and where it skips (an
+    // unknown field of the request), at depths past serde_json's limit and far past.
+    for depth in [200, 10_000, 1_000_000] {
+        let deep = nested_json(depth, "1");
+        for place in ["object", "unknown"] {
+            let mut review = base.clone();
+            let marker = "\"__deep__\"";
+            match place {
+                "object" => review["request"]["object"]["spec"]["extra"] = json!("__deep__"),
+                _ => review["request"]["extra"] = json!("__deep__"),
+            }
+            let body = serde_json::to_string(&review)
+                .unwrap()
+                .replacen(marker, &deep, 1);
+            let (status, bytes, _) = post(&state, "/mutate", body.into_bytes()).await;
+            let reason = String::from_utf8_lossy(&bytes);
+            assert!(
+                status == StatusCode::OK || status == StatusCode::BAD_REQUEST,
+                "{depth} in {place}: {status} {reason}"
+            );
+            if status == StatusCode::OK {
+                // An answer for this request: allowed, with the patch admission gives the
+                // same Ingress without the deep field.
+                let answer: Value = serde_json::from_slice(&bytes).expect("an AdmissionReview");
+                assert_eq!(answer["response"]["uid"], base["request"]["uid"], "{reason}");
+                assert_eq!(answer["response"]["allowed"], json!(true), "{reason}");
+                assert!(answer["response"]["patch"].is_string(), "{depth} {place}: {reason}");
+            } else {
+                assert!(reason.contains("recursion") || reason.contains("deep"), "{reason}");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn helm_release_with_deep_values_is_answered() {
+    // `spec.values` is free-form: the API server takes 10,000 levels, and so must the webhook.
+    let state = state();
+    let base = fixture("crafted__helmrelease-v2-upgrade.json");
+    for depth in [200, 10_000, 1_000_000] {
+        let mut review = base.clone();
+        review["request"]["object"]["spec"]["values"] = json!({"deep": "__deep__"});
+        let body = serde_json::to_string(&review)
+            .unwrap()
+            .replacen("\"__deep__\"", &nested_json(depth, "1"), 1);
+        let (status, bytes, _) = post(&state, "/mutate", body.into_bytes()).await;
+        let reason = String::from_utf8_lossy(&bytes);
+        assert_eq!(status, StatusCode::OK, "{depth}: {reason}");
+        let answer: Value = serde_json::from_slice(&bytes).expect("an AdmissionReview");
+        assert_eq!(answer["response"]["uid"], base["request"]["uid"], "{reason}");
+    }
+}
