@@ -7,7 +7,7 @@ cd "$(dirname "$0")"
 seconds=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(rendered_stream postrender_config admission_review policy_file)
+[ ${#targets[@]} -gt 0 ] || targets=(rendered_stream postrender_config admission_review policy_file deep_nesting)
 export RUSTC_BOOTSTRAP=1
 ./seed.sh
 # No sanitizer: the project forbids unsafe code; debug assertions (overflow checks) on.

@@ -110,3 +110,27 @@ fn policy_file_on_the_test_policy() {
         bodies::policy_file(&input);
     }
 }
+
+#[test]
+fn deep_nesting_below_at_and_past_the_bound() {
+    // (kind, count) pairs: flow sequence 0, flow mapping 1, block mapping 2, block sequence 3;
+    // each pair opens (count + 1) × 64 collections.
+    let inputs: [&[u8]; 8] = [
+        &[],
+        &[0, 100],
+        &[1, 150],
+        &[0, 155],
+        &[0, 160],
+        &[2, 30, 0, 120],
+        &[3, 40, 1, 200],
+        &[
+            0, 255, 1, 255, 0, 255, 1, 255, 0, 255, 1, 255, 0, 255, 1, 255,
+        ],
+    ];
+    for input in inputs {
+        bodies::deep_nesting(input);
+    }
+    for input in regressions("deep_nesting") {
+        bodies::deep_nesting(&input);
+    }
+}

@@ -306,3 +306,77 @@ pub fn policy_file(data: &[u8]) {
         }
     }
 }
+
+/// `deep_nesting`: each pair of bytes opens `(second + 1) × 64` collections of one kind
+/// (flow sequence, flow mapping, block mapping, block sequence, by the first byte), so
+/// that a few bytes nest an Ingress's `spec.rules` tens of thousands deep; a mutation-based
+/// fuzzer that grows inputs a byte at a time never gets there from ordinary YAML. Block
+/// levels stop at 2,000 (each costs its indentation in bytes).
+///
+/// The stream renders when it nests at most `MAX_NESTING` deep (root counted) and is
+/// refused with the nesting error past it; never a crash.
+pub fn deep_nesting(data: &[u8]) {
+    use postrender::yaml_tree::MAX_NESTING;
+    const BLOCK_LEVELS: usize = 2_000;
+    let mut text = String::from(
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: deep\nspec:\n  rules:",
+    );
+    // Root mapping and `spec`.
+    let mut depth = 2;
+    let mut closers = String::new();
+    let mut in_flow = false;
+    let mut indent = 4;
+    let mut blocks = 0;
+    for pair in data.chunks_exact(2) {
+        let count = (usize::from(pair[1]) + 1) * 64;
+        let kind = pair[0] % 4;
+        for _ in 0..count {
+            match kind {
+                0 | 1 if !in_flow => {
+                    text.push(' ');
+                    in_flow = true;
+                    text.push_str(if kind == 0 { "[" } else { "{a: " });
+                    closers.push(if kind == 0 { ']' } else { '}' });
+                }
+                0 => {
+                    text.push('[');
+                    closers.push(']');
+                }
+                1 => {
+                    text.push_str("{a: ");
+                    closers.push('}');
+                }
+                _ if in_flow || blocks >= BLOCK_LEVELS => continue,
+                2 => {
+                    text.push('\n');
+                    text.push_str(&" ".repeat(indent));
+                    text.push_str("a:");
+                    indent += 1;
+                    blocks += 1;
+                }
+                _ => {
+                    text.push('\n');
+                    text.push_str(&" ".repeat(indent));
+                    text.push('-');
+                    indent += 2;
+                    blocks += 1;
+                }
+            }
+            depth += 1;
+        }
+    }
+    text.push_str(if in_flow { "b" } else { " b" });
+    text.extend(closers.chars().rev());
+    text.push('\n');
+    let rules = stream_rules(0);
+    let result = streaming::render_stream(text.as_bytes(), &rules, streaming::BLOCK_BYTES);
+    // `rules:` itself holds the value: a document with nothing opened is 2 deep.
+    match result {
+        Ok(_) => assert!(depth <= MAX_NESTING, "{depth} levels were rendered"),
+        Err(e) if depth > MAX_NESTING => {
+            let message = e.to_string();
+            assert!(message.contains("nested more than"), "{message}");
+        }
+        Err(e) => panic!("{depth} levels were refused: {e}"),
+    }
+}

@@ -16,7 +16,7 @@ mod common_layout;
 mod common_layout_tests;
 mod node;
 
-pub use node::{Node, NodeValue, PlainList, ScalarTag};
+pub use node::{MAX_NESTING, Node, NodeValue, PlainList, ScalarTag};
 
 /// A parse failure, with the position in the parsed text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,16 +58,6 @@ impl From<granit_parser::ScanError> for SyntaxError {
         }
     }
 }
-
-/// How deeply collections may nest in one document, its root collection counted as 1:
-/// what Go's readers accept, and no more. go-yaml (v2 and v3, so Helm 3, Helm 4, kubectl,
-/// kustomize and Flux alike) refuses more than 10,000 flow levels or block indentations,
-/// and every one of them turns the document into JSON, whose decoder refuses values nested
-/// deeper than 10,000 (measured: docs/postrender-yaml.md, "How deep a document may nest").
-/// Every walk over a tree (the readers', the rules', the read-back's, dropping it) recurses
-/// at most this deep, and every thread that renders has a stack sized for that
-/// ([`crate::streaming::RENDER_STACK_BYTES`]).
-pub const MAX_NESTING: usize = 10_000;
 
 /// The refusal of a document that nests deeper than [`MAX_NESTING`].
 fn too_deep(line: usize, column: usize) -> SyntaxError {

@@ -530,11 +530,20 @@ async fn deep_json_is_answered_never_a_crash() {
                 // An answer for this request: allowed, with the patch admission gives the
                 // same Ingress without the deep field.
                 let answer: Value = serde_json::from_slice(&bytes).expect("an AdmissionReview");
-                assert_eq!(answer["response"]["uid"], base["request"]["uid"], "{reason}");
+                assert_eq!(
+                    answer["response"]["uid"], base["request"]["uid"],
+                    "{reason}"
+                );
                 assert_eq!(answer["response"]["allowed"], json!(true), "{reason}");
-                assert!(answer["response"]["patch"].is_string(), "{depth} {place}: {reason}");
+                assert!(
+                    answer["response"]["patch"].is_string(),
+                    "{depth} {place}: {reason}"
+                );
             } else {
-                assert!(reason.contains("recursion") || reason.contains("deep"), "{reason}");
+                assert!(
+                    reason.contains("recursion") || reason.contains("deep"),
+                    "{reason}"
+                );
             }
         }
     }
@@ -548,13 +557,18 @@ async fn helm_release_with_deep_values_is_answered() {
     for depth in [200, 10_000, 1_000_000] {
         let mut review = base.clone();
         review["request"]["object"]["spec"]["values"] = json!({"deep": "__deep__"});
-        let body = serde_json::to_string(&review)
-            .unwrap()
-            .replacen("\"__deep__\"", &nested_json(depth, "1"), 1);
+        let body = serde_json::to_string(&review).unwrap().replacen(
+            "\"__deep__\"",
+            &nested_json(depth, "1"),
+            1,
+        );
         let (status, bytes, _) = post(&state, "/mutate", body.into_bytes()).await;
         let reason = String::from_utf8_lossy(&bytes);
         assert_eq!(status, StatusCode::OK, "{depth}: {reason}");
         let answer: Value = serde_json::from_slice(&bytes).expect("an AdmissionReview");
-        assert_eq!(answer["response"]["uid"], base["request"]["uid"], "{reason}");
+        assert_eq!(
+            answer["response"]["uid"], base["request"]["uid"],
+            "{reason}"
+        );
     }
 }

@@ -18,8 +18,7 @@ use std::ops::Range;
 
 use granit_parser::ScalarStyle;
 
-use super::MAX_NESTING;
-use super::node::{Node, NodeValue, PlainList, ScalarTag};
+use super::node::{MAX_NESTING, Node, NodeValue, PlainList, ScalarTag};
 
 /// The tree of a document in the common layout; `None` when the document is not in it
 /// (which says nothing about whether it is valid YAML).

@@ -6,6 +6,16 @@ use std::ops::Range;
 
 use granit_parser::ScalarStyle;
 
+/// How deeply collections may nest in one document, its root collection counted as 1:
+/// what Go's readers accept, and no more. go-yaml (v2 and v3, so Helm 3, Helm 4, kubectl,
+/// kustomize and Flux alike) refuses more than 10,000 flow levels or block indentations,
+/// and every one of them turns the document into JSON, whose decoder refuses values nested
+/// deeper than 10,000 (measured: docs/postrender-yaml.md, "How deep a document may nest").
+/// Every walk over a tree (the readers', the rules', the read-back's, dropping it) recurses
+/// at most this deep, and every thread that renders has a stack sized for that
+/// ([`crate::streaming::RENDER_STACK_BYTES`]).
+pub const MAX_NESTING: usize = 10_000;
+
 /// One YAML node.
 #[derive(Debug, Clone)]
 pub struct Node<'a> {
