@@ -2,7 +2,8 @@
 //! (`yaml_tree::MAX_NESTING`, the root counted), refused one past it and far past it with an
 //! error naming the document, never a signal, never a byte on stdout. Each shape runs on the
 //! Helm route (stdin stream), alone and behind other documents (so that it renders on a
-//! worker thread), and on the KRM route (a `ResourceList` item).
+//! worker thread), on the KRM route (a `ResourceList` item) and on the kustomize exec plugin
+//! route (the `kustomize-plugin` subcommand, a stream on stdin and a config file).
 //!
 //! The far-past inputs are what catches a recursion added without a bound: any walk that
 //! runs before the bound is checked dies on a million levels.
@@ -129,6 +130,22 @@ fn krm(input: &str) -> Output {
     run(&resource_list(input), &[])
 }
 
+/// The kustomize exec plugin route: what `kubectl kustomize --enable-alpha-plugins` runs, with
+/// the plugin's config file as its argument. (kubectl's kustomize itself reads at most
+/// 10,000 levels and writes them back in block style, n²/2 bytes of indentation, so the real
+/// kustomize in front adds nothing at these depths but minutes.)
+fn kustomize_plugin(input: &str) -> Output {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("styrmin.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: styrmin.io/v1alpha1\nkind: StyrminPostRender\nmetadata:\n  name: styrmin\nspec:\n  deployment:\n    ingress_class: haproxy\n",
+    )
+    .expect("plugin config");
+    let config = config.to_str().expect("a UTF-8 temp path");
+    run(input, &["kustomize-plugin", config])
+}
+
 fn assert_accepted(out: &Output, what: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{what}: {stderr}");
@@ -223,4 +240,26 @@ fn krm_route_accepts_the_bound_and_refuses_past_it() {
         let out = krm(&ingress(shape, FAR_PAST));
         assert_eq!(out.status.code(), Some(1), "KRM {shape:?}");
     }
+}
+
+#[test]
+fn kustomize_plugin_route_accepts_the_bound_and_refuses_past_it() {
+    for shape in SHAPES {
+        let what = format!("exec plugin {shape:?}");
+        let out = kustomize_plugin(&ingress(shape, MAX_NESTING));
+        assert_accepted(&out, &what);
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("ingressClassName: \"haproxy\""),
+            "{what}: the Ingress was not edited"
+        );
+        let past = kustomize_plugin(&ingress(shape, MAX_NESTING + 1));
+        assert_refused(&past, &what, "document 1", true);
+    }
+    for shape in [Shape::FlowSequence, Shape::FlowMapping, Shape::Mixed] {
+        let what = format!("exec plugin {shape:?} far past");
+        let far = kustomize_plugin(&among_others(&ingress(shape, FAR_PAST)));
+        assert_refused(&far, &what, "document 12001", true);
+    }
+    let list_far = kustomize_plugin(&list(FAR_PAST));
+    assert_refused(&list_far, "exec plugin List", "document 1", true);
 }

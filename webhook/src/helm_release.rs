@@ -789,6 +789,34 @@ mod tests {
     }
 
     #[test]
+    fn deeply_nested_patch_texts_are_the_users_never_a_crash() {
+        // A text with the marker's words that nests past the parse budget's depth (flow as
+        // deep as the size cap allows, and block) is read as the user's: kept in its place,
+        // ours added last.
+        let head = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: styrmin-ingress-class\nspec:\n  rules: ";
+        let k = (MAX_PATCH_TEXT_BYTES - head.len() - 1) / 2;
+        let flow = format!("{head}{}{}\n", "[".repeat(k), "]".repeat(k));
+        assert!(flow.len() <= MAX_PATCH_TEXT_BYTES, "{}", flow.len());
+        let mut block = head.trim_end().to_owned();
+        for level in 0..40 {
+            block.push('\n');
+            block.push_str(&" ".repeat(4 + 2 * level));
+            block.push_str("a:");
+        }
+        block.push_str(" b\n");
+        for text in [flow, block] {
+            let entry =
+                json!({"kustomize": {"patches": [{"target": {"kind": "Ingress"}, "patch": text}]}});
+            let object = release(Some(json!([entry])));
+            let out = check(&dedicated(), &object);
+            assert_eq!(
+                out["spec"]["postRenderers"],
+                json!([entry, ours(&dedicated())])
+            );
+        }
+    }
+
+    #[test]
     fn the_deadline_is_checked_before_each_patch_text() {
         let mut budget = FluxBudget::new(Some(Instant::now()));
         let entry = serde_json::to_string(&marked_entry(1)).unwrap();
