@@ -6,7 +6,7 @@
 //! the same, only cheaper (the cut's tests compare it with the cut that reads every line).
 //!
 //! Kept apart from the line logic so that what it may take stays small enough to be read
-//! against [`super::LineChecker`] at a glance.
+//! against [`super::line_checker::LineChecker`] at a glance.
 
 /// The bytes that may open something that runs past its line (or that the cut's checker
 /// refuses): quotes, `[`, `{`, block-scalar indicators, anchors, aliases, tags, and the

@@ -1,0 +1,236 @@
+//! The items rendered by the post-renderer's pipeline, each read where it lies in the
+//! `ResourceList` as one document, and its edits moved back to the `ResourceList`'s text.
+
+use std::ops::Range;
+
+use ingress_rules::Level;
+
+use super::cut::{ItemsSeen, Layout, ListCut, item_document, line_of};
+use super::error::{ItemRef, KrmError};
+use super::function_config::{FunctionConfig, read_function_config};
+use super::results::{ItemInfo, ResourceRef, reference_of};
+use crate::documents::Document;
+use crate::ingress_edit::{self, Edit};
+use crate::render::{RenderError, RenderRules, Rendered};
+use crate::streaming;
+
+/// The text's edits (sorted), what the pipeline found, and each warning's item.
+pub(super) type Processed = (Vec<Edit>, Rendered, Vec<ItemInfo>);
+
+/// Renders the items of a `ResourceList` cut by [`ListCut`]: its edits, or why it is refused
+/// (a refusal of the cut, of the config, or of an item).
+pub(super) fn process(
+    input: &mut [u8],
+    cut: ListCut,
+    fallback: FunctionConfig,
+    fallback_given: bool,
+) -> Result<Processed, KrmError> {
+    let layout = cut.layout?;
+    render_items(input, &layout, &cut.seen, fallback, fallback_given)
+}
+
+/// A part of the `ResourceList` as text: a part that starts and ends at a line's start
+/// (the cut read each line as UTF-8).
+fn text_of(text: &[u8], range: Range<usize>) -> Result<&str, KrmError> {
+    let start = range.start;
+    std::str::from_utf8(&text[range]).map_err(|e| KrmError::NotUtf8 {
+        offset: start + e.valid_up_to(),
+    })
+}
+
+fn render_items(
+    text: &mut [u8],
+    layout: &Layout,
+    seen: &ItemsSeen,
+    fallback: FunctionConfig,
+    fallback_given: bool,
+) -> Result<Processed, KrmError> {
+    let function_config = layout
+        .function_config
+        .as_ref()
+        .map(|range| {
+            read_function_config(text_of(text, range.clone())?, || line_of(text, range.start))
+        })
+        .transpose()?
+        .flatten();
+    let config = match function_config {
+        Some(_) if fallback_given => return Err(KrmError::TwoConfigs),
+        Some(config) => config,
+        None => fallback,
+    };
+    let mode = config.config.mode(&Level::default());
+    if mode.mode.is_warn() {
+        return Err(KrmError::WarnUnsupported {
+            decided_by: mode.decided_by(),
+        });
+    }
+    let settings = config.config.settings(&Level::default());
+    let rules = RenderRules {
+        resolved: settings.resolved,
+        kubernetes: config.kubernetes,
+        strict: config.strict,
+    };
+
+    // Each item is a document of the pipeline read where it lies: its `-` turned into a
+    // space for the time of the rendering, so that every byte keeps its column and its
+    // offset, and nothing is copied. Only the items the pre-filter lets through are
+    // rendered (the others are set aside by the pipeline all the same), unless some text is
+    // not UTF-8, which the pipeline names in whichever item it is.
+    let column = layout.item_column;
+    let documents: Vec<Document> = layout
+        .items
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| seen.not_utf8 || seen.may_hold_ingress.get(*i).is_none_or(|may| *may))
+        .map(|(i, range)| Document {
+            index: i + 1,
+            range: range.clone(),
+        })
+        .collect();
+    for document in &documents {
+        text[document.range.start + column] = b' ';
+    }
+    let rendered = streaming::render_documents_apart(text, &documents, &rules);
+    for document in &documents {
+        text[document.range.start + column] = b'-';
+    }
+    let text = &*text;
+    let item_ref = |index: usize| ItemRef {
+        index,
+        line: line_of(text, layout.items[index].start),
+    };
+    let rendered = rendered.map_err(|error| render_error(text, layout, &rules, error))?;
+
+    // The edits, moved from the items read as documents to the ResourceList's items: the
+    // same bytes, but for an edit before the first key.
+    let mut edits = Vec::new();
+    for changed in &rendered.changed {
+        let index = changed.document.index - 1;
+        let range = &changed.document.range;
+        let dash = column + 2;
+        let mut moved_key = false;
+        for edit in &changed.edits {
+            let at = edit.range.start;
+            let moved = if at >= dash {
+                Edit {
+                    range: range.start + at..range.start + at + edit.range.len(),
+                    text: edit.text.clone(),
+                }
+            } else if edit.range.is_empty()
+                && at == 0
+                && edit.text.len() > dash
+                && edit.text.as_bytes()[..dash].iter().all(|b| *b == b' ')
+            {
+                // A key put before the item's first key (a missing `spec:`): in the list it
+                // goes after the `- `, and the old first key keeps its column.
+                moved_key = true;
+                Edit {
+                    range: range.start + dash..range.start + dash,
+                    text: format!("{}{}", &edit.text[dash..], " ".repeat(dash)),
+                }
+            } else {
+                return Err(KrmError::Render {
+                    item: item_ref(index),
+                    error: "internal check failed: an edit of the item's `-`. Please report this with the ResourceList.".to_owned(),
+                });
+            };
+            edits.push(moved);
+        }
+        // An item whose edit moved: read as a document, it is exactly the document the
+        // pipeline edited.
+        if moved_key {
+            let item = text_of(text, range.clone())?;
+            let item_edits = &edits[edits.len() - changed.edits.len()..];
+            let mut edited = ingress_edit::apply(item, &shifted(item_edits, range.start));
+            edited.replace_range(column..column + 1, " ");
+            let mut document = item.to_owned();
+            document.replace_range(column..column + 1, " ");
+            if changed.text(&document) != edited {
+                return Err(KrmError::Render {
+                    item: item_ref(index),
+                    error: "internal check failed: the edited item differs from the edited document. Please report this with the ResourceList.".to_owned(),
+                });
+            }
+        }
+    }
+    edits.sort_by_key(|e| (e.range.start, e.range.end));
+    // Each warning's item, in the order of the warnings.
+    let warned = rendered
+        .warnings()
+        .map(|o| {
+            let index = o.document.index - 1;
+            ItemInfo {
+                at: item_ref(index),
+                reference: layout
+                    .items
+                    .get(index)
+                    .map_or_else(ResourceRef::default, |r| {
+                        reference_of(&item_document(text, r, column))
+                    }),
+            }
+        })
+        .collect();
+    Ok((edits, rendered, warned))
+}
+
+/// `edits` with their ranges counted from `origin`.
+fn shifted(edits: &[Edit], origin: usize) -> Vec<Edit> {
+    edits
+        .iter()
+        .map(|e| Edit {
+            range: e.range.start - origin..e.range.end - origin,
+            text: e.text.clone(),
+        })
+        .collect()
+}
+
+/// A refusal, named by the item and the line of the `ResourceList`: the item that failed is
+/// rendered again alone, after as many blank lines as come before it, so the pipeline's own
+/// message counts lines as the `ResourceList` does.
+fn render_error(text: &[u8], layout: &Layout, rules: &RenderRules, error: RenderError) -> KrmError {
+    let index = error_document(&error).map_or(0, |d| d.saturating_sub(1));
+    let Some(range) = layout.items.get(index) else {
+        return KrmError::Render {
+            item: ItemRef { index, line: 0 },
+            error: error.to_string(),
+        };
+    };
+    // The lines the cut passed over were left to the pipeline to read as UTF-8: a byte
+    // that is not is named by its offset in the ResourceList.
+    if let Err(error) = text_of(text, range.clone()) {
+        return error;
+    }
+    let item = ItemRef {
+        index,
+        line: line_of(text, range.start),
+    };
+    let mut alone = "\n".repeat(item.line.saturating_sub(2));
+    alone.push_str("---\n");
+    alone.push_str(&item_document(text, range, layout.item_column));
+    let message = match streaming::render_stream(alone.as_bytes(), rules, streaming::BLOCK_BYTES) {
+        Err(again) => again.to_string(),
+        Ok(_) => error.to_string(),
+    };
+    // "document 1 (line L): ..." names the stream of one item; the item says it better.
+    let message = match message.strip_prefix("document 1 (") {
+        Some(rest) => rest
+            .split_once("): ")
+            .map_or(message.clone(), |(_, after)| after.to_owned()),
+        None => message,
+    };
+    KrmError::Render {
+        item,
+        error: message,
+    }
+}
+
+/// The 1-based document an error names (its `document N` prefix).
+fn error_document(error: &RenderError) -> Option<usize> {
+    let message = error.to_string();
+    let at = message.find("document ")?;
+    let digits: String = message[at + "document ".len()..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
