@@ -95,11 +95,14 @@ cargo-test: build
 
 test: tools lint actionlint deny cargo-test
 
-# Tests against a real kube-apiserver (not part of `make test`): the binaries come from
-# $$KUBEBUILDER_ASSETS (the setup-envtest layout: etcd, kube-apiserver, kube-controller-manager);
-# without it the test says so and passes without running. docs/audit.md, "PolicyReports".
-test-cluster: build
+# Tests against a real Kubernetes (not part of `make test`; docs/testing.md). PolicyReports on
+# a real kube-apiserver whose binaries come from $$KUBEBUILDER_ASSETS (the setup-envtest layout:
+# etcd, kube-apiserver, kube-controller-manager); the release installed from a loopback
+# registry on the node of $$E2E_NODE_KUBECONFIG (a cluster whose kubelet runs on this machine).
+# Each step without its variable says so and passes without running.
+test-cluster: tools build
 	$(CARGO) test --release --locked -p styrmin-e2e --test policy_reports_cluster -- --ignored --nocapture
+	$(CARGO) test --release --locked -p styrmin-e2e --test release -- --nocapture
 
 # Benchmarks (not part of `make test`): ratios against a baseline measured in the same run.
 bench: tools build

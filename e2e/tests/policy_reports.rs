@@ -89,8 +89,12 @@ fn settings(
             renew_deadline: Duration::from_millis(1000),
             retry_period: Duration::from_millis(200),
         },
+        rediscover_every: REDISCOVER,
     }
 }
+
+/// How often `auto` asks discovery again in these tests.
+const REDISCOVER: Duration = Duration::from_millis(300);
 
 /// A client whose requests carry `x-replica: <replica>`.
 fn client(api: &FakeApiServer, replica: &str) -> kube::Client {
@@ -382,7 +386,7 @@ async fn reports_follow_the_findings_with_only_the_writes_they_need() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn auto_falls_back_to_wgpolicyk8s_then_to_none() {
+async fn auto_falls_back_to_wgpolicyk8s_then_to_none_until_one_is_served() {
     let api = cluster(&[ReportApi::WgPolicy], 1);
     let (_state, task) = webhook(
         &api,
@@ -427,6 +431,25 @@ async fn auto_falls_back_to_wgpolicyk8s_then_to_none() {
         .filter(|r| !r.path.starts_with(LEASES))
         .collect();
     assert!(writes.is_empty(), "{writes:#?}");
+
+    // The Open Reports CRDs installed later (Kyverno, Policy Reporter): discovery is asked
+    // again, and the reports follow without a restart.
+    let path = format!("/apis/{}", ReportApi::OpenReports.api_version());
+    api.serve_object(&path, &discovery(ReportApi::OpenReports));
+    api.accept_writes(&format!("{path}/"));
+    wait_for_reports(
+        &api,
+        OPEN_REPORTS,
+        "the reports once Open Reports is served",
+        |s| s.len() == EXPECTED.len(),
+    )
+    .await;
+    assert!(
+        metrics(&state)
+            .await
+            .contains("styrmin_webhook_policy_report_api{api=\"openreports\"} 1"),
+        "the metric does not say openreports"
+    );
     task.abort();
 }
 

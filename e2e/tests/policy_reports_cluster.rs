@@ -6,15 +6,21 @@
 //! It checks that the API server accepts the reports (the real CRD schemas, server-side
 //! apply), that a finding's report appears and goes when fixed, and, with
 //! kube-controller-manager, that deleting an Ingress deletes its report (ownerReferences).
+//! Then two `styrmin-webhook serve` processes: only the Lease holder writes, and when it is
+//! killed (SIGKILL, so it cannot give the Lease back) the other takes over within the lease
+//! duration and deletes the report of an Ingress fixed after the hand-over.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use e2e::{data, free_port, split_documents, workspace_root};
+use e2e::webhook::Certs;
+use e2e::{Scratch, data, free_port, release_binary, split_documents, workspace_root};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
@@ -101,16 +107,17 @@ fn control_plane(assets: &Path, dir: &Path) -> (Processes, String) {
     );
     let url = format!("https://127.0.0.1:{api_port}");
     let mut processes = Processes(vec![etcd, apiserver]);
+    // For the processes started here: kube-controller-manager and the webhook replicas.
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {url}\n    insecure-skip-tls-verify: true\nusers:\n- name: t\n  user:\n    token: {TOKEN}\ncontexts:\n- name: t\n  context: {{cluster: t, user: t}}\ncurrent-context: t\n"
+        ),
+    )
+    .unwrap();
     let manager = assets.join("kube-controller-manager");
     if manager.exists() {
-        let kubeconfig = dir.join("kubeconfig");
-        std::fs::write(
-            &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {url}\n    insecure-skip-tls-verify: true\nusers:\n- name: t\n  user:\n    token: {TOKEN}\ncontexts:\n- name: t\n  context: {{cluster: t, user: t}}\ncurrent-context: t\n"
-            ),
-        )
-        .unwrap();
         processes.0.push(spawn(
             &manager,
             &[
@@ -208,7 +215,7 @@ async fn reports_on_a_real_api_server() {
         );
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Scratch::new("policy-reports-cluster");
     let (_processes, url) = control_plane(&assets, dir.path());
     let client = client(&url);
     eventually("the API server", async || {
@@ -270,6 +277,7 @@ async fn reports_on_a_real_api_server() {
                 renew_deadline: Duration::from_secs(2),
                 retry_period: Duration::from_millis(500),
             },
+            rediscover_every: Duration::from_secs(1),
         }));
     let task = tokio::spawn(source.run(state.view_sink()));
 
@@ -308,4 +316,148 @@ async fn reports_on_a_real_api_server() {
         );
     }
     task.abort();
+
+    two_replicas_one_writes_and_the_other_takes_over_when_it_is_killed(&client, dir.path()).await;
+}
+
+/// The lease of the replica processes: short, so that a hand-over takes a few seconds.
+const REPLICA_LEASE: Duration = Duration::from_secs(3);
+
+/// A `styrmin-webhook serve --source kubernetes` process writing reports, with the identity
+/// `identity` in the Lease.
+fn replica(dir: &Path, certs: &Certs, identity: &str, metrics: u16) -> Child {
+    let mut command = Command::new(release_binary("styrmin-webhook"));
+    command
+        .arg("serve")
+        .args(["--source", "kubernetes", "--audit-interval-secs", "1"])
+        .args(["--policy-reports", "openreports"])
+        .args(["--policy-reports-lease-namespace", "styrmin-system"])
+        .args(["--policy-reports-lease-identity", identity])
+        .arg(format!(
+            "--policy-reports-lease-duration-ms={}",
+            REPLICA_LEASE.as_millis()
+        ))
+        .args(["--policy-reports-renew-deadline-ms", "2000"])
+        .args(["--policy-reports-retry-period-ms", "500"])
+        .arg(format!("--listen=127.0.0.1:{}", free_port()))
+        .arg(format!("--metrics-listen=127.0.0.1:{metrics}"))
+        .arg("--tls-cert")
+        .arg(certs.dir.join("tls.crt"))
+        .arg("--tls-key")
+        .arg(certs.dir.join("tls.key"))
+        .env("KUBECONFIG", dir.join("kubeconfig"))
+        .arg("--log-filter=debug,kube_client=error,hyper_util=info,tower=info,rustls=info,h2=info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join(format!("replica-{identity}.log"))).unwrap());
+    command.spawn().unwrap()
+}
+
+/// The value of an unlabelled gauge on a replica's metrics listener (plain HTTP).
+fn gauge(metrics: u16, name: &str) -> Option<f64> {
+    let mut stream = TcpStream::connect(("127.0.0.1", metrics)).ok()?;
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    answer.lines().find_map(|line| {
+        let (metric, value) = line.split_once(' ')?;
+        (metric == name).then(|| value.trim().parse().ok())?
+    })
+}
+
+async fn lease_holder(client: &kube::Client) -> Option<String> {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "styrmin-system");
+    leases
+        .get_opt(LEASE_NAME)
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+}
+
+async fn report_of(client: &kube::Client, ingress: &str) -> Option<DynamicObject> {
+    let list = reports(client).list(&ListParams::default()).await.ok()?;
+    list.items
+        .into_iter()
+        .find(|r| r.data["scope"]["name"] == ingress)
+}
+
+/// Two replica processes: only the Lease holder writes; killed with SIGKILL (no release of
+/// the Lease), the other takes over within the lease duration and writes the next change.
+async fn two_replicas_one_writes_and_the_other_takes_over_when_it_is_killed(
+    client: &kube::Client,
+    dir: &Path,
+) {
+    let certs = Certs::make(dir);
+    // R4: both class fields, so that the Ingress conforms once its class is traefik.
+    let wrong = |class: &str| {
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+               "metadata": {"name": "web2", "namespace": "styrmin-web1",
+                            "annotations": {"kubernetes.io/ingress.class": class}},
+               "spec": {"ingressClassName": class, "defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}}})
+    };
+    apply(client, &wrong("nginx")).await;
+
+    let (metrics_a, metrics_b) = (free_port(), free_port());
+    let a = Processes(vec![replica(dir, &certs, "replica-a", metrics_a)]);
+    eventually("replica-a holding the Lease", async || {
+        (lease_holder(client).await.as_deref() == Some("replica-a")).then_some(())
+    })
+    .await;
+    eventually("web2's report, written by replica-a", async || {
+        report_of(client, "web2").await
+    })
+    .await;
+    let _b = Processes(vec![replica(dir, &certs, "replica-b", metrics_b)]);
+    eventually("replica-b's metrics", async || {
+        gauge(metrics_b, "styrmin_webhook_policy_report_lease_held")
+    })
+    .await;
+    tokio::time::sleep(REPLICA_LEASE * 2).await;
+    assert_eq!(lease_holder(client).await.as_deref(), Some("replica-a"));
+    assert_eq!(
+        gauge(metrics_a, "styrmin_webhook_policy_report_lease_held"),
+        Some(1.0)
+    );
+    assert_eq!(
+        gauge(metrics_b, "styrmin_webhook_policy_report_lease_held"),
+        Some(0.0)
+    );
+
+    // SIGKILL: replica-a cannot give the Lease back; replica-b waits out its duration.
+    let killed = Instant::now();
+    drop(a);
+    eventually("replica-b holding the Lease", async || {
+        (lease_holder(client).await.as_deref() == Some("replica-b")).then_some(())
+    })
+    .await;
+    let took_over = killed.elapsed();
+    println!("hand-over between processes after {took_over:?} (lease duration {REPLICA_LEASE:?})");
+    assert!(
+        took_over <= REPLICA_LEASE + Duration::from_secs(2),
+        "replica-b took {took_over:?} to take over a {REPLICA_LEASE:?} lease"
+    );
+    // The gauge follows once replica-b's update of the Lease has been answered.
+    eventually("replica-b's lease_held gauge at 1", async || {
+        (gauge(metrics_b, "styrmin_webhook_policy_report_lease_held") == Some(1.0)).then_some(())
+    })
+    .await;
+
+    // The new writer deletes the report once the Ingress conforms.
+    apply(client, &wrong("traefik")).await;
+    let deadline = Instant::now() + WAIT;
+    while let Some(report) = report_of(client, "web2").await {
+        assert!(
+            Instant::now() < deadline,
+            "replica-b did not delete web2's report once it conformed: {}\n--- replica-b ---\n{}",
+            serde_json::to_string_pretty(&report).unwrap(),
+            std::fs::read_to_string(dir.join("replica-replica-b.log")).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }

@@ -20,6 +20,12 @@
 //! `E2E_DIST_DIR` (its directory), `E2E_DIST_REGISTRY` (the 127.0.0.1:PORT it was made for)
 //! and `E2E_DIST_KEYRING` (the public keyring); then both architectures must be there.
 //! Needs `make build` and `make tools` (docker-registry, skopeo, gpg).
+//!
+//! With `E2E_NODE_KUBECONFIG` (`make test-cluster`), the kubeconfig of a cluster whose kubelet
+//! runs on this machine, so that its container runtime reaches the registry on 127.0.0.1: the
+//! chart is installed from the registry with `helm install --verify`, its Pods are started
+//! from the pushed index and become Ready, and the API server calls the webhook, which sets
+//! an Ingress's class. Without it that step says so and is skipped.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -31,7 +37,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use e2e::{
-    HelmHome, Scratch, data, release_dir, run, run_ok, split_documents, utf8, workspace_root,
+    HelmHome, Scratch, data, release_dir, run, run_ok, split_documents, tool, utf8, workspace_root,
     workspace_version,
 };
 use serde_json::Value;
@@ -231,6 +237,7 @@ fn the_published_release_installs_as_a_user_would() {
     let digest = image_is_the_index(&scratch, &release, &registry, &version);
     chart_pins_the_image(&release, &registry, &version, &digest, &scratch);
     plugin_renders_as_the_source_build(&scratch, &release, &registry, &version, &archive_dir);
+    installs_on_a_node(&scratch, &release, &registry, &version, &digest);
 }
 
 fn checksums_pass(release: &Release) {
@@ -542,4 +549,189 @@ fn plugin_renders_as_the_source_build(
         !helm.data_home().join("plugins/styrmin").exists(),
         "the tampered plugin was installed"
     );
+}
+
+/// Uninstalls the release and deletes what the step created when dropped, so that a failed
+/// run leaves the cluster as it found it.
+struct Installed<'a> {
+    helm: &'a HelmHome,
+    kubeconfig: &'a Path,
+}
+
+impl Drop for Installed<'_> {
+    fn drop(&mut self) {
+        let mut uninstall = self.helm.helm("helm4");
+        uninstall
+            .args([
+                "uninstall",
+                "styrmin-webhook",
+                "--namespace",
+                NODE_NAMESPACE,
+                "--wait",
+            ])
+            .env("KUBECONFIG", self.kubeconfig);
+        let _ = run(&mut uninstall, None);
+        let _ = run(
+            kubectl(self.kubeconfig).args([
+                "delete",
+                "--ignore-not-found",
+                "--wait=false",
+                "namespace",
+                NODE_NAMESPACE,
+                NODE_APP_NAMESPACE,
+            ]),
+            None,
+        );
+        let _ = run(
+            kubectl(self.kubeconfig).args([
+                "delete",
+                "--ignore-not-found",
+                "styrminclusters.styrmin.io",
+                "default",
+            ]),
+            None,
+        );
+    }
+}
+
+const NODE_NAMESPACE: &str = "styrmin-system";
+const NODE_APP_NAMESPACE: &str = "styrmin-release-web1";
+
+fn kubectl(kubeconfig: &Path) -> Command {
+    let mut cmd = Command::new(tool("kubectl"));
+    cmd.arg("--kubeconfig").arg(kubeconfig);
+    cmd
+}
+
+/// The chart from the registry on a real node: `helm install --verify` with the release's
+/// public key, the Deployment available with every container started from the pushed index
+/// (`imageID` is the registry's digest, so the kubelet pulled it from there), and an Ingress
+/// written through the API server gets the class the webhook sets.
+fn installs_on_a_node(
+    scratch: &Scratch,
+    release: &Release,
+    registry: &Registry,
+    version: &str,
+    digest: &str,
+) {
+    let Some(kubeconfig) = std::env::var_os("E2E_NODE_KUBECONFIG").filter(|k| !k.is_empty()) else {
+        eprintln!(
+            "release: E2E_NODE_KUBECONFIG is not set: the install on a node is skipped \
+             (make test-cluster, docs/testing.md)"
+        );
+        return;
+    };
+    let kubeconfig = PathBuf::from(kubeconfig);
+    let helm = HelmHome::new("release-node");
+    let installed = Installed {
+        helm: &helm,
+        kubeconfig: &kubeconfig,
+    };
+    let started = Instant::now();
+    let mut install = helm.helm("helm4");
+    install
+        .args(["install", "styrmin-webhook"])
+        .arg(format!("oci://{}/charts/styrmin-webhook", registry.address))
+        .args(["--version", version, "--namespace", NODE_NAMESPACE])
+        .args([
+            "--create-namespace",
+            "--plain-http",
+            "--verify",
+            "--keyring",
+        ])
+        .arg(&release.keyring)
+        .args(["--wait", "--timeout", "5m"])
+        .env("KUBECONFIG", &kubeconfig);
+    run_ok(&mut install, None);
+    eprintln!(
+        "release: installed from the registry and Ready in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let pods: Value = serde_json::from_slice(
+        &run_ok(
+            kubectl(&kubeconfig).args([
+                "get",
+                "pods",
+                "--namespace",
+                NODE_NAMESPACE,
+                "--selector",
+                "app.kubernetes.io/instance=styrmin-webhook",
+                "--output",
+                "json",
+            ]),
+            None,
+        )
+        .stdout,
+    )
+    .unwrap();
+    let pods = pods["items"].as_array().unwrap();
+    assert!(!pods.is_empty(), "no Pods of the release");
+    let pinned = format!("{}/styrmin-webhook@{digest}", registry.address);
+    for pod in pods {
+        for container in pod["status"]["containerStatuses"].as_array().unwrap() {
+            assert_eq!(container["ready"], true, "{container}");
+            assert_eq!(container["image"], pinned.as_str(), "{container}");
+            assert_eq!(container["imageID"], pinned.as_str(), "{container}");
+        }
+    }
+
+    // The webhook answers the API server: an Ingress without a class, in an environment's
+    // namespace, gets the cluster's class. The view is fed by a watch, so the first writes
+    // may come before it holds the StyrminCluster.
+    let cluster = scratch.write(
+        "node-cluster.yaml",
+        "apiVersion: styrmin.io/v1alpha1\nkind: StyrminCluster\nmetadata: {name: default}\nspec: {ingressClass: haproxy}\n",
+    );
+    run_ok(
+        kubectl(&kubeconfig).arg("apply").arg("-f").arg(&cluster),
+        None,
+    );
+    run_ok(
+        kubectl(&kubeconfig).args(["create", "namespace", NODE_APP_NAMESPACE]),
+        None,
+    );
+    run_ok(
+        kubectl(&kubeconfig).args([
+            "label",
+            "namespace",
+            NODE_APP_NAMESPACE,
+            "styrmin/environment_id=prod",
+        ]),
+        None,
+    );
+    let ingress = scratch.write(
+        "node-ingress.yaml",
+        &format!(
+            "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: web, namespace: {NODE_APP_NAMESPACE}}}\nspec:\n  defaultBackend:\n    service: {{name: web, port: {{number: 80}}}}\n"
+        ),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let class = loop {
+        let output = run(
+            kubectl(&kubeconfig)
+                .args(["create", "--dry-run=server", "--output", "json", "-f"])
+                .arg(&ingress),
+            None,
+        );
+        let created: Option<Value> = output
+            .status
+            .success()
+            .then(|| serde_json::from_slice(&output.stdout).unwrap());
+        let class = created
+            .as_ref()
+            .and_then(|ingress| ingress["spec"]["ingressClassName"].as_str())
+            .map(str::to_owned);
+        if class.as_deref() == Some("haproxy") || Instant::now() > deadline {
+            break (class, String::from_utf8_lossy(&output.stderr).into_owned());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(
+        class.0.as_deref(),
+        Some("haproxy"),
+        "the Ingress written through the API server did not get the cluster's class: {}",
+        class.1
+    );
+    drop(installed);
 }

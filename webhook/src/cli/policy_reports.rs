@@ -9,7 +9,9 @@ use crate::audit::policy_report::{ReportApi, ReportResults};
 use crate::kube_source::reports::lease::{
     LEASE_DURATION, LEASE_NAME, LeaseSettings, RENEW_DEADLINE, RETRY_PERIOD,
 };
-use crate::kube_source::reports::{DEFAULT_QPS, PolicyReportSettings, ReportTarget};
+use crate::kube_source::reports::{
+    DEFAULT_QPS, PolicyReportSettings, REDISCOVER_EVERY, ReportTarget,
+};
 
 /// The report APIs `--policy-reports` can name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -186,6 +188,7 @@ impl PolicyReportArgs {
                 renew_deadline: Duration::from_millis(*policy_reports_renew_deadline_ms),
                 retry_period: Duration::from_millis(*policy_reports_retry_period_ms),
             },
+            rediscover_every: REDISCOVER_EVERY,
         }))
     }
 }

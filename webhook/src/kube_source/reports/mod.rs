@@ -60,7 +60,13 @@ pub struct PolicyReportSettings {
     /// Writes a second, at most.
     pub qps: f64,
     pub lease: LeaseSettings,
+    /// With `auto` and neither report API served: how often discovery is asked again, so
+    /// that reports start when Kyverno or Policy Reporter installs the CRDs later.
+    pub rediscover_every: Duration,
 }
+
+/// The default of [`PolicyReportSettings::rediscover_every`].
+pub const REDISCOVER_EVERY: Duration = Duration::from_secs(60);
 
 /// What the last complete audit found, and what the reports are built from: the audit
 /// hands it over and goes on; the writer builds the reports in its own task.
@@ -386,7 +392,9 @@ impl AuditSnapshot {
 }
 
 /// Starts the election and the writer on `tasks` (they end with it): the report API is
-/// detected first, said once in the log and in `styrmin_webhook_policy_report_api`.
+/// detected first, said in the log and in `styrmin_webhook_policy_report_api`. With `auto`
+/// and neither API served, discovery is asked again every `rediscover_every` (the API
+/// chosen once is kept: switching would leave the first API's reports behind).
 pub fn start(
     tasks: &mut tokio::task::JoinSet<()>,
     client: &Client,
@@ -402,24 +410,37 @@ pub fn start(
     ));
     let client = client.clone();
     tasks.spawn(async move {
-        let api = detect(&client, settings.target).await;
         let metrics = audits.policy_report_metrics();
-        let chosen = api.map_or("none", ReportApi::as_str);
-        for label in ["openreports", "wgpolicyk8s", "none"] {
-            metrics
-                .api
-                .get_or_create(&ApiLabels { api: label })
-                .set(i64::from(label == chosen));
-        }
-        let Some(api) = api else {
-            tracing::warn!(
-                "the API server serves neither openreports.io/v1alpha1 reports nor \
-                 wgpolicyk8s.io/v1alpha2 policyreports: no PolicyReports are written"
-            );
-            return;
+        let mut said_none = false;
+        let api = loop {
+            if let Some(api) = detect(&client, settings.target).await {
+                break api;
+            }
+            set_chosen_api(&metrics, "none");
+            if !said_none {
+                tracing::warn!(
+                    every = ?settings.rediscover_every,
+                    "the API server serves neither openreports.io/v1alpha1 reports nor \
+                     wgpolicyk8s.io/v1alpha2 policyreports: no PolicyReports are written until \
+                     one is served"
+                );
+                said_none = true;
+            }
+            tokio::time::sleep(settings.rediscover_every).await;
         };
+        set_chosen_api(&metrics, api.as_str());
         tracing::info!(api = %api.api_version(), kind = api.kind(), results = ?settings.results,
             lease = %settings.lease.name, "writing the audit as PolicyReports");
         run_writer(client, api, &settings, snapshots, leadership, audits).await;
     });
+}
+
+/// `styrmin_webhook_policy_report_api`: 1 for the API written in (or `none`), 0 for the others.
+fn set_chosen_api(metrics: &PolicyReportMetrics, chosen: &str) {
+    for label in ["openreports", "wgpolicyk8s", "none"] {
+        metrics
+            .api
+            .get_or_create(&ApiLabels { api: label })
+            .set(i64::from(label == chosen));
+    }
 }
