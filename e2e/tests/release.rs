@@ -575,7 +575,7 @@ impl Drop for Installed<'_> {
             kubectl(self.kubeconfig).args([
                 "delete",
                 "--ignore-not-found",
-                "--wait=false",
+                "--timeout=180s",
                 "namespace",
                 NODE_NAMESPACE,
                 NODE_APP_NAMESPACE,
@@ -622,6 +622,18 @@ fn installs_on_a_node(
         return;
     };
     let kubeconfig = PathBuf::from(kubeconfig);
+    // A run stopped before its clean-up finished leaves namespaces terminating.
+    run_ok(
+        kubectl(&kubeconfig).args([
+            "wait",
+            "--for=delete",
+            "--timeout=180s",
+            "namespace",
+            NODE_NAMESPACE,
+            NODE_APP_NAMESPACE,
+        ]),
+        None,
+    );
     let helm = HelmHome::new("release-node");
     let installed = Installed {
         helm: &helm,
@@ -669,9 +681,12 @@ fn installs_on_a_node(
     assert!(!pods.is_empty(), "no Pods of the release");
     let pinned = format!("{}/styrmin-webhook@{digest}", registry.address);
     for pod in pods {
+        for container in pod["spec"]["containers"].as_array().unwrap() {
+            assert_eq!(container["image"], pinned.as_str(), "{container}");
+        }
+        // imageID: what the runtime pulled, by the registry's digest of the index.
         for container in pod["status"]["containerStatuses"].as_array().unwrap() {
             assert_eq!(container["ready"], true, "{container}");
-            assert_eq!(container["image"], pinned.as_str(), "{container}");
             assert_eq!(container["imageID"], pinned.as_str(), "{container}");
         }
     }
