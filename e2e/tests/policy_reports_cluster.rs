@@ -6,7 +6,9 @@
 //! It checks that the API server accepts the reports (the real CRD schemas, server-side
 //! apply), that a finding's report appears and goes when fixed, and, with
 //! kube-controller-manager, that deleting an Ingress deletes its report (ownerReferences).
-//! Then two `styrmin-webhook serve` processes: only the Lease holder writes, and when it is
+//! Then two `styrmin-webhook serve` processes, each with a token of the chart's
+//! ServiceAccount and the chart's RBAC (so that what the chart grants is what they use):
+//! only the Lease holder writes, and when it is
 //! killed (SIGKILL, so it cannot give the Lease back) the other takes over within the lease
 //! duration and deletes the report of an Ingress fixed after the hand-over.
 
@@ -20,7 +22,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use e2e::webhook::Certs;
-use e2e::{Scratch, data, free_port, release_binary, split_documents, workspace_root};
+use e2e::{
+    HelmHome, Scratch, data, free_port, release_binary, run_ok, split_documents, utf8,
+    workspace_root,
+};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
@@ -326,6 +331,7 @@ const REPLICA_LEASE: Duration = Duration::from_secs(3);
 /// A `styrmin-webhook serve --source kubernetes` process writing reports, with the identity
 /// `identity` in the Lease.
 fn replica(dir: &Path, certs: &Certs, identity: &str, metrics: u16) -> Child {
+    let kubeconfig = dir.join("replica-kubeconfig");
     let mut command = Command::new(release_binary("styrmin-webhook"));
     command
         .arg("serve")
@@ -345,12 +351,69 @@ fn replica(dir: &Path, certs: &Certs, identity: &str, metrics: u16) -> Child {
         .arg(certs.dir.join("tls.crt"))
         .arg("--tls-key")
         .arg(certs.dir.join("tls.key"))
-        .env("KUBECONFIG", dir.join("kubeconfig"))
+        .env("KUBECONFIG", &kubeconfig)
         .arg("--log-filter=debug,kube_client=error,hyper_util=info,tower=info,rustls=info,h2=info")
         .env("NO_COLOR", "1")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join(format!("replica-{identity}.log"))).unwrap());
     command.spawn().unwrap()
+}
+
+/// The chart's ServiceAccount and RBAC with `policyReports.mode=openreports`, applied as
+/// `helm template` renders them, and `replica-kubeconfig` in `dir` with a token of that
+/// ServiceAccount: the replicas run with exactly what the chart grants.
+async fn as_the_charts_service_account(client: &kube::Client, dir: &Path) {
+    let helm = HelmHome::new("policy-reports-cluster-chart");
+    let mut template = helm.helm("helm4");
+    template
+        .args(["template", "styrmin-webhook"])
+        .arg(workspace_root().join("charts/styrmin-webhook"))
+        .args(["--namespace", "styrmin-system"])
+        .args(["--set", "policyReports.mode=openreports"]);
+    let rendered = utf8(run_ok(&mut template, None).stdout, "helm4 template");
+    let mut applied = Vec::new();
+    for document in split_documents(&rendered) {
+        let object = document.value();
+        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+        if [
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+        ]
+        .contains(&kind.as_str())
+        {
+            apply(client, &object).await;
+            applied.push(kind);
+        }
+    }
+    assert!(
+        applied.iter().any(|k| k == "Role") && applied.iter().any(|k| k == "ClusterRole"),
+        "the chart rendered no Role and ClusterRole for the reports: {applied:?}"
+    );
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), "styrmin-system");
+    let request = k8s_openapi::api::authentication::v1::TokenRequest {
+        spec: Some(k8s_openapi::api::authentication::v1::TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token = accounts
+        .create_token_request("styrmin-webhook", &Default::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .and_then(|status| status.token)
+        .expect("a token for the chart's ServiceAccount");
+    let admin = std::fs::read_to_string(dir.join("kubeconfig")).unwrap();
+    std::fs::write(
+        dir.join("replica-kubeconfig"),
+        admin.replace(&format!("token: {TOKEN}"), &format!("token: {token}")),
+    )
+    .unwrap();
 }
 
 /// The value of an unlabelled gauge on a replica's metrics listener (plain HTTP).
@@ -394,6 +457,7 @@ async fn two_replicas_one_writes_and_the_other_takes_over_when_it_is_killed(
     dir: &Path,
 ) {
     let certs = Certs::make(dir);
+    as_the_charts_service_account(client, dir).await;
     // R4: both class fields, so that the Ingress conforms once its class is traefik.
     let wrong = |class: &str| {
         json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
