@@ -8,7 +8,8 @@
 #   linux-arm64: the three binaries (--version) and the post-renderer, under qemu-aarch64
 #   the arm64 image: its entrypoint (--version) and its post-renderer, from its unpacked
 #     layer, under qemu-aarch64; the amd64 image's the same way, natively
-#   windows-amd64: the post-renderer under wine64
+#   windows-amd64: the post-renderer under wine64 (with a shim of bcryptprimitives.dll for a
+#     Wine that lacks it, scripts/wine/bcryptprimitives.c)
 #   darwin-*: built only (nothing runs Mach-O binaries here); checked to be Mach-O files of
 #     the right architecture when `file` is installed
 #
@@ -106,9 +107,10 @@ while read -r arch config_arch layer entrypoint; do
     mkdir -p "$rootfs"
     tar -xzf "$work/image/blobs/sha256/$layer" -C "$rootfs"
     runner=()
-    [[ "$arch" == arm64 ]] && runner=("$QEMU")
+    how=native
+    [[ "$arch" == arm64 ]] && runner=("$QEMU") && how=qemu
     same_version "image $arch" styrmin-webhook "${runner[@]}" "$rootfs$entrypoint"
-    same_render "image $arch (${runner[*]:-native})" "${runner[@]}" "$rootfs/usr/local/bin/styrmin-postrender" --config "$config"
+    same_render "image $arch ($how)" "${runner[@]}" "$rootfs/usr/local/bin/styrmin-postrender" --config "$config"
 done <"$work/layers"
 [[ "$(cut -d' ' -f1 "$work/layers" | sort | tr '\n' ' ')" == "amd64 arm64 " ]] ||
     die "the image index does not hold amd64 and arm64"
@@ -116,6 +118,14 @@ done <"$work/layers"
 # Windows, under wine: a prefix of its own, made on first use.
 if [[ -x "$WINE" ]] && WINEPREFIX="$work/wine" WINEDEBUG=-all "$WINE" wineboot --init >/dev/null 2>&1; then
     exe="$(bin windows-amd64 styrmin-postrender.exe)"
+    # Rust's standard library takes ProcessPrng from bcryptprimitives.dll (Windows 10 and
+    # later); Wine releases before 9 lack the DLL. A shim of it, built by zig from
+    # scripts/wine/bcryptprimitives.c, goes beside the program only for such a Wine.
+    if [[ ! -e "$work/wine/drive_c/windows/system32/bcryptprimitives.dll" ]]; then
+        say "this Wine has no bcryptprimitives.dll: the program runs with the shim of it"
+        "$ROOT/.tools/zig/ziglang/zig" cc -target x86_64-windows-gnu -shared -O2 \
+            -o "$(dirname "$exe")/bcryptprimitives.dll" "$ROOT/scripts/wine/bcryptprimitives.c" -ladvapi32
+    fi
     same_version "windows-amd64 (wine)" styrmin-postrender env WINEPREFIX="$work/wine" WINEDEBUG=-all "$WINE" "$exe"
     same_render "windows-amd64 (wine)" env WINEPREFIX="$work/wine" WINEDEBUG=-all "$WINE" "$exe" \
         --config "Z:${config//\//\\}"
