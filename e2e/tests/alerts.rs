@@ -19,12 +19,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use e2e::{
+use serde_json::Value;
+use styrmin_e2e::{
     HelmHome, Scratch, data, parse_yaml, release_binary, run, run_ok, split_documents, utf8,
     webhook_data, workspace_root,
 };
-use fake_apiserver::FakeApiServer;
-use serde_json::Value;
+use styrmin_fake_apiserver::FakeApiServer;
 use styrmin_test_support::recorded_cluster::answer_every_list;
 
 /// `promtool` on the PATH, or a failure that says how to get it.

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use e2e::{Scratch, release_binary, run, utf8};
-use fake_apiserver::{FakeApiServer, Request as ApiRequest, WatchItem};
 use serde_json::Value;
+use styrmin_e2e::{Scratch, release_binary, run, utf8};
+use styrmin_fake_apiserver::{FakeApiServer, Request as ApiRequest, WatchItem};
 use styrmin_test_support::recorded_cluster::{
     self, INGRESSES, SERVICES, STEP, answer_every_list, client, metric,
 };

@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use e2e::{Scratch, release_binary, run, utf8};
 use serde_json::{Value, json};
+use styrmin_e2e::{Scratch, release_binary, run, utf8};
 use styrmin_webhook::decide::{Admission, DecideOptions, DecidedAt, Outcome, decide};
 use styrmin_webhook::policy_file::parse_policy;
 use support::RESOLUTION_TABLE;

@@ -31,10 +31,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use e2e::{
-    HelmHome, Scratch, free_port, release_binary, release_dir, run, run_ok, split_documents, utf8,
-    webhook_data, workspace_root, workspace_version,
-};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
@@ -42,6 +38,10 @@ use rustls::pki_types::ServerName;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject as _;
 use serde_json::{Value, json};
+use styrmin_e2e::{
+    HelmHome, Scratch, free_port, release_binary, release_dir, run, run_ok, split_documents, utf8,
+    webhook_data, workspace_root, workspace_version,
+};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 

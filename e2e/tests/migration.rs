@@ -18,10 +18,10 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, header};
-use e2e::{Scratch, release_binary, run, utf8};
-use fake_apiserver::FakeApiServer;
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
+use styrmin_e2e::{Scratch, release_binary, run, utf8};
+use styrmin_fake_apiserver::FakeApiServer;
 use styrmin_test_support::recorded_cluster;
 use styrmin_test_support::recorded_cluster::{
     CLUSTERS, DEPLOYMENTS, ENVIRONMENTS, INGRESS_CLASSES, INGRESSES, NAMESPACES, SERVICES,

@@ -15,10 +15,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use e2e::crd_schema::{crd_version_schema, schema_errors};
-use e2e::data;
-use fake_apiserver::{FakeApiServer, Request as ApiRequest, WatchItem};
 use serde_json::{Value, json};
+use styrmin_e2e::crd_schema::{crd_version_schema, schema_errors};
+use styrmin_e2e::data;
+use styrmin_fake_apiserver::{FakeApiServer, Request as ApiRequest, WatchItem};
 use styrmin_test_support::recorded_cluster::{self, INGRESSES, answer_every_list, metric};
 use styrmin_webhook::api::{AppState, metrics_router};
 use styrmin_webhook::audit::AuditSettings;

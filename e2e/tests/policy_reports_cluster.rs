@@ -14,10 +14,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use e2e::{data, free_port, split_documents, workspace_root};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
+use styrmin_e2e::{data, free_port, split_documents, workspace_root};
 use styrmin_webhook::api::AppState;
 use styrmin_webhook::audit::AuditSettings;
 use styrmin_webhook::audit::policy_report::{ReportApi, ReportResults};

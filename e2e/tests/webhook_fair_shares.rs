@@ -30,8 +30,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use e2e::webhook::*;
 use serde_json::json;
+use styrmin_e2e::webhook::*;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;

@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use e2e::webhook::*;
 use rustls_pki_types::CertificateDer;
 use serde_json::{Value, json};
+use styrmin_e2e::webhook::*;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 

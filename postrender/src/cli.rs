@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use ingress_rules::{EnforcementMode, IngressTarget, KubernetesVersion, Level, ResolvedMode};
+use styrmin_ingress_rules::{
+    EnforcementMode, IngressTarget, KubernetesVersion, Level, ResolvedMode,
+};
 
 use crate::config::StyrminConfig;
 use crate::flux::{FluxError, FluxOutput, HelmReleaseRef};

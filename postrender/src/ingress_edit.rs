@@ -6,7 +6,7 @@
 
 use std::ops::Range;
 
-use ingress_rules::{CLASS_ANNOTATION, ClassFields};
+use styrmin_ingress_rules::{CLASS_ANNOTATION, ClassFields};
 
 use crate::yaml_tree::{Node, NodeValue, ScalarTag};
 
@@ -265,7 +265,7 @@ fn dotted(path: &[&str]) -> String {
 /// A YAML double-quoted scalar: a class can be `on`, `no` or `123`, which Go's YAML
 /// readers (Helm, kubectl) would take for a boolean or a number if written plain. The
 /// same function writes the class into the FluxCD patch, so both spell it alike.
-pub use ingress_rules::double_quoted as quoted;
+pub use styrmin_ingress_rules::double_quoted as quoted;
 
 /// Whether a scalar node already holds `value` as a string for every YAML reader: quoted,
 /// or plain and unambiguous (not a YAML 1.1 boolean, null or number).
@@ -786,7 +786,7 @@ fn flow_entry(path: &[&str], value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use ingress_rules::example_targets::fields;
+    use styrmin_ingress_rules::example_targets::fields;
 
     use super::*;
     use crate::yaml_tree::parse_document;

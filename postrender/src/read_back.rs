@@ -33,7 +33,7 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use granit_parser::ScalarStyle;
-use ingress_rules::ClassFields;
+use styrmin_ingress_rules::ClassFields;
 
 use crate::ingress_edit::{self, CLASS_ANNOTATION_PATH, CLASS_NAME_PATH, Edit};
 use crate::yaml_tree::{Node, NodeValue, ScalarTag};

@@ -7,7 +7,7 @@ use std::sync::{Arc, LazyLock};
 use aho_corasick::packed::Searcher;
 use memchr::memmem;
 
-use ingress_rules::{
+use styrmin_ingress_rules::{
     ClassFields, Enforcement, IngressTarget, KubernetesVersion, NoClassWarning, ResolvedIngress,
     RuleError, enforce,
 };
@@ -317,7 +317,7 @@ fn render_document(
         && LIST.find(text.as_bytes()).is_some()
         && memchr::memchr(b'\t', text.as_bytes()).is_none()
         && let Ok(Some(list)) = yaml_tree::plain_list(text)
-        && ingress_rules::is_ingress_container_list(&list.api_version, &list.kind)
+        && styrmin_ingress_rules::is_ingress_container_list(&list.api_version, &list.kind)
     {
         return render_plain_list(text, &list, name, rules, outcomes, read_back, tally);
     }
@@ -914,7 +914,7 @@ mod read_back_tests;
 
 #[cfg(test)]
 mod tests {
-    use ingress_rules::{LevelName, Origin};
+    use styrmin_ingress_rules::{LevelName, Origin};
 
     use super::*;
     use crate::streaming::{self, StreamError, StreamRendered};

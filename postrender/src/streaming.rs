@@ -458,7 +458,7 @@ impl StreamRendered {
 
 #[cfg(test)]
 mod tests {
-    use ingress_rules::{IngressTarget, LevelName, Origin, ResolvedIngress};
+    use styrmin_ingress_rules::{IngressTarget, LevelName, Origin, ResolvedIngress};
 
     use super::*;
 

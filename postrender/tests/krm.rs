@@ -1,13 +1,13 @@
 //! The KRM function on whole `ResourceList`s, through the public API: the items it edits
 //! and how, the `results` it writes, the config it reads, and what it refuses.
 
-use ingress_rules::Level;
-use postrender::config::StyrminConfig;
-use postrender::krm::{
+use styrmin_ingress_rules::Level;
+use styrmin_postrender::config::StyrminConfig;
+use styrmin_postrender::krm::{
     FunctionConfig, KrmError, looks_like_resource_list, read, read_plugin_config, run, run_cut,
 };
-use postrender::render::RenderRules;
-use postrender::streaming;
+use styrmin_postrender::render::RenderRules;
+use styrmin_postrender::streaming;
 
 fn class(name: &str) -> FunctionConfig {
     FunctionConfig {
@@ -67,7 +67,7 @@ fn r5_warns_in_results_naming_the_ingress_and_the_field() {
         outcome.output(),
         format!(
             "{input}results:\n- message: \"{}\"\n  severity: warning\n  resourceRef:\n    apiVersion: \"networking.k8s.io/v1\"\n    kind: \"Ingress\"\n    name: \"web\"\n    namespace: \"apps\"\n  field:\n    path: \"spec.ingressClassName\"\n",
-            ingress_rules::NoClassWarning::MESSAGE
+            styrmin_ingress_rules::NoClassWarning::MESSAGE
         )
     );
     assert_eq!(outcome.messages.len(), 1);

@@ -1,7 +1,7 @@
 //! The KRM function's `results`: every text in them is one YAML double-quoted scalar that
 //! stays on its line, and a functionConfig error is one line that says where.
 
-use postrender::krm::{FunctionConfig, KrmError, read_plugin_config, run};
+use styrmin_postrender::krm::{FunctionConfig, KrmError, read_plugin_config, run};
 
 const HEADER: &str = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n";
 

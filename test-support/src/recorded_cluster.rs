@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use fake_apiserver::FakeApiServer;
 use http_body_util::BodyExt as _;
+use styrmin_fake_apiserver::FakeApiServer;
 use tower::ServiceExt as _;
 
 pub const CLUSTERS: &str = "/apis/styrmin.io/v1alpha1/styrminclusters";

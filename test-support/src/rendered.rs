@@ -39,6 +39,6 @@ pub fn rendered_streams() -> Vec<(String, PathBuf)> {
 /// An Ingress the rules apply to (R6), as JSON.
 pub fn is_ingress(object: &Value) -> bool {
     object["kind"] == "Ingress"
-        && ingress_rules::INGRESS_API_VERSIONS
+        && styrmin_ingress_rules::INGRESS_API_VERSIONS
             .contains(&object["apiVersion"].as_str().unwrap_or_default())
 }

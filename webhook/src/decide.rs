@@ -3,12 +3,12 @@
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-use ingress_rules::{
+use json_patch::PatchOperation;
+use styrmin_ingress_rules::{
     AppliedSettings, ClassFields, Enforcement, EnforcementMode, IngressTarget, LevelName, Levels,
     NoClassWarning, Origin, ResolvedIngress, RuleError, enforce, is_ingress, resolve, resolve_mode,
     would_change,
 };
-use json_patch::PatchOperation;
 
 use crate::admission::{
     AdmissionRequest, AdmissionResponse, KubeObject, Operation, Status, same_json,

@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ingress_rules::{AppliedSettings, ClassFields, NoClassWarning, SettingsSource};
 use rstest::rstest;
 use serde_json::{Value, json};
+use styrmin_ingress_rules::{AppliedSettings, ClassFields, NoClassWarning, SettingsSource};
 
 use styrmin_webhook::decide::*;
 use styrmin_webhook::policy_file::parse_policy;

@@ -20,9 +20,9 @@
 
 use std::collections::HashMap;
 
-use ingress_rules::example_targets::{dedicated, shared};
-use ingress_rules::{DedicatedIngress, IngressTarget, Level, Setting, SettingsSource};
 use serde_json::{Value, json};
+use styrmin_ingress_rules::example_targets::{dedicated, shared};
+use styrmin_ingress_rules::{DedicatedIngress, IngressTarget, Level, Setting, SettingsSource};
 
 use styrmin_webhook::decide::*;
 use styrmin_webhook::view::{Deployment, Phase, Role, View};
@@ -213,7 +213,8 @@ impl World {
             .as_object_mut()
             .expect("spec")
             .remove("ingressClassName");
-        edited["metadata"]["annotations"] = json!({ingress_rules::CLASS_ANNOTATION: EDITED_CLASS});
+        edited["metadata"]["annotations"] =
+            json!({styrmin_ingress_rules::CLASS_ANNOTATION: EDITED_CLASS});
         let decision = update(&view, &namespace, edited.clone(), current);
         assert!(decision.status.is_none(), "{step}: {id}: {decision:?}");
         let expected = match class {

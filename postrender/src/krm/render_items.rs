@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use ingress_rules::Level;
+use styrmin_ingress_rules::Level;
 
 use super::cut::{ItemsSeen, Layout, ListCut, item_document, line_of};
 use super::error::{ItemRef, KrmError};

@@ -1,7 +1,7 @@
 //! The `results` of a run: a warning for each Ingress R5 warns of, or the one error of a
 //! refusal, each naming the item (`resourceRef`) and the field it is about.
 
-use ingress_rules::double_quoted;
+use styrmin_ingress_rules::double_quoted;
 
 use super::cut::{RESOURCE_LIST_API_VERSION, item_document, layout};
 use super::error::{ItemRef, KrmError};
@@ -18,7 +18,7 @@ pub(super) fn warnings(
     let mut results = Vec::new();
     let mut messages = Vec::new();
     for (outcome, item) in rendered.warnings().zip(warned) {
-        let message = ingress_rules::NoClassWarning::MESSAGE;
+        let message = styrmin_ingress_rules::NoClassWarning::MESSAGE;
         messages.push(format!(
             "warning: {}: {}: {message}",
             item.at, outcome.ingress

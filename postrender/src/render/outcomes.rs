@@ -7,7 +7,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use ingress_rules::{ClassFields, NoClassWarning};
+use styrmin_ingress_rules::{ClassFields, NoClassWarning};
 
 /// How a document is named in messages: its position, and the template it came from
 /// (Helm 3's `# Source:` comment or Helm 4's filename annotation).
