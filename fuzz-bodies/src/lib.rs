@@ -19,7 +19,9 @@ use styrmin_postrender::config::StyrminConfig;
 use styrmin_postrender::render::RenderRules;
 use styrmin_postrender::{documents, streaming};
 use styrmin_webhook::admission::{encode_review, parse_review};
-use styrmin_webhook::decide::{Admission, DecideOptions, DecidedAt, Outcome, ReviewKind, decide};
+use styrmin_webhook::decide::{
+    Admission, DecideOptions, DecidedAt, RequestOutcome, ReviewKind, decide,
+};
 use styrmin_webhook::policy_file::parse_policy;
 use styrmin_webhook::telemetry::ErrorChain;
 use styrmin_webhook::view::View;
@@ -238,7 +240,7 @@ fn check_answer(
     let response = &answer["response"];
     assert_eq!(response["uid"].as_str(), Some(request.uid.as_str()));
     let allowed = response["allowed"].as_bool().expect("allowed is a bool");
-    assert_eq!(allowed, outcome != Outcome::Denied);
+    assert_eq!(allowed, outcome != RequestOutcome::Denied);
     if !allowed {
         let code = response["status"]["code"]
             .as_u64()
@@ -256,7 +258,7 @@ fn check_answer(
     let Some(patch) = response.get("patch") else {
         return;
     };
-    assert_eq!(outcome, Outcome::Patched);
+    assert_eq!(outcome, RequestOutcome::Patched);
     assert_eq!(response["patchType"], "JSONPatch");
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(patch.as_str().expect("the patch is a string"))
