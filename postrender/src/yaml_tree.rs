@@ -476,7 +476,7 @@ fn collect_tab_exempt(text: &str, node: &Node<'_>, indent: usize, exempt: &mut T
 /// that form. Never holds the tree of more than one item: the general parser builds none,
 /// the common-layout reader one item's at a time.
 pub fn plain_list(text: &str) -> Result<Option<PlainList>, SyntaxError> {
-    if let Some(list) = common_layout::plain_list(text) {
+    if let Some(list) = common_layout::read_plain_list(text) {
         return Ok(list);
     }
     plain_list_parsed(text)
