@@ -27,11 +27,7 @@ use styrmin_test_support::recorded_cluster::{
     CLUSTERS, DEPLOYMENTS, ENVIRONMENTS, INGRESS_CLASSES, INGRESSES, NAMESPACES, SERVICES,
 };
 use styrmin_webhook::api::{AppState, router};
-use styrmin_webhook::budget::RequestBudget;
-use styrmin_webhook::decide::DecideOptions;
 use styrmin_webhook::kube_source::build_view;
-use styrmin_webhook::metrics::Metrics;
-use styrmin_webhook::view::ViewStore;
 use tower::ServiceExt as _;
 
 fn recorded(name: &str) -> String {
@@ -183,13 +179,7 @@ impl Cluster {
         )
         .unwrap()
         .view;
-        let state = AppState::new(
-            Arc::new(ViewStore::default()),
-            Arc::default(),
-            Arc::new(Metrics::new()),
-            DecideOptions::default(),
-            RequestBudget::default(),
-        );
+        let state = AppState::default();
         state.view_sink().publish(view);
         state
     }

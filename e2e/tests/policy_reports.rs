@@ -12,7 +12,6 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -23,13 +22,10 @@ use styrmin_test_support::recorded_cluster::{self, INGRESSES, answer_every_list,
 use styrmin_webhook::api::{AppState, metrics_router};
 use styrmin_webhook::audit::AuditSettings;
 use styrmin_webhook::audit::policy_report::{ReportApi, ReportResults};
-use styrmin_webhook::budget::RequestBudget;
-use styrmin_webhook::decide::DecideOptions;
 use styrmin_webhook::kube_source::KubeSource;
 use styrmin_webhook::kube_source::reports::lease::{LEASE_NAME, LeaseSettings};
 use styrmin_webhook::kube_source::reports::{PolicyReportSettings, ReportTarget};
-use styrmin_webhook::metrics::Metrics;
-use styrmin_webhook::view::{ViewSource as _, ViewStore};
+use styrmin_webhook::view::ViewSource as _;
 
 const OPEN_REPORTS: &str = "/apis/openreports.io/v1alpha1";
 const WG_POLICY: &str = "/apis/wgpolicyk8s.io/v1alpha2";
@@ -108,13 +104,7 @@ fn webhook(
     replica: &str,
     reports: PolicyReportSettings,
 ) -> (AppState, tokio::task::AbortHandle) {
-    let state = AppState::new(
-        Arc::new(ViewStore::default()),
-        Arc::default(),
-        Arc::new(Metrics::new()),
-        DecideOptions::default(),
-        RequestBudget::default(),
-    );
+    let state = AppState::default();
     let source = KubeSource::new(client(api, replica))
         .with_confirm_interval(Duration::from_millis(100))
         .with_audit(

@@ -11,7 +11,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -21,13 +20,10 @@ use styrmin_e2e::{data, free_port, split_documents, workspace_root};
 use styrmin_webhook::api::AppState;
 use styrmin_webhook::audit::AuditSettings;
 use styrmin_webhook::audit::policy_report::{ReportApi, ReportResults};
-use styrmin_webhook::budget::RequestBudget;
-use styrmin_webhook::decide::DecideOptions;
 use styrmin_webhook::kube_source::KubeSource;
 use styrmin_webhook::kube_source::reports::lease::{LEASE_NAME, LeaseSettings};
 use styrmin_webhook::kube_source::reports::{PolicyReportSettings, ReportTarget};
-use styrmin_webhook::metrics::Metrics;
-use styrmin_webhook::view::{ViewSource as _, ViewStore};
+use styrmin_webhook::view::ViewSource as _;
 
 const TOKEN: &str = "styrmin-test-admin";
 const WAIT: Duration = Duration::from_secs(60);
@@ -245,13 +241,7 @@ async fn reports_on_a_real_api_server() {
         apply(&client, &object).await;
     }
 
-    let state = AppState::new(
-        Arc::new(ViewStore::default()),
-        Arc::default(),
-        Arc::new(Metrics::new()),
-        DecideOptions::default(),
-        RequestBudget::default(),
-    );
+    let state = AppState::default();
     let source = KubeSource::new(client.clone())
         .with_audit(
             state.audits().clone(),

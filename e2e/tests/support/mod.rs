@@ -5,7 +5,6 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
@@ -13,11 +12,7 @@ use base64::Engine as _;
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use styrmin_webhook::api::{AppState, router};
-use styrmin_webhook::budget::RequestBudget;
-use styrmin_webhook::decide::DecideOptions;
-use styrmin_webhook::metrics::Metrics;
 use styrmin_webhook::policy_file::parse_policy;
-use styrmin_webhook::view::ViewStore;
 use tower::ServiceExt as _;
 
 #[allow(unused_imports)] // each test file uses some of them
@@ -96,13 +91,7 @@ pub struct Admitted {
 
 impl Webhook {
     pub fn new(policy: &str) -> Self {
-        let state = AppState::new(
-            Arc::new(ViewStore::default()),
-            Arc::default(),
-            Arc::new(Metrics::new()),
-            DecideOptions::default(),
-            RequestBudget::default(),
-        );
+        let state = AppState::default();
         let view = parse_policy(Path::new("policy.yaml"), policy).expect("policy");
         state.view_sink().publish(view);
         Webhook { state }
