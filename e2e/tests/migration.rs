@@ -24,7 +24,7 @@ use styrmin_e2e::{Scratch, release_binary, run, utf8};
 use styrmin_fake_apiserver::FakeApiServer;
 use styrmin_test_support::recorded_cluster;
 use styrmin_test_support::recorded_cluster::{
-    CLUSTERS, DEPLOYMENTS, ENVIRONMENTS, INGRESS_CLASSES, INGRESSES, NAMESPACES, SERVICES,
+    CLUSTERS, DEPLOYMENTS, ENVIRONMENTS, INGRESSES, LISTS,
 };
 use styrmin_webhook::api::{AppState, router};
 use styrmin_webhook::kube_source::build_view;
@@ -55,16 +55,7 @@ impl Cluster {
         let kubeconfig = scratch.join("kubeconfig");
         api.write_kubeconfig(&kubeconfig, None);
         let mut lists = Vec::new();
-        for (path, file) in [
-            ("/version", "version.json"),
-            (CLUSTERS, "styrminclusters.list.json"),
-            (ENVIRONMENTS, "styrminenvironments.list.json"),
-            (DEPLOYMENTS, "styrmindeployments.list.json"),
-            (INGRESSES, "ingresses.list.json"),
-            (SERVICES, "services.list.json"),
-            (NAMESPACES, "namespaces.list.json"),
-            (INGRESS_CLASSES, "ingressclasses.list.json"),
-        ] {
+        for (path, file) in [("/version", "version.json")].into_iter().chain(LISTS) {
             lists.push((path, serde_json::from_str(&recorded(file)).unwrap()));
         }
         let cluster = Cluster {
