@@ -7,6 +7,8 @@ use styrmin_test_support::rendered::{SMALL_INGRESS as INGRESS, mixed_stream as s
 
 use super::*;
 
+/// The rules when the cluster level decides `target`. A test-shape pair with `rules_for` of
+/// `tests/support/mod.rs`, which a unit test module cannot reach.
 fn rules_for(target: IngressTarget, strict: bool) -> RenderRules {
     RenderRules {
         resolved: ResolvedIngress {
