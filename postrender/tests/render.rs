@@ -17,6 +17,7 @@ fn render(input: &[u8], rules: &RenderRules) -> Result<Rendered, StreamError> {
     render_stream(input, rules, BLOCK_BYTES).map(StreamRendered::into_rendered)
 }
 
+/// What the filter writes for `input`.
 fn run(input: &str, rules: &RenderRules) -> String {
     let stream = render_stream(input.as_bytes(), rules, BLOCK_BYTES).unwrap();
     let mut out = Vec::new();
@@ -24,6 +25,8 @@ fn run(input: &str, rules: &RenderRules) -> String {
     String::from_utf8(out).unwrap()
 }
 
+/// A ConfigMap whose value mentions an Ingress, an Ingress of class `nginx`, and a Traefik
+/// IngressRoute with the class annotation.
 const STREAM: &str = "---\n# Source: c/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\ndata:\n  x: |\n    kind: Ingress\n    ingressClassName: nope\n---\n# Source: c/templates/ing.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  ingressClassName: nginx\n  rules: []\n---\n# Source: c/templates/route.yaml\napiVersion: traefik.io/v1alpha1\nkind: IngressRoute\nmetadata:\n  annotations:\n    kubernetes.io/ingress.class: traefik-internal\n";
 
 #[test]

@@ -9,12 +9,13 @@ use std::io::{self, Read};
 use styrmin_ingress_rules::IngressTarget;
 use styrmin_postrender::render::RenderRules;
 use styrmin_postrender::streaming::{BLOCK_BYTES, Keep, render_stream, render_stream_keeping};
-use styrmin_test_support::rendered::{SMALL_INGRESS as INGRESS, mixed_stream as stream_of};
+use styrmin_test_support::rendered::{SMALL_INGRESS, mixed_stream};
 
 mod support;
 
 use support::{class, rules_for};
 
+/// One pass over the stream held in memory: the output and the Ingresses' names.
 fn whole(input: &str, rules: &RenderRules) -> Result<(String, Vec<String>), String> {
     let stream = render_stream(input.as_bytes(), rules, BLOCK_BYTES).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
@@ -28,6 +29,8 @@ fn whole(input: &str, rules: &RenderRules) -> Result<(String, Vec<String>), Stri
     Ok((String::from_utf8(out).map_err(|e| e.to_string())?, names))
 }
 
+/// The stream read a few bytes at a time in blocks of `block` bytes, keeping the input and
+/// then only the output (which must agree): the output and the Ingresses' names.
 fn streamed(
     input: &str,
     rules: &RenderRules,
@@ -68,7 +71,7 @@ fn streamed(
 
 #[test]
 fn same_answer_as_rendering_the_whole_stream_for_any_block_size() {
-    let input = stream_of(41);
+    let input = mixed_stream(41);
     let expected = whole(&input, &class("nginx")).unwrap();
     for block in [1, 2, 17, 64, 300, 1 << 20] {
         assert_eq!(
@@ -81,9 +84,9 @@ fn same_answer_as_rendering_the_whole_stream_for_any_block_size() {
 
 #[test]
 fn same_first_error_with_the_same_document_name() {
-    let mut input = stream_of(30);
+    let mut input = mixed_stream(30);
     input.push_str("---\n# Source: c/templates/bad.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: [\n");
-    input.push_str(&stream_of(9));
+    input.push_str(&mixed_stream(9));
     input.push_str("---\n# Source: c/templates/bad2.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nspec: [\n");
     let expected = whole(&input, &class("nginx")).unwrap_err();
     assert!(expected.contains("bad.yaml"), "{expected}");
@@ -100,8 +103,8 @@ fn same_first_error_with_the_same_document_name() {
 fn strict_mode_names_the_same_ingress() {
     let input = format!(
         "{}---\n{}",
-        stream_of(10),
-        INGRESS.replace("rules: []", "rules: []\n  ingressClassName: x")
+        mixed_stream(10),
+        SMALL_INGRESS.replace("rules: []", "rules: []\n  ingressClassName: x")
     );
     let no_class = rules_for(IngressTarget::NoClass, true);
     let expected = whole(&input, &no_class).unwrap_err();
@@ -112,7 +115,7 @@ fn strict_mode_names_the_same_ingress() {
 fn strict_and_syntax_errors_keep_stream_order() {
     let no_class = rules_for(IngressTarget::NoClass, true);
     let bad = "---\n# Source: c/templates/bad.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: [\n";
-    let input = format!("{}{bad}", stream_of(12));
+    let input = format!("{}{bad}", mixed_stream(12));
     let expected = whole(&input, &no_class).unwrap_err();
     assert!(
         expected.contains("R5 (--strict)"),
@@ -129,9 +132,9 @@ fn strict_and_syntax_errors_keep_stream_order() {
 
 #[test]
 fn invalid_utf8_is_reported_at_its_offset_in_the_stream() {
-    let mut input = stream_of(20).into_bytes();
+    let mut input = mixed_stream(20).into_bytes();
     input.extend_from_slice(b"---\nkind: Ingress\nx: \xff\n");
-    let stream = stream_of(20).into_bytes();
+    let stream = mixed_stream(20).into_bytes();
     // A byte that is not UTF-8 early, in the middle and at the end of the stream, read
     // in blocks of every size: the same error, at the same offset, in the same document.
     let mut inputs = vec![input];

@@ -3,7 +3,7 @@
 //! functions in `tests/streaming.rs`.
 
 use styrmin_ingress_rules::{IngressTarget, LevelName, Origin, ResolvedIngress};
-use styrmin_test_support::rendered::{SMALL_INGRESS as INGRESS, mixed_stream as stream_of};
+use styrmin_test_support::rendered::{SMALL_INGRESS, mixed_stream};
 
 use super::*;
 
@@ -35,9 +35,9 @@ fn cut_by_the_whole_split(block: &[u8]) -> Option<usize> {
 #[test]
 fn the_cut_from_the_tail_is_the_cut_of_the_whole_split() {
     let mut streams = vec![
-        stream_of(41),
-        format!("\u{feff}# prologue\n%YAML 1.2\n{}", stream_of(9)),
-        format!("{}...\n# only comments after an end\n", stream_of(9)),
+        mixed_stream(41),
+        format!("\u{feff}# prologue\n%YAML 1.2\n{}", mixed_stream(9)),
+        format!("{}...\n# only comments after an end\n", mixed_stream(9)),
         "a: 1\n...\nb: 2\n...\n# c\n---\nc: 3\n--- |\n  x\n---\n".to_owned(),
     ];
     for stream in &mut streams {
@@ -94,19 +94,19 @@ fn answer(text: &str, rendered: Result<Rendered, String>) -> String {
 
 #[test]
 fn documents_rendered_apart_give_the_streams_answer() {
-    let mut bad = stream_of(30);
+    let mut bad = mixed_stream(30);
     bad.push_str("---\n# Source: c/templates/bad.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: [\n");
-    bad.push_str(&stream_of(9));
+    bad.push_str(&mixed_stream(9));
     let no_class = rules_for(IngressTarget::NoClass, true);
     let strict = format!(
         "{}---\n{}",
-        stream_of(10),
-        INGRESS.replace("rules: []", "rules: []\n  ingressClassName: x")
+        mixed_stream(10),
+        SMALL_INGRESS.replace("rules: []", "rules: []\n  ingressClassName: x")
     );
-    let not_utf8 = format!("{}---\nkind: Service\nx: \u{e9}\n", stream_of(6));
+    let not_utf8 = format!("{}---\nkind: Service\nx: \u{e9}\n", mixed_stream(6));
     for (input, rules) in [
         (
-            stream_of(41),
+            mixed_stream(41),
             rules_for(IngressTarget::class("nginx"), false),
         ),
         (bad, rules_for(IngressTarget::class("nginx"), false)),
