@@ -34,6 +34,22 @@ pub const NAMESPACE: &str = "styrmin-system";
 pub const SERVER_NAME: &str = "styrmin-webhook.styrmin-system.svc";
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 
+/// The lines `from` writes (a child's stderr), each as `line` makes it, collected on a
+/// thread of their own until `from` closes.
+pub fn collect_lines<T: Send + 'static>(
+    from: impl std::io::Read + Send + 'static,
+    line: fn(String) -> T,
+) -> Arc<Mutex<Vec<T>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    std::thread::spawn(move || {
+        for text in BufReader::new(from).lines().map_while(Result::ok) {
+            sink.lock().unwrap().push(line(text));
+        }
+    });
+    lines
+}
+
 /// Polls `check` until it is true or the timeout passes.
 pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + TIMEOUT;
@@ -170,13 +186,8 @@ impl Webhook {
             .spawn()
             .unwrap();
         let stderr = child.stderr.take().unwrap();
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let sink = logs.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let value = serde_json::from_str(&line).unwrap_or_else(|_| json!({"raw": line}));
-                sink.lock().unwrap().push(value);
-            }
+        let logs = collect_lines(stderr, |line| {
+            serde_json::from_str(&line).unwrap_or_else(|_| json!({"raw": line}))
         });
         let logs_for_lookup = logs.clone();
         let listening = move |which: &str| {

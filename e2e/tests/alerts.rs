@@ -12,19 +12,20 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use e2e::{
+use serde_json::Value;
+use styrmin_e2e::webhook::collect_lines;
+use styrmin_e2e::{
     HelmHome, Scratch, data, parse_yaml, release_binary, run, run_ok, split_documents, utf8,
     webhook_data, workspace_root,
 };
-use fake_apiserver::FakeApiServer;
-use serde_json::Value;
+use styrmin_fake_apiserver::FakeApiServer;
 use styrmin_test_support::recorded_cluster::answer_every_list;
 
 /// `promtool` on the PATH, or a failure that says how to get it.
@@ -292,14 +293,7 @@ fn start_webhook_with(source: impl FnOnce(&mut Command)) -> (Webhook, Listening)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-    let sink = lines.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            sink.lock().unwrap().push(line);
-        }
-    });
+    let lines = collect_lines(child.stderr.take().unwrap(), |line| line);
     let ca = scratch.join("certs/ca.crt");
     let webhook = Webhook {
         child,

@@ -11,12 +11,12 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use e2e::crd_schema::{self, crd_version_schema};
-use e2e::{
+use serde_json::{Value, json};
+use styrmin_e2e::crd_schema::{self, crd_version_schema};
+use styrmin_e2e::{
     Scratch, copy_dir, data, describe, parse_yaml, release_binary, run, run_ok, tool, utf8,
     workspace_root,
 };
-use serde_json::{Value, json};
 
 fn component_file(name: &str) -> String {
     let path = workspace_root()
@@ -297,9 +297,9 @@ fn component_adds_the_sidecar_to_the_repo_server() {
         String::from_utf8_lossy(&output.stderr)
     );
     let out = utf8(output.stdout, "kustomize");
-    let objects: Vec<Value> = e2e::split_documents(&out)
+    let objects: Vec<Value> = styrmin_e2e::split_documents(&out)
         .iter()
-        .map(e2e::Doc::value)
+        .map(styrmin_e2e::Doc::value)
         .collect();
     let config_map = objects
         .iter()

@@ -10,23 +10,19 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use e2e::{Scratch, release_binary, run, utf8};
-use fake_apiserver::{FakeApiServer, Request as ApiRequest, WatchItem};
 use serde_json::Value;
+use styrmin_e2e::{Scratch, release_binary, run, utf8};
+use styrmin_fake_apiserver::{FakeApiServer, Request as ApiRequest, WatchItem};
 use styrmin_test_support::recorded_cluster::{
     self, INGRESSES, SERVICES, STEP, answer_every_list, client, metric,
 };
 use styrmin_webhook::api::{AppState, metrics_router};
 use styrmin_webhook::audit::AuditSettings;
-use styrmin_webhook::budget::RequestBudget;
-use styrmin_webhook::decide::DecideOptions;
 use styrmin_webhook::kube_source::KubeSource;
-use styrmin_webhook::metrics::Metrics;
-use styrmin_webhook::view::{ViewSource as _, ViewStore};
+use styrmin_webhook::view::ViewSource as _;
 
 fn recorded(name: &str) -> String {
     recorded_cluster::recorded(&format!("audit/{name}"))
@@ -109,13 +105,7 @@ const EXPECTED: &[(&str, &str)] = &[
 async fn every_reason_counted_and_a_watch_error_keeps_the_last_audit() {
     let api = FakeApiServer::scripted();
     answer_every_list(&api, "audit");
-    let state = AppState::new(
-        Arc::new(ViewStore::default()),
-        Arc::default(),
-        Arc::new(Metrics::new()),
-        DecideOptions::default(),
-        RequestBudget::default(),
-    );
+    let state = AppState::default();
     let (status, _) = get(&state, "/debug/audit").await;
     assert_eq!(
         status,

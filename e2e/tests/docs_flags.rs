@@ -4,7 +4,7 @@
 //! rewrites the tables (this test with `STYRMIN_WRITE_DOCS=1`).
 
 use clap::CommandFactory as _;
-use e2e::workspace_root;
+use styrmin_e2e::workspace_root;
 use styrmin_test_support::flag_docs::{flag_table, with_flag_tables};
 
 fn subcommand(command: &clap::Command, name: &str) -> String {
@@ -16,7 +16,7 @@ fn subcommand(command: &clap::Command, name: &str) -> String {
 }
 
 fn tables() -> Vec<(&'static str, String)> {
-    let postrender = postrender::cli::Cli::command();
+    let postrender = styrmin_postrender::cli::Cli::command();
     let webhook = styrmin_webhook::cli::Cli::command();
     vec![
         ("styrmin-postrender", flag_table(&postrender)),

@@ -14,9 +14,9 @@
 
 use std::process::Command;
 
-use e2e::crd_schema::{self, crd_version_schema};
-use e2e::{Scratch, data, parse_yaml, release_binary, run_ok, tool, utf8, workspace_root};
 use serde_json::{Value, json};
+use styrmin_e2e::crd_schema::{self, crd_version_schema};
+use styrmin_e2e::{Scratch, data, parse_yaml, release_binary, run_ok, tool, utf8, workspace_root};
 
 fn example(file: &str) -> String {
     let path = workspace_root().join("manifests/examples/flux").join(file);

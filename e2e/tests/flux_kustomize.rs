@@ -21,8 +21,8 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 
-use e2e::{Scratch, describe, release_binary, run, run_ok, tool, utf8};
 use serde_json::{Value, json};
+use styrmin_e2e::{Scratch, describe, release_binary, run, run_ok, tool, utf8};
 use support::{
     RESOLUTION_TABLE, compare_with_post_renderer, objects_by_id, rendered_streams as streams,
 };

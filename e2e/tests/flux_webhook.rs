@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use e2e::{Scratch, release_binary, run, utf8};
 use serde_json::{Value, json};
-use styrmin_webhook::decide::{Admission, DecideOptions, DecidedAt, Outcome, decide};
+use styrmin_e2e::{Scratch, release_binary, run, utf8};
+use styrmin_webhook::decide::{Admission, DecideOptions, DecidedAt, RequestOutcome, decide};
 use styrmin_webhook::policy_file::parse_policy;
 use support::RESOLUTION_TABLE;
 
@@ -64,7 +64,7 @@ fn the_webhook_injects_exactly_what_the_cli_prints() {
             Some(0) => {
                 let printed: Value =
                     serde_saphyr::from_str(&utf8(output.stdout, "flux output")).expect("yaml");
-                assert_eq!(decision.outcome, Outcome::Patched, "{config:?}");
+                assert_eq!(decision.outcome, RequestOutcome::Patched, "{config:?}");
                 assert_eq!(
                     after["spec"]["postRenderers"], printed["postRenderers"],
                     "{config:?}"

@@ -26,13 +26,15 @@ fn read(path: &Path) -> Vec<u8> {
 }
 
 fn regressions(target: &str) -> Vec<Vec<u8>> {
-    let dir = e2e::workspace_root().join("fuzz/regressions").join(target);
+    let dir = styrmin_e2e::workspace_root()
+        .join("fuzz/regressions")
+        .join(target);
     files(&dir, None).iter().map(|p| read(p)).collect()
 }
 
 #[test]
 fn rendered_stream_on_every_fixture_and_configuration() {
-    let streams = files(&e2e::postrender_data("rendered"), Some("yaml"));
+    let streams = files(&styrmin_e2e::postrender_data("rendered"), Some("yaml"));
     assert!(streams.len() >= 20, "{} streams", streams.len());
     let mut runs = 0;
     for path in &streams {
@@ -53,7 +55,7 @@ fn rendered_stream_on_every_fixture_and_configuration() {
 
 #[test]
 fn postrender_config_on_the_examples() {
-    let root = e2e::workspace_root();
+    let root = styrmin_e2e::workspace_root();
     let mut inputs: Vec<Vec<u8>> = files(&root.join("examples"), Some("yaml"))
         .iter()
         .map(|p| read(p))
@@ -69,7 +71,7 @@ fn postrender_config_on_the_examples() {
 
 #[test]
 fn admission_review_on_every_fixture_in_every_namespace() {
-    let reviews = files(&e2e::webhook_data("admission"), Some("json"));
+    let reviews = files(&styrmin_e2e::webhook_data("admission"), Some("json"));
     assert!(reviews.len() >= 15, "{} reviews", reviews.len());
     let mut runs = 0;
     for path in &reviews {
@@ -97,7 +99,7 @@ fn admission_review_on_every_fixture_in_every_namespace() {
 
 #[test]
 fn policy_file_on_the_test_policy() {
-    let root = e2e::workspace_root();
+    let root = styrmin_e2e::workspace_root();
     let mut inputs = vec![read(&root.join("fuzz-bodies/data/policy.yaml"))];
     inputs.extend(
         files(&root.join("examples"), Some("yaml"))

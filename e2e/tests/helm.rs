@@ -25,13 +25,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use e2e::{
+use rstest::rstest;
+use serde_json::Value;
+use styrmin_e2e::{
     HelmHome, Scratch, data, get, get_str, postrender_data, release_binary, run_fails, run_ok,
     split_documents, utf8, workspace_root,
 };
-use fake_apiserver::FakeApiServer;
-use rstest::rstest;
-use serde_json::Value;
+use styrmin_fake_apiserver::FakeApiServer;
 
 const INGRESS_API_VERSIONS: [&str; 3] = [
     "networking.k8s.io/v1",

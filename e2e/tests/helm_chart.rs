@@ -15,9 +15,11 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use base64::Engine as _;
-use e2e::{HelmHome, Scratch, run, run_fails, run_ok, split_documents, tool, utf8, workspace_root};
-use fake_apiserver::FakeApiServer;
 use serde_json::Value;
+use styrmin_e2e::{
+    HelmHome, Scratch, run, run_fails, run_ok, split_documents, tool, utf8, workspace_root,
+};
+use styrmin_fake_apiserver::FakeApiServer;
 
 const HELMS: [&str; 2] = ["helm3", "helm4"];
 const RELEASE: &str = "styrmin-webhook";
@@ -141,7 +143,7 @@ fn every_value_is_documented_and_in_the_schema() {
         &std::fs::read_to_string(chart_dir().join("values.schema.json")).unwrap(),
     )
     .unwrap();
-    let values = e2e::parse_yaml(&text);
+    let values = styrmin_e2e::parse_yaml(&text);
     let mut undocumented = Vec::new();
     let mut path: Vec<(usize, String)> = Vec::new();
     let mut previous = "";

@@ -4,8 +4,8 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use e2e::{HelmHome, run_fails, run_ok, split_documents, utf8, workspace_root};
 use serde_json::Value;
+use styrmin_e2e::{HelmHome, run_fails, run_ok, split_documents, utf8, workspace_root};
 
 const HELMS: [&str; 2] = ["helm3", "helm4"];
 const CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";

@@ -23,7 +23,7 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{Read as _, Write as _};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -31,10 +31,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use e2e::{
-    HelmHome, Scratch, free_port, release_binary, release_dir, run, run_ok, split_documents, utf8,
-    webhook_data, workspace_root, workspace_version,
-};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
@@ -42,6 +38,11 @@ use rustls::pki_types::ServerName;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject as _;
 use serde_json::{Value, json};
+use styrmin_e2e::webhook::collect_lines;
+use styrmin_e2e::{
+    HelmHome, Scratch, free_port, release_binary, release_dir, run, run_ok, split_documents, utf8,
+    webhook_data, workspace_root, workspace_version,
+};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
@@ -677,14 +678,7 @@ impl Runner {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let sink = logs.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
+        let logs = collect_lines(child.stderr.take().unwrap(), |line| line);
         Container { child, name, logs }
     }
 

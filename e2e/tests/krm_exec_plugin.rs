@@ -17,7 +17,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use e2e::{Scratch, copy_dir, data, describe, release_binary, run, tool, utf8};
+use styrmin_e2e::{Scratch, copy_dir, data, describe, release_binary, run, tool, utf8};
 use support::{
     RESOLUTION_TABLE, check_example_folder, compare_with_post_renderer, is_ingress, objects_by_id,
     post_render, rendered_streams,

@@ -19,8 +19,10 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use e2e::{Scratch, copy_dir, data, describe, release_binary, release_dir, run, tool, utf8};
 use serde_json::Value;
+use styrmin_e2e::{
+    Scratch, copy_dir, data, describe, release_binary, release_dir, run, tool, utf8,
+};
 use support::{
     RESOLUTION_TABLE, check_example_folder, compare_with_post_renderer, is_ingress, objects_by_id,
     post_render, rendered_streams,

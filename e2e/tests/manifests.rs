@@ -14,11 +14,6 @@ use std::path::Path;
 use std::process::Command;
 
 use base64::Engine as _;
-use e2e::crd_schema::{crd_version_schema, schema_errors};
-use e2e::{
-    HelmHome, Scratch, copy_dir, data, release_binary, run_ok, split_documents, tool, utf8,
-    workspace_root,
-};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service, ServiceAccount};
@@ -30,6 +25,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use styrmin_e2e::crd_schema::{crd_version_schema, schema_errors};
+use styrmin_e2e::{
+    HelmHome, Scratch, copy_dir, data, release_binary, run_ok, split_documents, tool, utf8,
+    workspace_root,
+};
 use styrmin_webhook::audit::policy_report::ReportApi;
 use styrmin_webhook::crd::{all_crds, crd_yaml};
 use styrmin_webhook::kube_source::{API_CALLS, ApiCall, LEASE_CALL, report_call};

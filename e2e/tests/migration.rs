@@ -18,20 +18,16 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, header};
-use e2e::{Scratch, release_binary, run, utf8};
-use fake_apiserver::FakeApiServer;
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
+use styrmin_e2e::{Scratch, release_binary, run, utf8};
+use styrmin_fake_apiserver::FakeApiServer;
 use styrmin_test_support::recorded_cluster;
 use styrmin_test_support::recorded_cluster::{
-    CLUSTERS, DEPLOYMENTS, ENVIRONMENTS, INGRESS_CLASSES, INGRESSES, NAMESPACES, SERVICES,
+    CLUSTERS, DEPLOYMENTS, ENVIRONMENTS, INGRESSES, LISTS,
 };
 use styrmin_webhook::api::{AppState, router};
-use styrmin_webhook::budget::RequestBudget;
-use styrmin_webhook::decide::DecideOptions;
 use styrmin_webhook::kube_source::build_view;
-use styrmin_webhook::metrics::Metrics;
-use styrmin_webhook::view::ViewStore;
 use tower::ServiceExt as _;
 
 fn recorded(name: &str) -> String {
@@ -59,16 +55,7 @@ impl Cluster {
         let kubeconfig = scratch.join("kubeconfig");
         api.write_kubeconfig(&kubeconfig, None);
         let mut lists = Vec::new();
-        for (path, file) in [
-            ("/version", "version.json"),
-            (CLUSTERS, "styrminclusters.list.json"),
-            (ENVIRONMENTS, "styrminenvironments.list.json"),
-            (DEPLOYMENTS, "styrmindeployments.list.json"),
-            (INGRESSES, "ingresses.list.json"),
-            (SERVICES, "services.list.json"),
-            (NAMESPACES, "namespaces.list.json"),
-            (INGRESS_CLASSES, "ingressclasses.list.json"),
-        ] {
+        for (path, file) in [("/version", "version.json")].into_iter().chain(LISTS) {
             lists.push((path, serde_json::from_str(&recorded(file)).unwrap()));
         }
         let cluster = Cluster {
@@ -183,13 +170,7 @@ impl Cluster {
         )
         .unwrap()
         .view;
-        let state = AppState::new(
-            Arc::new(ViewStore::default()),
-            Arc::default(),
-            Arc::new(Metrics::new()),
-            DecideOptions::default(),
-            RequestBudget::default(),
-        );
+        let state = AppState::default();
         state.view_sink().publish(view);
         state
     }

@@ -8,11 +8,11 @@
 
 use std::process::Command;
 
-use e2e::{Scratch, copy_dir, run_ok, split_documents, tool, utf8, workspace_root};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
+use styrmin_e2e::{Scratch, copy_dir, run_ok, split_documents, tool, utf8, workspace_root};
 
 /// The base with the component, built in a copy of `manifests/` whose monitoring namespace
 /// was edited where the component's comment says.

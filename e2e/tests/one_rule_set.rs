@@ -1,7 +1,7 @@
 //! One rule set: for every Ingress of every real rendered stream and every configuration
 //! of the resolution table, the post-renderer's output equals the webhook's patched object.
 //!
-//! The post-renderer side is `postrender::streaming::render_stream` (what the binary runs)
+//! The post-renderer side is `styrmin_postrender::streaming::render_stream` (what the binary runs)
 //! on the stream; the webhook side is its router, in-process, answering a real AdmissionReview (CREATE and
 //! UPDATE) for the same Ingress as the API server would send it (JSON), in the namespace of
 //! a deployment whose three levels are the same configuration; its JSON patch is applied
@@ -11,10 +11,10 @@
 
 use std::path::Path;
 
-use ingress_rules::{Level, resolve};
-use postrender::config::StyrminConfig;
-use postrender::render::RenderRules;
-use postrender::streaming;
+use styrmin_ingress_rules::{Level, resolve};
+use styrmin_postrender::config::StyrminConfig;
+use styrmin_postrender::render::RenderRules;
+use styrmin_postrender::streaming;
 use styrmin_webhook::policy_file::parse_policy;
 use support::{Admitted, RESOLUTION_TABLE, Webhook, ingresses, rendered_streams};
 
@@ -111,7 +111,7 @@ fn policy_and_config_describe_the_same_levels() {
 fn class_fields(object: &serde_json::Value) -> (serde_json::Value, serde_json::Value) {
     (
         object["spec"]["ingressClassName"].clone(),
-        object["metadata"]["annotations"][ingress_rules::CLASS_ANNOTATION].clone(),
+        object["metadata"]["annotations"][styrmin_ingress_rules::CLASS_ANNOTATION].clone(),
     )
 }
 

@@ -12,24 +12,20 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use e2e::crd_schema::{crd_version_schema, schema_errors};
-use e2e::data;
-use fake_apiserver::{FakeApiServer, Request as ApiRequest, WatchItem};
 use serde_json::{Value, json};
+use styrmin_e2e::crd_schema::{crd_version_schema, schema_errors};
+use styrmin_e2e::data;
+use styrmin_fake_apiserver::{FakeApiServer, Request as ApiRequest, WatchItem};
 use styrmin_test_support::recorded_cluster::{self, INGRESSES, answer_every_list, metric};
 use styrmin_webhook::api::{AppState, metrics_router};
 use styrmin_webhook::audit::AuditSettings;
 use styrmin_webhook::audit::policy_report::{ReportApi, ReportResults};
-use styrmin_webhook::budget::RequestBudget;
-use styrmin_webhook::decide::DecideOptions;
 use styrmin_webhook::kube_source::KubeSource;
 use styrmin_webhook::kube_source::reports::lease::{LEASE_NAME, LeaseSettings};
 use styrmin_webhook::kube_source::reports::{PolicyReportSettings, ReportTarget};
-use styrmin_webhook::metrics::Metrics;
-use styrmin_webhook::view::{ViewSource as _, ViewStore};
+use styrmin_webhook::view::ViewSource as _;
 
 const OPEN_REPORTS: &str = "/apis/openreports.io/v1alpha1";
 const WG_POLICY: &str = "/apis/wgpolicyk8s.io/v1alpha2";
@@ -112,13 +108,7 @@ fn webhook(
     replica: &str,
     reports: PolicyReportSettings,
 ) -> (AppState, tokio::task::AbortHandle) {
-    let state = AppState::new(
-        Arc::new(ViewStore::default()),
-        Arc::default(),
-        Arc::new(Metrics::new()),
-        DecideOptions::default(),
-        RequestBudget::default(),
-    );
+    let state = AppState::default();
     let source = KubeSource::new(client(api, replica))
         .with_confirm_interval(Duration::from_millis(100))
         .with_audit(

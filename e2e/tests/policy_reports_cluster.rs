@@ -18,27 +18,23 @@ use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use e2e::webhook::Certs;
-use e2e::{
-    HelmHome, Scratch, data, free_port, release_binary, run_ok, split_documents, utf8,
-    workspace_root,
-};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
+use styrmin_e2e::webhook::Certs;
+use styrmin_e2e::{
+    HelmHome, Scratch, data, free_port, release_binary, run_ok, split_documents, utf8,
+    workspace_root,
+};
 use styrmin_webhook::api::AppState;
 use styrmin_webhook::audit::AuditSettings;
 use styrmin_webhook::audit::policy_report::{ReportApi, ReportResults};
-use styrmin_webhook::budget::RequestBudget;
-use styrmin_webhook::decide::DecideOptions;
 use styrmin_webhook::kube_source::KubeSource;
 use styrmin_webhook::kube_source::reports::lease::{LEASE_NAME, LeaseSettings};
 use styrmin_webhook::kube_source::reports::{PolicyReportSettings, ReportTarget};
-use styrmin_webhook::metrics::Metrics;
-use styrmin_webhook::view::{ViewSource as _, ViewStore};
+use styrmin_webhook::view::ViewSource as _;
 
 const TOKEN: &str = "styrmin-test-admin";
 const WAIT: Duration = Duration::from_secs(60);
@@ -257,13 +253,7 @@ async fn reports_on_a_real_api_server() {
         apply(&client, &object).await;
     }
 
-    let state = AppState::new(
-        Arc::new(ViewStore::default()),
-        Arc::default(),
-        Arc::new(Metrics::new()),
-        DecideOptions::default(),
-        RequestBudget::default(),
-    );
+    let state = AppState::default();
     let source = KubeSource::new(client.clone())
         .with_audit(
             state.audits().clone(),

@@ -14,12 +14,12 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use e2e::{Scratch, tool};
-use ingress_rules::{IngressTarget, LevelName, Origin, ResolvedIngress};
-use postrender::render::RenderRules;
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::Value;
+use styrmin_e2e::{Scratch, tool};
+use styrmin_ingress_rules::{IngressTarget, LevelName, Origin, ResolvedIngress};
+use styrmin_postrender::render::RenderRules;
 use styrmin_test_support::ingress_gen::{self, DocGen, Shape};
 
 const ANNOTATION: &str = "kubernetes.io/ingress.class";
@@ -57,7 +57,8 @@ fn rule_sets() -> Vec<(RenderRules, Option<&'static str>, Option<&'static str>)>
 
 /// Runs the post-renderer's pipeline; `None` when it refuses the stream.
 fn post_render(input: &str, rules: &RenderRules) -> Option<String> {
-    let rendered = postrender::streaming::render_stream(input.as_bytes(), rules, 1 << 20).ok()?;
+    let rendered =
+        styrmin_postrender::streaming::render_stream(input.as_bytes(), rules, 1 << 20).ok()?;
     let mut out = Vec::new();
     rendered.write(&mut out).unwrap();
     Some(String::from_utf8(out).unwrap())
@@ -144,7 +145,7 @@ fn split_class(resource: &Value) -> (Option<Value>, Option<Value>, Value) {
 
 fn is_ingress(resource: &Value) -> bool {
     resource["kind"] == "Ingress"
-        && ingress_rules::INGRESS_API_VERSIONS
+        && styrmin_ingress_rules::INGRESS_API_VERSIONS
             .contains(&resource["apiVersion"].as_str().unwrap_or(""))
 }
 

@@ -13,12 +13,12 @@
 
 use std::path::Path;
 
-use ingress_rules::{Level, resolve};
-use postrender::config::StyrminConfig;
-use postrender::render::RenderRules;
-use postrender::streaming;
 use proptest::prelude::*;
 use serde_json::Value;
+use styrmin_ingress_rules::{Level, resolve};
+use styrmin_postrender::config::StyrminConfig;
+use styrmin_postrender::render::RenderRules;
+use styrmin_postrender::streaming;
 use styrmin_webhook::policy_file::parse_policy;
 use support::{Webhook, ingresses};
 

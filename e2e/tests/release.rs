@@ -36,11 +36,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use e2e::{
+use serde_json::Value;
+use styrmin_e2e::{
     HelmHome, Scratch, data, release_dir, run, run_ok, split_documents, tool, utf8, workspace_root,
     workspace_version,
 };
-use serde_json::Value;
 
 const KEY_NAME: &str = "Styrmin release test";
 const SOURCE_DATE_EPOCH: &str = "1700000000";

@@ -8,8 +8,8 @@
 
 use std::process::Command;
 
-use e2e::{release_binary, run_ok, utf8, workspace_root, workspace_version};
 use serde_json::Value;
+use styrmin_e2e::{release_binary, run_ok, utf8, workspace_root, workspace_version};
 
 fn read(rel: &str) -> String {
     std::fs::read_to_string(workspace_root().join(rel)).unwrap()

@@ -30,8 +30,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use e2e::webhook::*;
 use serde_json::json;
+use styrmin_e2e::webhook::*;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
@@ -200,14 +200,14 @@ async fn attacker_tcp(addr: SocketAddr, small_receive_buffer: bool) -> std::io::
 }
 
 /// What every shape checks at its end.
-struct Outcome {
+struct Measurement {
     api: Seen,
     kubelet: Seen,
     peak_kib: u64,
     metrics: String,
 }
 
-impl Outcome {
+impl Measurement {
     fn assert_fair(&self, shape: &str) {
         println!(
             "{shape}: API server {} answered, {} failed; kubelet {} probes answered, {} failed; \
@@ -248,7 +248,7 @@ impl Outcome {
 
 /// Starts the API server and the kubelet next to an attack already under way,
 /// lets them run for [`ATTACK`], stops them and reads the webhook.
-async fn measure(webhook: &Webhook, config: &Arc<rustls::ClientConfig>) -> Outcome {
+async fn measure(webhook: &Webhook, config: &Arc<rustls::ClientConfig>) -> Measurement {
     let stop = Arc::new(AtomicBool::new(false));
     let api = api_server(webhook.addr, config.clone(), stop.clone());
     let probes = kubelet(webhook.metrics_addr, stop.clone());
@@ -256,7 +256,7 @@ async fn measure(webhook: &Webhook, config: &Arc<rustls::ClientConfig>) -> Outco
     stop.store(true, Ordering::SeqCst);
     let api = api.await.unwrap();
     let kubelet = probes.await.unwrap();
-    Outcome {
+    Measurement {
         api,
         kubelet,
         peak_kib: peak_rss_kib(webhook.child.id()),

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use e2e::webhook::*;
 use serde_json::{Value, json};
+use styrmin_e2e::webhook::*;
 
 /// The chart's memory limit (`charts/styrmin-webhook/values.yaml`, `resources.limits`).
 const CHART_MEMORY_LIMIT_KIB: u64 = 256 * 1024;

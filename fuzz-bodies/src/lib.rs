@@ -11,13 +11,17 @@ use std::path::Path;
 use std::sync::LazyLock;
 
 use base64::Engine as _;
-use ingress_rules::{INGRESS_API_VERSIONS, IngressTarget, Level, is_ingress_container_list};
-use postrender::config::StyrminConfig;
-use postrender::render::RenderRules;
-use postrender::{documents, streaming};
 use serde_json::Value;
+use styrmin_ingress_rules::{
+    INGRESS_API_VERSIONS, IngressTarget, Level, is_ingress_container_list,
+};
+use styrmin_postrender::config::StyrminConfig;
+use styrmin_postrender::render::RenderRules;
+use styrmin_postrender::{documents, streaming};
 use styrmin_webhook::admission::{encode_review, parse_review};
-use styrmin_webhook::decide::{Admission, DecideOptions, DecidedAt, Outcome, ReviewKind, decide};
+use styrmin_webhook::decide::{
+    Admission, DecideOptions, DecidedAt, RequestOutcome, ReviewKind, decide,
+};
 use styrmin_webhook::policy_file::parse_policy;
 use styrmin_webhook::telemetry::ErrorChain;
 use styrmin_webhook::view::View;
@@ -39,7 +43,7 @@ fn stream_rules(choice: u8) -> RenderRules {
     let config = StyrminConfig::from_yaml(config, "fuzz").expect("fixed config");
     let default = Level::default();
     RenderRules {
-        resolved: ingress_rules::resolve(&config.levels(&default)),
+        resolved: styrmin_ingress_rules::resolve(&config.levels(&default)),
         kubernetes: kubernetes.map(|v| v.parse().expect("fixed version")),
         strict,
     }
@@ -165,7 +169,7 @@ pub fn postrender_config(data: &[u8]) {
     match StyrminConfig::from_yaml(text, "file fuzz.yaml") {
         Ok(config) => {
             let default = Level::default();
-            let resolved = ingress_rules::resolve(&config.levels(&default));
+            let resolved = styrmin_ingress_rules::resolve(&config.levels(&default));
             // R1: dedicated at any level that sets it wins over every class.
             let dedicated_set = config
                 .named_levels()
@@ -236,7 +240,7 @@ fn check_answer(
     let response = &answer["response"];
     assert_eq!(response["uid"].as_str(), Some(request.uid.as_str()));
     let allowed = response["allowed"].as_bool().expect("allowed is a bool");
-    assert_eq!(allowed, outcome != Outcome::Denied);
+    assert_eq!(allowed, outcome != RequestOutcome::Denied);
     if !allowed {
         let code = response["status"]["code"]
             .as_u64()
@@ -254,7 +258,7 @@ fn check_answer(
     let Some(patch) = response.get("patch") else {
         return;
     };
-    assert_eq!(outcome, Outcome::Patched);
+    assert_eq!(outcome, RequestOutcome::Patched);
     assert_eq!(response["patchType"], "JSONPatch");
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(patch.as_str().expect("the patch is a string"))
@@ -293,11 +297,11 @@ pub fn policy_file(data: &[u8]) {
             let _ = view.kubernetes_version();
             for namespace in ["styrmin-web1", "styrmin-web2", "styrmin-ctl9", "styrmin-"] {
                 if let Some(owner) = styrmin_webhook::view::namespace_owner(namespace) {
-                    let _ = ingress_rules::resolve(&view.levels_for_deployment(owner));
+                    let _ = styrmin_ingress_rules::resolve(&view.levels_for_deployment(owner));
                 }
             }
             for environment in ["prod", "stage", ""] {
-                let _ = ingress_rules::resolve(&view.levels_for_environment(environment));
+                let _ = styrmin_ingress_rules::resolve(&view.levels_for_environment(environment));
                 let _ = view.controllers_of(environment).count();
             }
         }
@@ -316,7 +320,7 @@ pub fn policy_file(data: &[u8]) {
 /// The stream renders when it nests at most `MAX_NESTING` deep (root counted) and is
 /// refused with the nesting error past it; never a crash.
 pub fn deep_nesting(data: &[u8]) {
-    use postrender::yaml_tree::MAX_NESTING;
+    use styrmin_postrender::yaml_tree::MAX_NESTING;
     const BLOCK_LEVELS: usize = 2_000;
     let mut text = String::from(
         "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: deep\nspec:\n  rules:",

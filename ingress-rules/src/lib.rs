@@ -15,8 +15,8 @@
 //! rule W5) when it has one, else [`resolve`] over its three levels.
 //!
 //! ```
-//! use ingress_rules::{ClassFields, IngressTarget, Level, Levels, Origin, Setting, enforce, resolve};
-//! use ingress_rules::LevelName;
+//! use styrmin_ingress_rules::{ClassFields, IngressTarget, Level, Levels, Origin, Setting, enforce, resolve};
+//! use styrmin_ingress_rules::LevelName;
 //!
 //! let cluster = Level { ingress_class: Setting::Value("nginx".into()), ..Level::default() };
 //! let resolved = resolve(&Levels { cluster: &cluster, environment: None, deployment: None });

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use ingress_rules::{EnforcementMode, IngressTarget, KubernetesVersion, Level, ResolvedMode};
+use styrmin_ingress_rules::{
+    EnforcementMode, IngressTarget, KubernetesVersion, Level, ResolvedMode,
+};
 
 use crate::config::StyrminConfig;
 use crate::flux::{FluxError, FluxOutput, HelmReleaseRef};
@@ -311,24 +313,24 @@ fn run_krm(
     // it again at every doubling (pages not written to are never touched).
     let (text, cut) =
         krm::read(input, KRM_INPUT_RESERVE).context("reading the ResourceList from stdin")?;
-    let outcome = krm::run_cut(text, cut, fallback, fallback_given);
+    let output = krm::run_cut(text, cut, fallback, fallback_given);
     // The report holds what stderr gets (kustomize shows a function's stderr only on failure).
     if let Some(path) = report_path {
-        let lines: String = outcome.messages.iter().map(|m| format!("{m}\n")).collect();
+        let lines: String = output.messages.iter().map(|m| format!("{m}\n")).collect();
         std::fs::write(path, lines)
             .with_context(|| format!("cannot write the report {}", path.display()))?;
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, &mut out);
-    outcome
+    output
         .write(&mut out)
         .and_then(|()| out.flush())
         .context("writing the ResourceList to stdout")?;
-    for message in &outcome.messages {
+    for message in &output.messages {
         eprintln!("styrmin-postrender: {message}");
     }
-    Ok(if outcome.failed {
+    Ok(if output.failed {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

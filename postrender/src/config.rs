@@ -3,11 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use ingress_rules::{
+use serde::Deserialize;
+use styrmin_ingress_rules::{
     AppliedSettings, DedicatedIngress, EnforcementMode, IngressTarget, Level, LevelName, Levels,
     ResolvedMode, Setting, resolve_mode, settings_for,
 };
-use serde::Deserialize;
 
 /// The config file: up to three sections, each with `ingress_class`, `dedicated_ingress`
 /// and `enforcement_mode`. A missing section is a level that sets nothing.
@@ -214,7 +214,7 @@ pub(crate) fn without_parser_position(text: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use ingress_rules::{IngressTarget, Origin, ResolvedIngress, resolve};
+    use styrmin_ingress_rules::{IngressTarget, Origin, ResolvedIngress, resolve};
 
     use super::*;
 
@@ -338,7 +338,10 @@ mod tests {
         )
         .unwrap();
         let settings = config.settings(&default);
-        assert_eq!(settings.source(), ingress_rules::SettingsSource::Record);
+        assert_eq!(
+            settings.source(),
+            styrmin_ingress_rules::SettingsSource::Record
+        );
         assert_eq!(settings.resolved.target.enforced_class(), Some("nginx"));
         assert!(settings.levels.target.is_dedicated());
         let config = config.with_last_deployed(Some(IngressTarget::Dedicated));
@@ -346,7 +349,10 @@ mod tests {
         // Without it, the levels decide, as before.
         let config = StyrminConfig::from_yaml("cluster: {dedicated_ingress: {}}", "t").unwrap();
         let settings = config.with_last_deployed(None).settings(&default);
-        assert_eq!(settings.source(), ingress_rules::SettingsSource::Levels);
+        assert_eq!(
+            settings.source(),
+            styrmin_ingress_rules::SettingsSource::Levels
+        );
         assert!(settings.resolved.target.is_dedicated());
         let e = StyrminConfig::from_yaml("last_deployed: {dedicated_ingress: true}\n", "t")
             .unwrap_err()

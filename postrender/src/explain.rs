@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use ingress_rules::{AppliedSettings, IngressTarget, Level, Origin, Setting};
+use styrmin_ingress_rules::{AppliedSettings, IngressTarget, Level, Origin, Setting};
 
 use crate::config::StyrminConfig;
 

@@ -2,13 +2,13 @@
 //!
 //! helm-controller runs Helm as a library and takes only kustomize post-renderers, so
 //! this prints, as YAML text written by hand (every string that may be read as something
-//! else double-quoted), the post-renderer that [`ingress_rules::flux_post_renderer`]
+//! else double-quoted), the post-renderer that [`styrmin_ingress_rules::flux_post_renderer`]
 //! generates: as the `postRenderers:` block to paste into a HelmRelease's `spec`, as a
 //! whole HelmRelease patch, or as a kustomize Component that adds it to HelmReleases.
 
 use std::fmt::Write as _;
 
-use ingress_rules::{
+use styrmin_ingress_rules::{
     ClassFields, FluxPostRenderer, IngressTarget, KubernetesVersion, NoClassWarning,
     ResolvedIngress, RuleError, double_quoted, enforce, flux_post_renderer,
 };
@@ -113,7 +113,7 @@ pub fn render(
             let mut body = String::new();
             let _ = writeln!(body, "apiVersion: {HELM_RELEASE_API_VERSION}");
             body.push_str("kind: HelmRelease\nmetadata:\n");
-            let _ = writeln!(body, "  name: {}", ingress_rules::FLUX_PATCH_NAME);
+            let _ = writeln!(body, "  name: {}", styrmin_ingress_rules::FLUX_PATCH_NAME);
             body.push_str("spec:\n  postRenderers:\n");
             push_post_renderer(&mut body, renderer, 4);
             out.push_str("    patch: |\n");
@@ -152,8 +152,8 @@ fn push_indented(out: &mut String, text: &str, indent: usize) {
 
 #[cfg(test)]
 mod tests {
-    use ingress_rules::{LevelName, Origin};
     use serde_json::Value;
+    use styrmin_ingress_rules::{LevelName, Origin};
 
     use super::*;
 

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use base64::Engine as _;
-use ingress_rules::{is_ingress, is_ingress_container_list};
+use styrmin_ingress_rules::{is_ingress, is_ingress_container_list};
 
 use crate::yaml_tree::{Node, NodeValue, ScalarTag};
 

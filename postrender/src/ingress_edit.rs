@@ -6,7 +6,7 @@
 
 use std::ops::Range;
 
-use ingress_rules::{CLASS_ANNOTATION, ClassFields};
+use styrmin_ingress_rules::{CLASS_ANNOTATION, ClassFields};
 
 use crate::yaml_tree::{Node, NodeValue, ScalarTag};
 
@@ -265,7 +265,7 @@ fn dotted(path: &[&str]) -> String {
 /// A YAML double-quoted scalar: a class can be `on`, `no` or `123`, which Go's YAML
 /// readers (Helm, kubectl) would take for a boolean or a number if written plain. The
 /// same function writes the class into the FluxCD patch, so both spell it alike.
-pub use ingress_rules::double_quoted as quoted;
+pub use styrmin_ingress_rules::double_quoted as quoted;
 
 /// Whether a scalar node already holds `value` as a string for every YAML reader: quoted,
 /// or plain and unambiguous (not a YAML 1.1 boolean, null or number).
@@ -300,21 +300,22 @@ fn plain_is_unambiguous(value: &str) -> bool {
 
 /// Plans the edits that give `ingress` (a node of `text`) the class fields `desired`.
 pub fn plan(text: &str, ingress: &Node<'_>, desired: &ClassFields) -> Result<Vec<Edit>, EditError> {
-    let layout = Layout::new(text, ingress);
+    let editor = Editor::new(text, ingress);
     let mut edits = Vec::new();
     match &desired.ingress_class_name {
-        Some(class) => layout.set(ingress, None, &CLASS_NAME_PATH, 0, class, &mut edits)?,
-        None => layout.remove(ingress, None, &CLASS_NAME_PATH, 0, &mut edits)?,
+        Some(class) => editor.set(ingress, None, &CLASS_NAME_PATH, 0, class, &mut edits)?,
+        None => editor.remove(ingress, None, &CLASS_NAME_PATH, 0, &mut edits)?,
     }
     match &desired.class_annotation {
-        Some(class) => layout.set(ingress, None, &CLASS_ANNOTATION_PATH, 0, class, &mut edits)?,
-        None => layout.remove(ingress, None, &CLASS_ANNOTATION_PATH, 0, &mut edits)?,
+        Some(class) => editor.set(ingress, None, &CLASS_ANNOTATION_PATH, 0, class, &mut edits)?,
+        None => editor.remove(ingress, None, &CLASS_ANNOTATION_PATH, 0, &mut edits)?,
     }
     Ok(edits)
 }
 
-/// Byte-level facts about the document being edited.
-struct Layout<'t, 's> {
+/// The editor of one Ingress: byte-level facts about the document being edited (its text,
+/// line break and indentation step), and the edits that follow from them.
+struct Editor<'t, 's> {
     text: &'t str,
     /// The Ingress: aliases in it are resolved against its anchors.
     scope: &'s Node<'s>,
@@ -323,7 +324,7 @@ struct Layout<'t, 's> {
     step: usize,
 }
 
-impl<'t, 's> Layout<'t, 's> {
+impl<'t, 's> Editor<'t, 's> {
     fn new(text: &'t str, ingress: &'s Node<'s>) -> Self {
         // The Ingress's own line break: CRLF, LF, or an old Mac's CR alone. Only its own
         // bytes are looked at, so that the Ingresses of a long List cost linear time.
@@ -350,7 +351,7 @@ impl<'t, 's> Layout<'t, 's> {
                 _ => None,
             })
             .unwrap_or(2);
-        Layout {
+        Editor {
             text,
             scope: ingress,
             newline,
@@ -786,7 +787,7 @@ fn flow_entry(path: &[&str], value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use ingress_rules::example_targets::fields;
+    use styrmin_ingress_rules::example_targets::fields;
 
     use super::*;
     use crate::yaml_tree::parse_document;

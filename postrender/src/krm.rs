@@ -31,7 +31,7 @@
 //! [`plain_runs`] skipping the lines it passes over and [`item_lines`] taking the lines it
 //! stops at most often; [`render_items`] renders the items and moves their edits back into
 //! the `ResourceList`; [`results`] writes the `results`; [`error`] says why a `ResourceList`
-//! was refused. This module runs them and writes the `ResourceList` out ([`Outcome`]).
+//! was refused. This module runs them and writes the `ResourceList` out ([`ResourceListOutput`]).
 
 use std::io::IoSlice;
 
@@ -76,10 +76,10 @@ pub fn looks_like_resource_list(prefix: &[u8]) -> bool {
     (first == api && second == kind) || (first == kind && second == api)
 }
 
-/// The outcome of a run: the `ResourceList` to write (the input's text with the edits
+/// What a run writes: the output `ResourceList` (the input's text with the edits
 /// spliced in, then `results`), and whether it failed.
 #[derive(Debug)]
-pub struct Outcome {
+pub struct ResourceListOutput {
     text: HeldBytes,
     edits: Vec<Edit>,
     tail: String,
@@ -88,7 +88,7 @@ pub struct Outcome {
     pub messages: Vec<String>,
 }
 
-impl Outcome {
+impl ResourceListOutput {
     /// Writes the `ResourceList`, splicing the edits in as it goes (no copy of it is made).
     pub fn write(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         // The pieces go out as they lie, many to a system call, rather than copied into a
@@ -127,7 +127,7 @@ impl Outcome {
 /// Runs the function on a whole `ResourceList`. `fallback` is the config from the command
 /// line, used when the `ResourceList` has no functionConfig; `fallback_given` says whether
 /// any of it was given explicitly (both at once is an error).
-pub fn run(input: &[u8], fallback: FunctionConfig, fallback_given: bool) -> Outcome {
+pub fn run(input: &[u8], fallback: FunctionConfig, fallback_given: bool) -> ResourceListOutput {
     run_cut(
         HeldBytes::copy_of(input),
         ListCut::of(input),
@@ -142,11 +142,11 @@ pub fn run_cut(
     cut: ListCut,
     fallback: FunctionConfig,
     fallback_given: bool,
-) -> Outcome {
+) -> ResourceListOutput {
     match process(&mut input, cut, fallback, fallback_given) {
         Ok((edits, rendered, warned)) => {
             let (tail, messages) = results::warnings(&input, &rendered, &warned);
-            Outcome {
+            ResourceListOutput {
                 text: input,
                 edits,
                 tail,
@@ -156,7 +156,7 @@ pub fn run_cut(
         }
         Err(error) => {
             let (tail, message) = results::refusal(&input, &error);
-            Outcome {
+            ResourceListOutput {
                 text: HeldBytes::default(),
                 edits: Vec::new(),
                 tail,

@@ -5,7 +5,7 @@
 //! The pipeline: [`documents::split`] cuts the stream into documents by bytes, a byte
 //! pre-filter skips every document that cannot be an Ingress or a List to Go's readers,
 //! the rest are parsed whole into a [`yaml_tree::Node`] tree with byte spans and
-//! classified as Go reads them ([`go_readers`]), [`ingress_rules::enforce`] decides the
+//! classified as Go reads them ([`go_readers`]), [`styrmin_ingress_rules::enforce`] decides the
 //! class fields, and [`ingress_edit`] splices only those bytes. Every edited document is read
 //! back before anything is written. One pipeline runs it all: [`streaming::render_stream`]
 //! renders the stream in blocks as it arrives, for the filter, `check` and the fuzz targets

@@ -3,5 +3,5 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    postrender::cli::Cli::parse_from(postrender::cli::arguments()).run()
+    styrmin_postrender::cli::Cli::parse_from(styrmin_postrender::cli::arguments()).run()
 }

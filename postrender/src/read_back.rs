@@ -33,7 +33,7 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use granit_parser::ScalarStyle;
-use ingress_rules::ClassFields;
+use styrmin_ingress_rules::ClassFields;
 
 use crate::ingress_edit::{self, CLASS_ANNOTATION_PATH, CLASS_NAME_PATH, Edit};
 use crate::yaml_tree::{Node, NodeValue, ScalarTag};
@@ -320,13 +320,7 @@ fn prove_insertion<'e>(
     path: &[&str],
     edit: &'e Edit,
 ) -> Option<Cow<'e, str>> {
-    let NodeValue::Mapping {
-        flow: false,
-        entries,
-    } = &mapping.value
-    else {
-        return None;
-    };
+    let entries = mapping.block_entries()?;
     let (first, _) = entries.first()?;
     let column = key_column(text, first)?;
     let at = first.span.start - column;
@@ -371,13 +365,7 @@ fn prove_insertion<'e>(
 
 /// A whole-line entry of a block mapping removed, the mapping keeping another.
 fn prove_removal(text: &str, mapping: &Node<'_>, index: usize, range: &Range<usize>) -> Option<()> {
-    let NodeValue::Mapping {
-        flow: false,
-        entries,
-    } = &mapping.value
-    else {
-        return None;
-    };
+    let entries = mapping.block_entries()?;
     if entries.len() < 2 {
         return None;
     }

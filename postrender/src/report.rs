@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use ingress_rules::ClassFields;
+use styrmin_ingress_rules::ClassFields;
 
 use crate::render::{IngressOutcome, Rendered};
 
@@ -33,13 +33,13 @@ pub fn success(rendered: &Rendered) -> String {
 pub fn would_change(rendered: &Rendered, decided_by: &str) -> String {
     let mut out = String::new();
     for outcome in rendered.ingresses.iter().filter(|o| o.edited) {
-        for change in ingress_rules::changes_between(outcome.before, outcome.after) {
+        for change in styrmin_ingress_rules::changes_between(outcome.before, outcome.after) {
             let _ = writeln!(
                 out,
                 "would change: {}: {}: {}, decided by {decided_by}",
                 outcome.document,
                 outcome.ingress,
-                ingress_rules::would_change(&change, outcome.before)
+                styrmin_ingress_rules::would_change(&change, outcome.before)
             );
         }
     }
@@ -67,7 +67,7 @@ pub fn warnings(rendered: &Rendered) -> String {
             "warning: {}: {}: {}",
             outcome.document,
             outcome.ingress,
-            ingress_rules::NoClassWarning::MESSAGE
+            styrmin_ingress_rules::NoClassWarning::MESSAGE
         );
     }
     out

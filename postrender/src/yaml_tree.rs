@@ -192,6 +192,14 @@ struct Open<'a> {
 }
 
 impl<'a> Builder<'a> {
+    /// Opens a mapping or sequence: its entries or items follow until its end event.
+    fn open_collection(&mut self, node: Node<'a>) {
+        self.open.push(Open {
+            node,
+            pending_key: None,
+        });
+    }
+
     /// Feeds one event; returns the root node when it is complete.
     fn push(
         &mut self,
@@ -248,31 +256,13 @@ impl<'a> Builder<'a> {
                 return Err(too_deep(span.start.line(), span.start.col() + 1));
             }
             Event::MappingStart(style, anchor, _) => {
-                let flow = style == StructureStyle::Flow;
-                self.open.push(Open {
-                    node: make(
-                        NodeValue::Mapping {
-                            flow,
-                            entries: Vec::new(),
-                        },
-                        anchor,
-                    ),
-                    pending_key: None,
-                });
+                let (flow, entries) = (style == StructureStyle::Flow, Vec::new());
+                self.open_collection(make(NodeValue::Mapping { flow, entries }, anchor));
                 None
             }
             Event::SequenceStart(style, anchor, _) => {
-                let flow = style == StructureStyle::Flow;
-                self.open.push(Open {
-                    node: make(
-                        NodeValue::Sequence {
-                            flow,
-                            items: Vec::new(),
-                        },
-                        anchor,
-                    ),
-                    pending_key: None,
-                });
+                let (flow, items) = (style == StructureStyle::Flow, Vec::new());
+                self.open_collection(make(NodeValue::Sequence { flow, items }, anchor));
                 None
             }
             Event::MappingEnd | Event::SequenceEnd => {
@@ -476,7 +466,7 @@ fn collect_tab_exempt(text: &str, node: &Node<'_>, indent: usize, exempt: &mut T
 /// that form. Never holds the tree of more than one item: the general parser builds none,
 /// the common-layout reader one item's at a time.
 pub fn plain_list(text: &str) -> Result<Option<PlainList>, SyntaxError> {
-    if let Some(list) = common_layout::plain_list(text) {
+    if let Some(list) = common_layout::read_plain_list(text) {
         return Ok(list);
     }
     plain_list_parsed(text)

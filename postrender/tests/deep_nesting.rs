@@ -11,7 +11,7 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
-use postrender::yaml_tree::MAX_NESTING;
+use styrmin_postrender::yaml_tree::MAX_NESTING;
 
 const FAR_PAST: usize = 1_000_000;
 

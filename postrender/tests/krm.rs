@@ -1,13 +1,13 @@
 //! The KRM function on whole `ResourceList`s, through the public API: the items it edits
 //! and how, the `results` it writes, the config it reads, and what it refuses.
 
-use ingress_rules::Level;
-use postrender::config::StyrminConfig;
-use postrender::krm::{
+use styrmin_ingress_rules::Level;
+use styrmin_postrender::config::StyrminConfig;
+use styrmin_postrender::krm::{
     FunctionConfig, KrmError, looks_like_resource_list, read, read_plugin_config, run, run_cut,
 };
-use postrender::render::RenderRules;
-use postrender::streaming;
+use styrmin_postrender::render::RenderRules;
+use styrmin_postrender::streaming;
 
 fn class(name: &str) -> FunctionConfig {
     FunctionConfig {
@@ -21,8 +21,8 @@ const LIST: &str = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nite
 
 #[test]
 fn edits_only_the_ingress_items() {
-    let outcome = run(LIST.as_bytes(), class("haproxy"), false);
-    assert!(!outcome.failed, "{:?}", outcome.messages);
+    let ran = run(LIST.as_bytes(), class("haproxy"), false);
+    assert!(!ran.failed, "{:?}", ran.messages);
     // The same items in a `List` document, through the post-renderer's pipeline.
     let header = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\n";
     let list = LIST.replace(header, "apiVersion: v1\nkind: List\n");
@@ -39,7 +39,7 @@ fn edits_only_the_ingress_items() {
     let want = String::from_utf8(want).expect("utf-8");
     assert_ne!(want, list, "the Ingress changes");
     assert_eq!(
-        outcome.output().strip_prefix(header),
+        ran.output().strip_prefix(header),
         want.strip_prefix("apiVersion: v1\nkind: List\n")
     );
 }
@@ -47,31 +47,31 @@ fn edits_only_the_ingress_items() {
 #[test]
 fn a_missing_spec_goes_after_the_dash() {
     let input = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: networking.k8s.io/v1\n  kind: Ingress\n  metadata:\n    name: web\n";
-    let outcome = run(input.as_bytes(), class("haproxy"), false);
-    assert!(!outcome.failed, "{:?}", outcome.messages);
+    let ran = run(input.as_bytes(), class("haproxy"), false);
+    assert!(!ran.failed, "{:?}", ran.messages);
     assert!(
-        outcome.output().contains(
+        ran.output().contains(
             "items:\n- spec:\n    ingressClassName: \"haproxy\"\n  apiVersion: networking.k8s.io/v1\n"
         ),
         "{}",
-        outcome.output()
+        ran.output()
     );
 }
 
 #[test]
 fn r5_warns_in_results_naming_the_ingress_and_the_field() {
     let input = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: cm\n- apiVersion: networking.k8s.io/v1\n  kind: Ingress\n  metadata:\n    name: web\n    namespace: apps\n";
-    let outcome = run(input.as_bytes(), class("\"\""), false);
-    assert!(!outcome.failed);
+    let ran = run(input.as_bytes(), class("\"\""), false);
+    assert!(!ran.failed);
     assert_eq!(
-        outcome.output(),
+        ran.output(),
         format!(
             "{input}results:\n- message: \"{}\"\n  severity: warning\n  resourceRef:\n    apiVersion: \"networking.k8s.io/v1\"\n    kind: \"Ingress\"\n    name: \"web\"\n    namespace: \"apps\"\n  field:\n    path: \"spec.ingressClassName\"\n",
-            ingress_rules::NoClassWarning::MESSAGE
+            styrmin_ingress_rules::NoClassWarning::MESSAGE
         )
     );
-    assert_eq!(outcome.messages.len(), 1);
-    assert!(outcome.messages[0].contains("items[1] (line 8): Ingress apps/web"));
+    assert_eq!(ran.messages.len(), 1);
+    assert!(ran.messages[0].contains("items[1] (line 8): Ingress apps/web"));
 }
 
 /// A reader that hands out a few bytes at a time, as a pipe may.
@@ -97,9 +97,9 @@ fn reading_in_pieces_gives_the_whole_run() {
     for (piece, reserve) in [(7, 1 << 16), (1, 100), (64, 0), (1 << 20, 1 << 16)] {
         let (text, cut) = read(Trickle(input.as_bytes(), piece), reserve).expect("reads");
         assert_eq!(&text[..], input.as_bytes());
-        let outcome = run_cut(text, cut, FunctionConfig::default(), false);
+        let ran = run_cut(text, cut, FunctionConfig::default(), false);
         assert_eq!(
-            outcome.output(),
+            ran.output(),
             whole.output(),
             "pieces of {piece}, room for {reserve}"
         );
@@ -127,10 +127,10 @@ fn a_byte_that_is_not_utf8_is_named_by_its_offset_wherever_it_is() {
         let mut input = before.clone().into_bytes();
         input.push(0xff);
         input.extend_from_slice(after.as_bytes());
-        let outcome = run(&input, class("haproxy"), false);
-        assert!(outcome.failed);
+        let ran = run(&input, class("haproxy"), false);
+        assert!(ran.failed);
         assert_eq!(
-            outcome.messages,
+            ran.messages,
             [format!(
                 "error: the ResourceList is not UTF-8 text: invalid byte at offset {}",
                 before.len()
@@ -183,14 +183,10 @@ fn detects_a_resource_list() {
 #[test]
 fn a_quoted_scalar_over_lines_is_refused() {
     let input = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  data:\n    a: \"one\n- apiVersion: networking.k8s.io/v1\n  kind: Ingress\n  metadata: {}\"\n";
-    let outcome = run(input.as_bytes(), class("haproxy"), false);
-    assert!(outcome.failed);
-    assert!(
-        outcome.messages[0].contains("line 7"),
-        "{:?}",
-        outcome.messages
-    );
-    assert!(outcome.output().contains("items: []"));
+    let ran = run(input.as_bytes(), class("haproxy"), false);
+    assert!(ran.failed);
+    assert!(ran.messages[0].contains("line 7"), "{:?}", ran.messages);
+    assert!(ran.output().contains("items: []"));
 }
 
 #[test]
@@ -198,14 +194,13 @@ fn a_bad_function_config_names_the_field() {
     let input = format!(
         "{LIST}functionConfig:\n  apiVersion: styrmin.io/v1alpha1\n  kind: StyrminPostRender\n  spec:\n    deployment:\n      ingress_clas: x\n"
     );
-    let outcome = run(input.as_bytes(), FunctionConfig::default(), false);
-    assert!(outcome.failed);
+    let ran = run(input.as_bytes(), FunctionConfig::default(), false);
+    assert!(ran.failed);
     assert!(
-        outcome
-            .output()
+        ran.output()
             .contains("path: \"functionConfig.spec.deployment.ingress_clas\""),
         "{}",
-        outcome.output()
+        ran.output()
     );
-    assert!(!outcome.output().contains("kind: ConfigMap"));
+    assert!(!ran.output().contains("kind: ConfigMap"));
 }

@@ -1,7 +1,7 @@
 //! The KRM function's `results`: every text in them is one YAML double-quoted scalar that
 //! stays on its line, and a functionConfig error is one line that says where.
 
-use postrender::krm::{FunctionConfig, KrmError, read_plugin_config, run};
+use styrmin_postrender::krm::{FunctionConfig, KrmError, read_plugin_config, run};
 
 const HEADER: &str = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n";
 
@@ -21,9 +21,9 @@ fn unicode_line_breaks_and_the_byte_order_mark_are_escaped_in_results() {
     let input = format!(
         "{HEADER}- apiVersion: networking.k8s.io/v1\n  kind: Ingress\n  metadata:\n    name: \"web\\u2028a\\u2029b\\uFEFF\\\"q\\\\\"\n    namespace: apps\n"
     );
-    let outcome = run(input.as_bytes(), no_class(), false);
-    assert!(!outcome.failed, "{:?}", outcome.messages);
-    let output = outcome.output();
+    let ran = run(input.as_bytes(), no_class(), false);
+    assert!(!ran.failed, "{:?}", ran.messages);
+    let output = ran.output();
     assert!(
         output.contains("    name: \"web\\u2028a\\u2029b\\uFEFF\\\"q\\\\\"\n"),
         "{output}"

@@ -14,12 +14,14 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use ingress_rules::{INGRESS_API_VERSIONS, IngressTarget, Level, is_ingress_container_list};
-use postrender::config::StyrminConfig;
-use postrender::render::RenderRules;
-use postrender::{documents, streaming};
 use proptest::prelude::*;
 use serde_json::Value;
+use styrmin_ingress_rules::{
+    INGRESS_API_VERSIONS, IngressTarget, Level, is_ingress_container_list,
+};
+use styrmin_postrender::config::StyrminConfig;
+use styrmin_postrender::render::RenderRules;
+use styrmin_postrender::{documents, streaming};
 
 use styrmin_test_support::ingress_gen::{self, ConfigGen, StreamGen};
 
@@ -27,7 +29,7 @@ fn rules(config: &ConfigGen) -> RenderRules {
     let config = StyrminConfig::from_yaml(&config.postrender_yaml(), "generated").unwrap();
     let default = Level::default();
     RenderRules {
-        resolved: ingress_rules::resolve(&config.levels(&default)),
+        resolved: styrmin_ingress_rules::resolve(&config.levels(&default)),
         kubernetes: None,
         strict: false,
     }

@@ -3,11 +3,11 @@
 //! table: the Ingresses get the rule's fields, nothing else changes, and the output is a
 //! fixed point.
 
-use ingress_rules::{IngressTarget, Level, resolve};
-use postrender::config::StyrminConfig;
-use postrender::render::RenderRules;
-use postrender::{documents, streaming};
 use serde_json::Value;
+use styrmin_ingress_rules::{IngressTarget, Level, resolve};
+use styrmin_postrender::config::StyrminConfig;
+use styrmin_postrender::render::RenderRules;
+use styrmin_postrender::{documents, streaming};
 use styrmin_test_support::rendered::{is_ingress, rendered_streams};
 use styrmin_test_support::resolution_table::RESOLUTION_TABLE;
 
@@ -43,7 +43,7 @@ fn ingresses(doc: &mut Value) -> Vec<&mut Value> {
     }
     let api = doc["apiVersion"].as_str().unwrap_or_default().to_owned();
     let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
-    if !ingress_rules::is_ingress_container_list(&api, &kind) {
+    if !styrmin_ingress_rules::is_ingress_container_list(&api, &kind) {
         return Vec::new();
     }
     match doc.get_mut("items").and_then(Value::as_array_mut) {

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use fake_apiserver::FakeApiServer;
 use http_body_util::BodyExt as _;
+use styrmin_fake_apiserver::FakeApiServer;
 use tower::ServiceExt as _;
 
 pub const CLUSTERS: &str = "/apis/styrmin.io/v1alpha1/styrminclusters";
@@ -19,6 +19,17 @@ pub const INGRESSES: &str = "/apis/networking.k8s.io/v1/ingresses";
 pub const SERVICES: &str = "/api/v1/services";
 pub const NAMESPACES: &str = "/api/v1/namespaces";
 pub const INGRESS_CLASSES: &str = "/apis/networking.k8s.io/v1/ingressclasses";
+/// Every list the webhook makes, and the file of each recorded answer in a folder of
+/// `webhook/tests/data/apiserver/`.
+pub const LISTS: [(&str, &str); 7] = [
+    (CLUSTERS, "styrminclusters.list.json"),
+    (ENVIRONMENTS, "styrminenvironments.list.json"),
+    (DEPLOYMENTS, "styrmindeployments.list.json"),
+    (INGRESSES, "ingresses.list.json"),
+    (SERVICES, "services.list.json"),
+    (NAMESPACES, "namespaces.list.json"),
+    (INGRESS_CLASSES, "ingressclasses.list.json"),
+];
 /// Long enough for the watcher's backoff after an error (0.8 s, then 1.6 s, with jitter).
 pub const STEP: Duration = Duration::from_secs(20);
 
@@ -34,15 +45,7 @@ pub fn recorded(name: &str) -> String {
 /// in `webhook/tests/data/apiserver/<folder>/`.
 pub fn answer_every_list(api: &FakeApiServer, folder: &str) {
     api.answer("/version", 200, recorded(&format!("{folder}/version.json")));
-    for (path, file) in [
-        (CLUSTERS, "styrminclusters.list.json"),
-        (ENVIRONMENTS, "styrminenvironments.list.json"),
-        (DEPLOYMENTS, "styrmindeployments.list.json"),
-        (INGRESSES, "ingresses.list.json"),
-        (SERVICES, "services.list.json"),
-        (NAMESPACES, "namespaces.list.json"),
-        (INGRESS_CLASSES, "ingressclasses.list.json"),
-    ] {
+    for (path, file) in LISTS {
         api.answer(path, 200, recorded(&format!("{folder}/{file}")));
     }
 }

@@ -1,5 +1,6 @@
 //! The real rendered streams of `postrender/tests/data/rendered/` (Helm 3 and Helm 4 output,
-//! and what each writes to a post-renderer), and what counts as an Ingress in them.
+//! and what each writes to a post-renderer), what counts as an Ingress in them, and a small
+//! made-up stream of every kind of document boundary ([`mixed_stream`]).
 
 use std::path::{Path, PathBuf};
 
@@ -39,6 +40,24 @@ pub fn rendered_streams() -> Vec<(String, PathBuf)> {
 /// An Ingress the rules apply to (R6), as JSON.
 pub fn is_ingress(object: &Value) -> bool {
     object["kind"] == "Ingress"
-        && ingress_rules::INGRESS_API_VERSIONS
+        && styrmin_ingress_rules::INGRESS_API_VERSIONS
             .contains(&object["apiVersion"].as_str().unwrap_or_default())
+}
+
+/// A small Ingress with no class fields.
+pub const SMALL_INGRESS: &str =
+    "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  rules: []\n";
+
+/// A made-up stream of `n` documents that takes turns: an Ingress (`web0`, `web4`, …), a
+/// ConfigMap whose block value holds `---x`, comments around an `...` end, and a `---`
+/// marker with a comment on its line; the Ingresses and ConfigMaps have a `# Source:` line.
+pub fn mixed_stream(n: usize) -> String {
+    (0..n)
+        .map(|i| match i % 4 {
+            0 => format!("---\n# Source: c/templates/ing{i}.yaml\n{}", SMALL_INGRESS.replace("web", &format!("web{i}"))),
+            1 => format!("---\n# Source: c/templates/cm{i}.yaml\napiVersion: v1\nkind: ConfigMap\ndata:\n  a: |\n    ---x\n    text\n"),
+            2 => "# a comment between documents\n...\n# another\n".to_owned(),
+            _ => format!("--- # d{i}\nkind: Service\n"),
+        })
+        .collect()
 }

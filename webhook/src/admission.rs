@@ -20,11 +20,11 @@
 use std::fmt;
 
 use base64::Engine as _;
-use ingress_rules::CLASS_ANNOTATION;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
+use styrmin_ingress_rules::CLASS_ANNOTATION;
 
 /// The AdmissionReview versions answered; the response carries the request's.
 pub const REVIEW_API_VERSIONS: [&str; 2] = ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"];
@@ -752,7 +752,7 @@ mod tests {
     ) -> (
         Option<String>,
         Option<String>,
-        ingress_rules::ClassFields,
+        styrmin_ingress_rules::ClassFields,
         crate::patch::ClassFieldsShape,
     ) {
         let object = &request["object"];
@@ -776,7 +776,7 @@ mod tests {
     ) -> (
         Option<String>,
         Option<String>,
-        ingress_rules::ClassFields,
+        styrmin_ingress_rules::ClassFields,
         crate::patch::ClassFieldsShape,
     ) {
         let request = &review.request;

@@ -20,10 +20,6 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
-use ingress_rules::{
-    ClassFields, DEDICATED_CONTROLLER_CLASS, IngressTarget, Level, ResolvedIngress, Setting,
-    SettingsSource, resolve,
-};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -31,6 +27,10 @@ use prometheus_client::registry::Registry;
 use serde::Serialize;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use styrmin_ingress_rules::{
+    ClassFields, DEDICATED_CONTROLLER_CLASS, IngressTarget, Level, ResolvedIngress, Setting,
+    SettingsSource, resolve,
+};
 
 use crate::decide::{IngressJudgement, STUCK_DELETING_AFTER, judge_ingress};
 use crate::view::{NAMESPACE_PREFIX, Phase, Role, View, human_duration, namespace_owner, rfc3339};
@@ -285,7 +285,7 @@ fn describe_decision(judgement: &IngressJudgement) -> String {
 /// the webhook, which makes the same change.
 fn fix_command(namespace: &str, name: &str, wanted: &ClassFields) -> String {
     let patch = serde_json::json!({
-        "metadata": {"annotations": {ingress_rules::CLASS_ANNOTATION: wanted.class_annotation}},
+        "metadata": {"annotations": {styrmin_ingress_rules::CLASS_ANNOTATION: wanted.class_annotation}},
         "spec": {"ingressClassName": wanted.ingress_class_name},
     });
     format!("kubectl -n {namespace} patch ingress {name} --type=merge -p '{patch}'")
@@ -300,7 +300,7 @@ fn ingress_findings(
 ) -> Vec<Finding> {
     let current = ingress.class_fields();
     let judgement = judge_ingress(view, owner, &current);
-    let warn = ingress_rules::resolve_mode(&view.levels_for_deployment(owner))
+    let warn = styrmin_ingress_rules::resolve_mode(&view.levels_for_deployment(owner))
         .mode
         .is_warn();
     let finding = |reason, wants: String, why: String, fix: String| Finding {
@@ -518,7 +518,7 @@ fn level_summary(
 /// note explains an absent `ingressClass` (the `null` trap).
 fn level_summaries(view: &View) -> Vec<LevelSummary> {
     let cluster = view.cluster();
-    let resolved = resolve(&ingress_rules::Levels {
+    let resolved = resolve(&styrmin_ingress_rules::Levels {
         cluster,
         environment: None,
         deployment: None,

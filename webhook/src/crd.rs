@@ -5,7 +5,7 @@
 //! - [`StyrminEnvironment`], cluster-scoped, named by environment id: an environment level;
 //! - [`StyrminDeployment`], namespaced, `styrmin-<id>` in namespace `styrmin-<id>`: a
 //!   deployment's environment, role, level, phase and last-deployed record (W5), which the
-//!   view reads as the resolved [`ingress_rules::IngressTarget`].
+//!   view reads as the resolved [`styrmin_ingress_rules::IngressTarget`].
 //!
 //! `ingressClass` and `dedicatedIngress` keep the four states of docs/rules.md §1 through the
 //! API server: both are `nullable` in the schema (so an explicit `null` is stored, not
@@ -16,13 +16,13 @@
 //! The CRD manifests in `charts/styrmin-webhook/files/crds/` are generated from these types:
 //! `cargo run -p styrmin-webhook --example crdgen -- charts/styrmin-webhook/files/crds` (a test compares them).
 
-use ingress_rules::{EnforcementMode, Setting};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResource;
 use kube::CustomResourceExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
+use styrmin_ingress_rules::{EnforcementMode, Setting};
 
 /// The API group of Styrmin's resources.
 pub const GROUP: &str = "styrmin.io";
@@ -264,7 +264,7 @@ fn cluster_level_schema(schema: &mut schemars::Schema) {
     {
         class.insert(
             "default".to_owned(),
-            ingress_rules::DEFAULT_CLUSTER_CLASS.into(),
+            styrmin_ingress_rules::DEFAULT_CLUSTER_CLASS.into(),
         );
     }
 }

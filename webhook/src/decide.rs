@@ -3,12 +3,12 @@
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-use ingress_rules::{
+use json_patch::PatchOperation;
+use styrmin_ingress_rules::{
     AppliedSettings, ClassFields, Enforcement, EnforcementMode, IngressTarget, LevelName, Levels,
     NoClassWarning, Origin, ResolvedIngress, RuleError, enforce, is_ingress, resolve, resolve_mode,
     would_change,
 };
-use json_patch::PatchOperation;
 
 use crate::admission::{
     AdmissionRequest, AdmissionResponse, KubeObject, Operation, Status, same_json,
@@ -63,7 +63,7 @@ impl ReviewKind {
 
 /// How a request was answered, for the metrics and the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Outcome {
+pub enum RequestOutcome {
     /// Allowed with a patch.
     Patched,
     /// Allowed, the rules applied and nothing had to change.
@@ -78,15 +78,15 @@ pub enum Outcome {
     WouldDeny,
 }
 
-impl Outcome {
+impl RequestOutcome {
     pub fn as_str(self) -> &'static str {
         match self {
-            Outcome::Patched => "patched",
-            Outcome::Conforming => "conforming",
-            Outcome::Allowed => "allowed",
-            Outcome::Denied => "denied",
-            Outcome::WouldPatch => "would_patch",
-            Outcome::WouldDeny => "would_deny",
+            RequestOutcome::Patched => "patched",
+            RequestOutcome::Conforming => "conforming",
+            RequestOutcome::Allowed => "allowed",
+            RequestOutcome::Denied => "denied",
+            RequestOutcome::WouldPatch => "would_patch",
+            RequestOutcome::WouldDeny => "would_deny",
         }
     }
 }
@@ -94,7 +94,7 @@ impl Outcome {
 /// The answer to one request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
-    pub outcome: Outcome,
+    pub outcome: RequestOutcome,
     /// JSON patch operations; empty when nothing changes (R8).
     pub patch: Vec<PatchOperation>,
     /// Admission warnings (W4).
@@ -114,7 +114,7 @@ pub struct Decision {
 impl Decision {
     fn allowed(reason: impl Into<Cow<'static, str>>) -> Self {
         Decision {
-            outcome: Outcome::Allowed,
+            outcome: RequestOutcome::Allowed,
             patch: Vec::new(),
             warnings: Vec::new(),
             status: None,
@@ -126,7 +126,7 @@ impl Decision {
 
     fn denied(code: u16, reason: &'static str, message: String) -> Self {
         Decision {
-            outcome: Outcome::Denied,
+            outcome: RequestOutcome::Denied,
             patch: Vec::new(),
             warnings: Vec::new(),
             status: Some(Status::failure(code, reason, message)),
@@ -264,7 +264,7 @@ pub fn decide(
         ReviewKind::Ingress => decide_ingress(view, owner, object),
         ReviewKind::HelmRelease if options.flux_post_renderer => {
             let decision = decide_deploy(&deploy);
-            if decision.outcome == Outcome::Denied {
+            if decision.outcome == RequestOutcome::Denied {
                 return decision;
             }
             decide_flux(view, owner, object, decision, at.flux_deadline)
@@ -325,7 +325,7 @@ fn decide_ingress(view: &View, owner: &str, object: &KubeObject) -> Decision {
             if mode == EnforcementMode::Warn =>
         {
             return Decision {
-                outcome: Outcome::WouldDeny,
+                outcome: RequestOutcome::WouldDeny,
                 warnings: vec![format!(
                     "would deny (enforcement_mode warn): Kubernetes {version} rejects both class fields, which ingress class {class:?} sets (R9, 1.27 or later needed), decided by {}",
                     decided_by_words(view, owner, &settings.resolved)
@@ -359,7 +359,7 @@ fn decide_ingress(view: &View, owner: &str, object: &KubeObject) -> Decision {
             .collect();
         would.append(&mut warnings);
         return Decision {
-            outcome: Outcome::WouldPatch,
+            outcome: RequestOutcome::WouldPatch,
             patch: Vec::new(),
             warnings: would,
             status: None,
@@ -373,10 +373,10 @@ fn decide_ingress(view: &View, owner: &str, object: &KubeObject) -> Decision {
         };
     }
     let (outcome, reason) = match (target, patch.is_empty()) {
-        (_, true) => (Outcome::Conforming, "already conforms"),
-        (IngressTarget::Dedicated, false) => (Outcome::Patched, "dedicated ingress (R3)"),
-        (IngressTarget::Class(_), false) => (Outcome::Patched, "ingress class (R4)"),
-        (IngressTarget::NoClass, false) => (Outcome::Patched, "no class (R5)"),
+        (_, true) => (RequestOutcome::Conforming, "already conforms"),
+        (IngressTarget::Dedicated, false) => (RequestOutcome::Patched, "dedicated ingress (R3)"),
+        (IngressTarget::Class(_), false) => (RequestOutcome::Patched, "ingress class (R4)"),
+        (IngressTarget::NoClass, false) => (RequestOutcome::Patched, "no class (R5)"),
     };
     Decision {
         outcome,
@@ -430,7 +430,7 @@ fn decide_flux(
             decided_by_words(view, owner, &settings.resolved)
         ));
         return Decision {
-            outcome: Outcome::WouldPatch,
+            outcome: RequestOutcome::WouldPatch,
             warnings,
             reason: Cow::Borrowed("warn: would add the flux post-renderer"),
             settings: Some(settings),
@@ -438,7 +438,7 @@ fn decide_flux(
         };
     }
     Decision {
-        outcome: Outcome::Patched,
+        outcome: RequestOutcome::Patched,
         patch: flux.patch,
         warnings,
         status: None,
@@ -541,7 +541,7 @@ fn decide_deploy(deploy: &Deploy<'_>) -> Decision {
     });
     if mode.mode == EnforcementMode::Warn {
         return Decision {
-            outcome: Outcome::WouldDeny,
+            outcome: RequestOutcome::WouldDeny,
             warnings: vec![format!(
                 "would deny (enforcement_mode warn, decided by {}): environment {environment:?}: its dedicated ingress \
                  controller {controller:?} is being removed (phase {}); in enforce, deploys wait until the removal completes",

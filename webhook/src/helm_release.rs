@@ -3,10 +3,10 @@
 //! post-renderer into `spec.postRenderers`, so helm-controller renders every Ingress with
 //! the right class and the Ingress webhook only confirms it.
 //!
-//! The post-renderer is [`ingress_rules::flux_post_renderer`]'s, the same text
+//! The post-renderer is [`styrmin_ingress_rules::flux_post_renderer`]'s, the same text
 //! `styrmin-postrender flux` prints. It is recognised by its marker: every patch of the
 //! entry is a patch whose body has `metadata.name: styrmin-ingress-class`
-//! ([`ingress_rules::FLUX_PATCH_NAME`]). The user's own post-renderers are never dropped
+//! ([`styrmin_ingress_rules::FLUX_PATCH_NAME`]). The user's own post-renderers are never dropped
 //! or reordered; Styrmin's goes last (post-renderers run in order, so its class fields
 //! win); an object that already has the current one gets no patch (R8). When the rules say
 //! R5 (keep the chart's class), Styrmin's is removed and nothing is added.
@@ -19,15 +19,15 @@
 use std::borrow::Cow;
 use std::time::Instant;
 
-use ingress_rules::{
-    CLASS_ANNOTATION, ClassFields, FLUX_PATCH_NAME, FluxPostRenderer, IngressTarget,
-    KubernetesVersion, RuleError, enforce, flux_post_renderer,
-};
 use json_patch::PatchOperation;
 use serde::Deserialize;
 use serde::de::{Deserializer as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use styrmin_ingress_rules::{
+    CLASS_ANNOTATION, ClassFields, FLUX_PATCH_NAME, FluxPostRenderer, IngressTarget,
+    KubernetesVersion, RuleError, enforce, flux_post_renderer,
+};
 
 use crate::admission::{IsKey, KubeObject, Member, json_equals};
 use crate::patch::{add, remove, replace};
@@ -477,7 +477,7 @@ pub fn decide_helm_release_within(
 
 #[cfg(test)]
 mod tests {
-    use ingress_rules::example_targets::{dedicated, no_class, shared};
+    use styrmin_ingress_rules::example_targets::{dedicated, no_class, shared};
 
     use super::*;
     use crate::patch::tests::{apply, wire};

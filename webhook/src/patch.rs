@@ -1,9 +1,9 @@
 //! From the rule crate's field changes to an RFC 6902 JSON patch of the object as sent.
 
-use ingress_rules::{CLASS_ANNOTATION, ClassFields, FieldChange};
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
 use serde_json::{Value, json};
+use styrmin_ingress_rules::{CLASS_ANNOTATION, ClassFields, FieldChange};
 
 use crate::admission::{FieldText, KubeObject};
 
@@ -165,9 +165,9 @@ pub fn build_class_patch(shape: ClassFieldsShape, changes: &[FieldChange]) -> Ve
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use ingress_rules::example_targets::{dedicated, shared};
-    use ingress_rules::{IngressTarget, enforce};
     use rstest::rstest;
+    use styrmin_ingress_rules::example_targets::{dedicated, shared};
+    use styrmin_ingress_rules::{IngressTarget, enforce};
 
     use super::*;
 

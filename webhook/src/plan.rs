@@ -15,9 +15,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use ingress_rules::{ClassFields, EnforcementMode, IngressTarget, resolve, resolve_mode};
 use k8s_openapi::api::networking::v1::IngressClass;
 use serde::Serialize;
+use styrmin_ingress_rules::{ClassFields, EnforcementMode, IngressTarget, resolve, resolve_mode};
 
 use crate::audit::objects::AuditedIngress;
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
@@ -250,16 +250,17 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         let current = ingress.class_fields();
         let settings = input.proposed.settings_for_deployment(owner);
         let mode = resolve_mode(&input.proposed.levels_for_deployment(owner)).mode;
-        let record = settings.source() == ingress_rules::SettingsSource::Record;
+        let record = settings.source() == styrmin_ingress_rules::SettingsSource::Record;
         let kubernetes = input.proposed.kubernetes_version();
-        let mut enforced =
-            |target: &IngressTarget| match ingress_rules::enforce(target, &current, kubernetes) {
-                Ok(enforcement) => Fields::from(&enforcement.fields),
-                Err(_) => {
-                    *cannot_enforce.entry(target.to_string()).or_default() += 1;
-                    Fields::from(&current)
-                }
-            };
+        let mut enforced = |target: &IngressTarget| match styrmin_ingress_rules::enforce(
+            target, &current, kubernetes,
+        ) {
+            Ok(enforcement) => Fields::from(&enforcement.fields),
+            Err(_) => {
+                *cannot_enforce.entry(target.to_string()).or_default() += 1;
+                Fields::from(&current)
+            }
+        };
         let now = Fields::from(&current);
         let after = enforced(&settings.resolved.target);
         let next = if record {

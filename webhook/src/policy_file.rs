@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ingress_rules::{
+use styrmin_ingress_rules::{
     DedicatedIngress, EnforcementMode, IngressTarget, KubernetesVersion, Level, Setting,
 };
 
@@ -60,7 +60,7 @@ pub enum PolicyFileError {
     Version {
         path: PathBuf,
         #[source]
-        source: ingress_rules::ParseVersionError,
+        source: styrmin_ingress_rules::ParseVersionError,
     },
 }
 
@@ -317,7 +317,7 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use ingress_rules::resolve;
+    use styrmin_ingress_rules::resolve;
 
     use super::*;
     use crate::view::ViewStore;

@@ -301,6 +301,13 @@ pub struct ReloadingClientVerifier {
     current: ArcSwap<CurrentVerifier>,
 }
 
+impl ReloadingClientVerifier {
+    /// The verifier of the CA bundle read last.
+    fn verifier(&self) -> Arc<dyn ClientCertVerifier> {
+        Arc::clone(&self.current.load().0)
+    }
+}
+
 impl fmt::Debug for ReloadingClientVerifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReloadingClientVerifier")
@@ -329,9 +336,7 @@ impl ClientCertVerifier for ReloadingClientVerifier {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        self.current
-            .load()
-            .0
+        self.verifier()
             .verify_client_cert(end_entity, intermediates, now)
     }
 
@@ -341,10 +346,7 @@ impl ClientCertVerifier for ReloadingClientVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.current
-            .load()
-            .0
-            .verify_tls12_signature(message, cert, dss)
+        self.verifier().verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -353,14 +355,11 @@ impl ClientCertVerifier for ReloadingClientVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.current
-            .load()
-            .0
-            .verify_tls13_signature(message, cert, dss)
+        self.verifier().verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.current.load().0.supported_verify_schemes()
+        self.verifier().supported_verify_schemes()
     }
 }
 

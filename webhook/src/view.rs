@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use ingress_rules::{
+use styrmin_ingress_rules::{
     AppliedSettings, IngressTarget, KubernetesVersion, Level, Levels, settings_for,
 };
 
@@ -374,7 +374,7 @@ pub fn debug_deployment(view: &View, id: &str) -> serde_json::Value {
         "waits_for_redeploy": settings.waits_for_redeploy(),
         "why": settings.why(),
         "environment_dedicated_ingress": environment
-            .map(|env| ingress_rules::resolve(&view.levels_for_environment(env)).target.is_dedicated()),
+            .map(|env| styrmin_ingress_rules::resolve(&view.levels_for_environment(env)).target.is_dedicated()),
         "environment_controllers": controllers,
     })
 }
@@ -518,7 +518,7 @@ pub trait ViewSource: Send + 'static {
 
 #[cfg(test)]
 mod tests {
-    use ingress_rules::{Setting, SettingsSource, resolve};
+    use styrmin_ingress_rules::{Setting, SettingsSource, resolve};
 
     use super::*;
 

@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ingress_rules::{AppliedSettings, ClassFields, NoClassWarning, SettingsSource};
 use rstest::rstest;
 use serde_json::{Value, json};
+use styrmin_ingress_rules::{AppliedSettings, ClassFields, NoClassWarning, SettingsSource};
 
 use styrmin_webhook::decide::*;
 use styrmin_webhook::policy_file::parse_policy;
@@ -83,7 +83,7 @@ fn w1_ingress_gets_the_rules(
                 &v,
                 &request(operation, namespace, patched.clone(), Some(patched)),
             );
-            assert_eq!(again.outcome, Outcome::Conforming);
+            assert_eq!(again.outcome, RequestOutcome::Conforming);
             assert!(again.patch.is_empty());
         }
     }
@@ -96,7 +96,7 @@ fn r8_conforming_ingress_gets_no_patch() {
         "styrmin-web2",
         ingress("networking.k8s.io/v1", Some("haproxy"), Some("haproxy")),
     );
-    assert_eq!(d.outcome, Outcome::Conforming);
+    assert_eq!(d.outcome, RequestOutcome::Conforming);
     let response = d.into_response("u-1");
     assert!(response.patch.is_none() && response.patch_type.is_none());
 }
@@ -117,13 +117,13 @@ fn w4_r5_no_class_is_a_warning() {
 fn r9_old_kubernetes_denies_with_the_rule_message() {
     let v = policy("kubernetes_version: '1.26'\ncluster: {ingress_class: nginx}");
     let d = create(&v, "styrmin-a", ingress("networking.k8s.io/v1", None, None));
-    assert_eq!(d.outcome, Outcome::Denied);
+    assert_eq!(d.outcome, RequestOutcome::Denied);
     let status = d.status.unwrap();
     assert!(status.message.contains("1.27"), "{}", status.message);
     // R3 sets one field only: fine on 1.26.
     let v = policy("kubernetes_version: '1.26'\ncluster: {dedicated_ingress: {}}");
     let d = create(&v, "styrmin-a", ingress("networking.k8s.io/v1", None, None));
-    assert_eq!(d.outcome, Outcome::Patched);
+    assert_eq!(d.outcome, RequestOutcome::Patched);
 }
 
 /// R9 in warn: the Ingress is let through unchanged, with a warning that says it would be
@@ -134,7 +134,7 @@ fn r9_in_warn_allows_with_a_would_deny_warning() {
         "kubernetes_version: '1.26'\ncluster: {ingress_class: nginx, enforcement_mode: warn}",
     );
     let d = create(&v, "styrmin-a", ingress("networking.k8s.io/v1", None, None));
-    assert_eq!(d.outcome, Outcome::WouldDeny);
+    assert_eq!(d.outcome, RequestOutcome::WouldDeny);
     assert!(d.patch.is_empty() && d.status.is_none(), "{d:?}");
     assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
     let warning = &d.warnings[0];
@@ -163,7 +163,7 @@ fn w1_unmanaged_namespaces_are_never_touched(#[case] namespace: &str) {
         namespace,
         ingress("networking.k8s.io/v1", Some("x"), None),
     );
-    assert_eq!(d.outcome, Outcome::Allowed);
+    assert_eq!(d.outcome, RequestOutcome::Allowed);
     assert!(d.patch.is_empty() && d.status.is_none());
 }
 
@@ -177,7 +177,7 @@ fn other_operations_are_allowed_without_patch(#[case] operation: &str) {
         &view(),
         &request(operation, "styrmin-web1", Value::Null, Some(object)),
     );
-    assert_eq!(d.outcome, Outcome::Allowed);
+    assert_eq!(d.outcome, RequestOutcome::Allowed);
     assert!(d.patch.is_empty());
 }
 
@@ -191,7 +191,7 @@ fn other_operations_are_allowed_without_patch(#[case] operation: &str) {
 #[case::number(json!(42))]
 fn r7_other_kinds_are_allowed_untouched(#[case] object: Value) {
     let d = create(&view(), "styrmin-web1", object);
-    assert_eq!(d.outcome, Outcome::Allowed);
+    assert_eq!(d.outcome, RequestOutcome::Allowed);
     assert!(d.patch.is_empty());
 }
 
@@ -214,7 +214,7 @@ fn request_kind_and_kind_identify_an_ingress_without_type_fields() {
         .unwrap(),
     );
     assert_eq!(ReviewKind::of(&req), ReviewKind::Ingress);
-    assert_eq!(decide(&view(), &req).outcome, Outcome::Patched);
+    assert_eq!(decide(&view(), &req).outcome, RequestOutcome::Patched);
 }
 
 #[test]
@@ -226,7 +226,7 @@ fn status_subresource_is_not_patched() {
         None,
     );
     req.sub_resource = Some("status".into());
-    assert_eq!(decide(&view(), &req).outcome, Outcome::Allowed);
+    assert_eq!(decide(&view(), &req).outcome, RequestOutcome::Allowed);
 }
 
 #[test]
@@ -263,10 +263,10 @@ fn metric_labels_name_each_kind_and_outcome() {
         assert_eq!(kind.as_str(), name);
     }
     for (outcome, name) in [
-        (Outcome::Patched, "patched"),
-        (Outcome::Conforming, "conforming"),
-        (Outcome::Allowed, "allowed"),
-        (Outcome::Denied, "denied"),
+        (RequestOutcome::Patched, "patched"),
+        (RequestOutcome::Conforming, "conforming"),
+        (RequestOutcome::Allowed, "allowed"),
+        (RequestOutcome::Denied, "denied"),
     ] {
         assert_eq!(outcome.as_str(), name);
     }
@@ -279,7 +279,7 @@ fn a_patch_decision_answers_with_its_patch() {
         "styrmin-web2",
         ingress("networking.k8s.io/v1", None, None),
     );
-    assert_eq!(decision.outcome, Outcome::Patched);
+    assert_eq!(decision.outcome, RequestOutcome::Patched);
     let response = decision.into_response("u-1");
     assert!(response.allowed);
     assert_eq!(response.patch_type, Some("JSONPatch"));
@@ -292,11 +292,11 @@ fn a_patch_decision_answers_with_its_patch() {
 #[track_caller]
 fn assert_create_allowed(view: &View, namespace: &str, object: Value) {
     let d = create(view, namespace, object);
-    assert_eq!(d.outcome, Outcome::Allowed, "{namespace}: {d:?}");
+    assert_eq!(d.outcome, RequestOutcome::Allowed, "{namespace}: {d:?}");
 }
 
 fn assert_blocked(d: &Decision, environment: &str, controller: &str) {
-    assert_eq!(d.outcome, Outcome::Denied, "{d:?}");
+    assert_eq!(d.outcome, RequestOutcome::Denied, "{d:?}");
     let status = d.status.as_ref().unwrap();
     assert_eq!(status.code, 403);
     assert!(
@@ -366,7 +366,7 @@ fn w2_never_denies_an_update_without_a_spec_before_or_after() {
     let mut new = old.clone();
     new["metadata"]["labels"] = json!({"a": "b"});
     let d = update(&view(), "styrmin-web1", new, old);
-    assert_eq!(d.outcome, Outcome::Allowed, "{d:?}");
+    assert_eq!(d.outcome, RequestOutcome::Allowed, "{d:?}");
     assert_eq!(d.reason, "spec unchanged");
 }
 
@@ -380,7 +380,7 @@ fn w2_a_deployment_in_warn_is_warned_in_an_enforcing_environment() {
     let old = styrmin_deployment("prod", "application", "a:1");
     let new = styrmin_deployment("prod", "application", "a:2");
     let d = update(&v, "styrmin-web1", new.clone(), old.clone());
-    assert_eq!(d.outcome, Outcome::WouldDeny, "{d:?}");
+    assert_eq!(d.outcome, RequestOutcome::WouldDeny, "{d:?}");
     assert!(d.status.is_none());
     assert_eq!(
         d.reason,
@@ -406,7 +406,7 @@ fn w2_never_denies_delete() {
         ("styrmin-web1", helm_release("v2", "1")),
     ] {
         let d = decide(&view(), &request("DELETE", ns, Value::Null, Some(obj)));
-        assert_eq!(d.outcome, Outcome::Allowed);
+        assert_eq!(d.outcome, RequestOutcome::Allowed);
     }
 }
 
@@ -419,12 +419,12 @@ fn w2_never_denies_status_finalizers_or_metadata_changes() {
     new["metadata"]["labels"] = json!({"a": "b"});
     new["metadata"]["annotations"] = json!({"c": "d"});
     let d = update(&view(), "styrmin-web1", new, old);
-    assert_eq!(d.outcome, Outcome::Allowed, "{d:?}");
+    assert_eq!(d.outcome, RequestOutcome::Allowed, "{d:?}");
     let old = helm_release("v2", "1");
     let mut new = old.clone();
     new["status"] = json!({"conditions": []});
     let d = update(&view(), "styrmin-web1", new, old);
-    assert_eq!(d.outcome, Outcome::Allowed);
+    assert_eq!(d.outcome, RequestOutcome::Allowed);
 }
 
 #[test]
@@ -438,7 +438,7 @@ fn w2_never_denies_the_controllers_own_objects() {
         own,
         styrmin_deployment("prod", "ingress-controller", "traefik:2"),
     );
-    assert_eq!(d.outcome, Outcome::Allowed);
+    assert_eq!(d.outcome, RequestOutcome::Allowed);
     // Anything in its namespace.
     assert_create_allowed(&view(), "styrmin-ctl9", helm_release("v2", "1"));
     assert_create_allowed(
@@ -508,7 +508,7 @@ fn an_object_that_is_not_a_json_object_is_never_patched() {
         )
         .unwrap();
         let d = decide(&view(), &req);
-        assert_eq!(d.outcome, Outcome::Allowed);
+        assert_eq!(d.outcome, RequestOutcome::Allowed);
         assert!(d.patch.is_empty());
     }
 }
@@ -573,7 +573,7 @@ fn w2_denial_of_a_stuck_removal_names_the_finalizer_since_when_and_what_to_do() 
             flux_deadline: None,
         },
     );
-    assert_eq!(d.outcome, Outcome::Denied);
+    assert_eq!(d.outcome, RequestOutcome::Denied);
     let message = d.status.map(|s| s.message).unwrap_or_default();
     assert_eq!(
         message,
@@ -693,7 +693,7 @@ fn w2_message_of_removal(removal: styrmin_webhook::view::Removal) -> String {
             flux_deadline: None,
         },
     );
-    assert_eq!(d.outcome, Outcome::Denied);
+    assert_eq!(d.outcome, RequestOutcome::Denied);
     d.status.map(|s| s.message).unwrap_or_default()
 }
 
@@ -768,7 +768,7 @@ fn w5_decisions_name_the_settings_they_applied() {
     // R9 on Kubernetes 1.24: denied, and the log still names the settings.
     let old = view("kubernetes_version: \"1.24\"\n");
     let decision = create(&old, "styrmin-web2", ingress());
-    assert_eq!(decision.outcome, Outcome::Denied);
+    assert_eq!(decision.outcome, RequestOutcome::Denied);
     assert_eq!(settings_source(&decision), Some(SettingsSource::Levels));
     // Not Styrmin's: no settings.
     let decision = create(&view(""), "default", ingress());
@@ -780,7 +780,7 @@ fn w5_decisions_name_the_settings_they_applied() {
     };
     let release = request("CREATE", "styrmin-web2", helm_release("v2", "1.0.0"), None);
     let decision = decide_with(&view(""), &release, &flux, DecidedAt::now());
-    assert_eq!(decision.outcome, Outcome::Patched);
+    assert_eq!(decision.outcome, RequestOutcome::Patched);
     assert_eq!(settings_source(&decision), Some(SettingsSource::Levels));
     let decision = decide_with(&old, &release, &flux, DecidedAt::now());
     assert!(decision.patch.is_empty());

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 use styrmin_webhook::admission::{AdmissionRequest, GroupVersionKind};
-use styrmin_webhook::decide::{DecideOptions, DecidedAt, FLUX_OVER_BUDGET_REASON, Outcome};
+use styrmin_webhook::decide::{DecideOptions, DecidedAt, FLUX_OVER_BUDGET_REASON, RequestOutcome};
 use styrmin_webhook::helm_release::OVER_BUDGET_WARNING;
 use styrmin_webhook::policy_file::parse_policy;
 use styrmin_webhook::view::View;
@@ -78,7 +78,7 @@ fn patch_text(object: &Value) -> &str {
 #[test]
 fn off_by_default() {
     let d = decide(&view(), &request("CREATE", "styrmin-web1", release(), None));
-    assert_eq!(d.outcome, Outcome::Allowed);
+    assert_eq!(d.outcome, RequestOutcome::Allowed);
     assert!(d.patch.is_empty());
 }
 
@@ -86,7 +86,7 @@ fn off_by_default() {
 fn create_and_update_get_the_deployments_rules() {
     let v = view();
     let d = decide_on(&v, &request("CREATE", "styrmin-web1", release(), None));
-    assert_eq!(d.outcome, Outcome::Patched);
+    assert_eq!(d.outcome, RequestOutcome::Patched);
     let out = apply(&release(), &d.patch);
     assert!(patch_text(&out).contains("ingressClassName: \"haproxy\""));
     // R8: the result gets no patch, also on an UPDATE that changes nothing in spec.
@@ -100,7 +100,7 @@ fn create_and_update_get_the_deployments_rules() {
         &v,
         &request("UPDATE", "styrmin-web2", out.clone(), Some(out.clone())),
     );
-    assert_eq!(d.outcome, Outcome::Patched);
+    assert_eq!(d.outcome, RequestOutcome::Patched);
     let refreshed = apply(&out, &d.patch);
     assert!(patch_text(&refreshed).contains("ingressClassName: null"));
     assert_eq!(
@@ -122,7 +122,7 @@ fn warn_says_it_would_add_the_post_renderer() {
     )
     .unwrap();
     let d = decide_on(&v, &request("CREATE", "styrmin-web1", release(), None));
-    assert_eq!(d.outcome, Outcome::WouldPatch, "{d:?}");
+    assert_eq!(d.outcome, RequestOutcome::WouldPatch, "{d:?}");
     assert!(d.patch.is_empty());
     assert_eq!(d.reason, "warn: would add the flux post-renderer");
     assert!(d.settings.is_some(), "the log names the settings");
@@ -151,7 +151,7 @@ fn r5_removes_ours() {
             Some(with_ours.clone()),
         ),
     );
-    assert_eq!(d.outcome, Outcome::Patched);
+    assert_eq!(d.outcome, RequestOutcome::Patched);
     assert_eq!(
         apply(&with_ours, &d.patch)["spec"]["postRenderers"],
         json!([])
@@ -169,7 +169,7 @@ fn w2_denial_stays_a_denial_past_the_flux_deadline() {
         &ON,
         late,
     );
-    assert_eq!(d.outcome, Outcome::Denied);
+    assert_eq!(d.outcome, RequestOutcome::Denied);
     let mut with_list = release();
     with_list["spec"]["postRenderers"] =
         json!([{"kustomize": {"images": [{"name": "nginx", "newTag": "1.27"}]}}]);
@@ -179,7 +179,7 @@ fn w2_denial_stays_a_denial_past_the_flux_deadline() {
         &ON,
         late,
     );
-    assert_eq!(d.outcome, Outcome::Allowed);
+    assert_eq!(d.outcome, RequestOutcome::Allowed);
     assert!(d.patch.is_empty());
     assert!(d.flux_over_budget);
     assert_eq!(d.reason, FLUX_OVER_BUDGET_REASON);
@@ -189,7 +189,7 @@ fn w2_denial_stays_a_denial_past_the_flux_deadline() {
 #[test]
 fn w2_denial_stays_a_denial() {
     let d = decide_on(&view(), &request("CREATE", "styrmin-web2", release(), None));
-    assert_eq!(d.outcome, Outcome::Denied);
+    assert_eq!(d.outcome, RequestOutcome::Denied);
     assert!(d.patch.is_empty());
 }
 
@@ -197,7 +197,7 @@ fn w2_denial_stays_a_denial() {
 fn not_in_a_styrmin_namespace_or_not_create_update() {
     let v = view();
     let d = decide_on(&v, &request("CREATE", "flux-system", release(), None));
-    assert_eq!(d.outcome, Outcome::Allowed);
+    assert_eq!(d.outcome, RequestOutcome::Allowed);
     assert!(d.patch.is_empty());
     let d = decide_on(
         &v,

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use fake_apiserver::{FakeApiServer, Request as ApiRequest, WatchItem};
 use http_body_util::BodyExt as _;
-use ingress_rules::IngressTarget;
 use serde_json::{Value, json};
+use styrmin_fake_apiserver::{FakeApiServer, Request as ApiRequest, WatchItem};
+use styrmin_ingress_rules::IngressTarget;
 use styrmin_test_support::recorded_cluster::{
     CLUSTERS, DEPLOYMENTS, ENVIRONMENTS, INGRESS_CLASSES, INGRESSES, NAMESPACES, SERVICES, STEP,
     client, metric, recorded,

@@ -20,9 +20,9 @@
 
 use std::collections::HashMap;
 
-use ingress_rules::example_targets::{dedicated, shared};
-use ingress_rules::{DedicatedIngress, IngressTarget, Level, Setting, SettingsSource};
 use serde_json::{Value, json};
+use styrmin_ingress_rules::example_targets::{dedicated, shared};
+use styrmin_ingress_rules::{DedicatedIngress, IngressTarget, Level, Setting, SettingsSource};
 
 use styrmin_webhook::decide::*;
 use styrmin_webhook::view::{Deployment, Phase, Role, View};
@@ -213,7 +213,8 @@ impl World {
             .as_object_mut()
             .expect("spec")
             .remove("ingressClassName");
-        edited["metadata"]["annotations"] = json!({ingress_rules::CLASS_ANNOTATION: EDITED_CLASS});
+        edited["metadata"]["annotations"] =
+            json!({styrmin_ingress_rules::CLASS_ANNOTATION: EDITED_CLASS});
         let decision = update(&view, &namespace, edited.clone(), current);
         assert!(decision.status.is_none(), "{step}: {id}: {decision:?}");
         let expected = match class {
@@ -243,7 +244,7 @@ impl World {
             match deploy {
                 Allowed => assert_ne!(
                     decision.outcome,
-                    Outcome::Denied,
+                    RequestOutcome::Denied,
                     "{step}: {id}: deploy should be allowed: {decision:?}"
                 ),
                 Blocked(controller) => assert_w2(step, &decision, &environment, controller),
@@ -306,7 +307,11 @@ impl World {
             styrmin_deployment(environment, "application", "v1"),
         );
         match deploy {
-            Allowed => assert_ne!(decision.outcome, Outcome::Denied, "{step}: {decision:?}"),
+            Allowed => assert_ne!(
+                decision.outcome,
+                RequestOutcome::Denied,
+                "{step}: {decision:?}"
+            ),
             Blocked(controller) => assert_w2(step, &decision, environment, controller),
         }
     }
@@ -316,7 +321,7 @@ impl World {
 fn assert_w2(step: &str, decision: &Decision, environment: &str, controller: &str) {
     assert_eq!(
         decision.outcome,
-        Outcome::Denied,
+        RequestOutcome::Denied,
         "{step}: deploy should be denied"
     );
     let message = &decision.status.as_ref().expect("status").message;
@@ -420,7 +425,7 @@ fn while_the_removal_runs_and_dedicated_ingress_is_still_set_styrmin_rejects_dep
         Value::Null,
         Some(styrmin_deployment("prod", "application", "v1")),
     );
-    assert_ne!(decide(&view, &delete).outcome, Outcome::Denied);
+    assert_ne!(decide(&view, &delete).outcome, RequestOutcome::Denied);
     let mut status_only = styrmin_deployment("prod", "application", "v1");
     status_only["status"] = json!({"phase": "DELETING"});
     let status_change = request(
@@ -429,7 +434,10 @@ fn while_the_removal_runs_and_dedicated_ingress_is_still_set_styrmin_rejects_dep
         status_only,
         Some(styrmin_deployment("prod", "application", "v1")),
     );
-    assert_ne!(decide(&view, &status_change).outcome, Outcome::Denied);
+    assert_ne!(
+        decide(&view, &status_change).outcome,
+        RequestOutcome::Denied
+    );
     // Another environment is not concerned.
     world.environment("dev", Level::default());
     world.expect_new_application("controller DELETING", "dev1", "dev", Allowed);

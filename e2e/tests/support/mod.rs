@@ -5,7 +5,6 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
@@ -13,11 +12,7 @@ use base64::Engine as _;
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use styrmin_webhook::api::{AppState, router};
-use styrmin_webhook::budget::RequestBudget;
-use styrmin_webhook::decide::DecideOptions;
-use styrmin_webhook::metrics::Metrics;
 use styrmin_webhook::policy_file::parse_policy;
-use styrmin_webhook::view::ViewStore;
 use tower::ServiceExt as _;
 
 #[allow(unused_imports)] // each test file uses some of them
@@ -30,7 +25,7 @@ pub use styrmin_test_support::resolution_table::{RESOLUTION_TABLE, TableConfig};
 /// `<Kind>List`) with `items` unwrapped into its items.
 pub fn kustomize_objects(stream: &str) -> Vec<Value> {
     let mut out = Vec::new();
-    for doc in e2e::split_documents(stream) {
+    for doc in styrmin_e2e::split_documents(stream) {
         let value = doc.value();
         if value.is_null() {
             continue;
@@ -60,12 +55,12 @@ pub fn without_null_metadata_maps(mut object: Value) -> Value {
 
 pub fn ingresses(text: &str) -> Vec<Value> {
     let mut found = Vec::new();
-    for document in postrender::documents::split(text) {
+    for document in styrmin_postrender::documents::split(text) {
         let doc: Option<Value> = serde_saphyr::from_str(&text[document.range]).expect("YAML");
         let Some(doc) = doc else { continue };
         if is_ingress(&doc) {
             found.push(doc);
-        } else if ingress_rules::is_ingress_container_list(
+        } else if styrmin_ingress_rules::is_ingress_container_list(
             doc["apiVersion"].as_str().unwrap_or_default(),
             doc["kind"].as_str().unwrap_or_default(),
         ) {
@@ -96,13 +91,7 @@ pub struct Admitted {
 
 impl Webhook {
     pub fn new(policy: &str) -> Self {
-        let state = AppState::new(
-            Arc::new(ViewStore::default()),
-            Arc::default(),
-            Arc::new(Metrics::new()),
-            DecideOptions::default(),
-            RequestBudget::default(),
-        );
+        let state = AppState::default();
         let view = parse_policy(Path::new("policy.yaml"), policy).expect("policy");
         state.view_sink().publish(view);
         Webhook { state }
@@ -197,21 +186,21 @@ pub fn objects_by_id(stream: &str, what: &str) -> std::collections::BTreeMap<Str
 /// `styrmin-postrender --config config_path` over `stream`, without the caller's STYRMIN_
 /// variables; its output.
 pub fn post_render(stream: &[u8], config_path: &Path) -> String {
-    let mut cmd = std::process::Command::new(e2e::release_binary("styrmin-postrender"));
+    let mut cmd = std::process::Command::new(styrmin_e2e::release_binary("styrmin-postrender"));
     cmd.arg("--config").arg(config_path);
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("STYRMIN_") {
             cmd.env_remove(&key);
         }
     }
-    let output = e2e::run(&mut cmd, Some(stream));
+    let output = styrmin_e2e::run(&mut cmd, Some(stream));
     assert!(
         output.status.success(),
         "{} failed: {}",
-        e2e::describe(&cmd),
+        styrmin_e2e::describe(&cmd),
         String::from_utf8_lossy(&output.stderr)
     );
-    e2e::utf8(output.stdout, "post-renderer output")
+    styrmin_e2e::utf8(output.stdout, "post-renderer output")
 }
 
 /// Ingresses equal the post-renderer's, everything else equals kustomize's output without
@@ -262,10 +251,10 @@ pub fn check_example_folder(
     example: &str,
     route: &str,
     class: &str,
-    scratch: &e2e::Scratch,
+    scratch: &styrmin_e2e::Scratch,
     build: impl Fn(&Path) -> String,
 ) -> usize {
-    let dir = e2e::workspace_root().join(example);
+    let dir = styrmin_e2e::workspace_root().join(example);
     let read = |name: &str| {
         std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{example}/{name}: {e}"))
     };
@@ -289,7 +278,7 @@ pub fn check_example_folder(
     let with_route = objects_by_id(&build(&dir), example);
     // The same folder without the transformer; JSON is YAML.
     let without_dir = scratch.join("without");
-    e2e::copy_dir(&dir, &without_dir);
+    styrmin_e2e::copy_dir(&dir, &without_dir);
     std::fs::write(
         without_dir.join("kustomization.yaml"),
         json!({ "resources": resources }).to_string(),

@@ -17,7 +17,7 @@ pub(super) const RESOURCE_LIST_API_VERSION: &str = "config.kubernetes.io/v1";
 
 /// A `ResourceList` cut into its parts by lines.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(super) struct Layout {
+pub(super) struct ListParts {
     /// Each item's bytes, from its `-` line to the next item (or the end of `items`).
     pub(super) items: Vec<Range<usize>>,
     /// The column of the items' `-`.
@@ -38,9 +38,9 @@ enum Section {
 
 /// Cuts `text` into items and the function config; `checked`, checking every line with
 /// [`LineChecker`] on the way.
-pub(super) fn layout(text: &str, checked: bool) -> Result<Layout, KrmError> {
-    if !checked && let Some(layout) = quick_cut(text) {
-        return Ok(layout);
+pub(super) fn cut_into_parts(text: &str, checked: bool) -> Result<ListParts, KrmError> {
+    if !checked && let Some(parts) = quick_cut(text) {
+        return Ok(parts);
     }
     let mut cutter = Cutter::new(checked);
     cutter.feed(text.as_bytes());
@@ -56,7 +56,7 @@ const OPEN: usize = usize::MAX;
 /// the checks are done by the time the input is.
 #[derive(Debug)]
 struct Cutter {
-    out: Layout,
+    out: ListParts,
     section: Section,
     seen: Vec<Section>,
     item_column: Option<usize>,
@@ -93,7 +93,7 @@ pub(super) struct ItemsSeen {
 impl Cutter {
     fn new(checked: bool) -> Self {
         Self {
-            out: Layout::default(),
+            out: ListParts::default(),
             section: Section::Prologue,
             seen: Vec::new(),
             item_column: None,
@@ -184,7 +184,7 @@ impl Cutter {
     }
 
     /// The cut, once the whole input is read.
-    fn finish(self) -> Result<Layout, KrmError> {
+    fn finish(self) -> Result<ListParts, KrmError> {
         if let Some(error) = self.tab.or(self.line_break).or(self.cut) {
             return Err(error);
         }
@@ -211,7 +211,7 @@ impl Cutter {
 /// The cut of a `ResourceList` as kustomize writes it (`items:` with its `- ` in column 0,
 /// then `functionConfig:`), found by searching for those markers rather than line by line;
 /// `None` when the text is not of that shape. The checked cut must come out the same.
-fn quick_cut(text: &str) -> Option<Layout> {
+fn quick_cut(text: &str) -> Option<ListParts> {
     let bytes = text.as_bytes();
     let items = memchr::memmem::find(bytes, b"\nitems:\n")? + "\nitems:\n".len();
     if !text[items..].starts_with("- ") {
@@ -231,19 +231,19 @@ fn quick_cut(text: &str) -> Option<Layout> {
         }
     }
     let end = keys.first().copied().unwrap_or(text.len());
-    let mut layout = Layout::default();
+    let mut parts = ListParts::default();
     let mut start = items;
     for at in memchr::memmem::find_iter(&bytes[items..end], b"\n- ") {
-        layout.items.push(start..items + at + 1);
+        parts.items.push(start..items + at + 1);
         start = items + at + 1;
     }
-    layout.items.push(start..end);
+    parts.items.push(start..end);
     for (k, &key) in keys.iter().enumerate() {
         if text[key..].starts_with("functionConfig:") {
-            layout.function_config = Some(key..keys.get(k + 1).copied().unwrap_or(text.len()));
+            parts.function_config = Some(key..keys.get(k + 1).copied().unwrap_or(text.len()));
         }
     }
-    Some(layout)
+    Some(parts)
 }
 
 impl Cutter {
@@ -519,7 +519,7 @@ pub(super) fn item_document(text: &[u8], range: &Range<usize>, column: usize) ->
 /// at once ([`ListCut::of`]).
 #[derive(Debug)]
 pub struct ListCut {
-    pub(super) layout: Result<Layout, KrmError>,
+    pub(super) parts: Result<ListParts, KrmError>,
     pub(super) seen: ItemsSeen,
 }
 
@@ -537,7 +537,7 @@ impl Cutter {
     fn into_cut(mut self) -> ListCut {
         let seen = std::mem::take(&mut self.items_seen);
         ListCut {
-            layout: self.finish(),
+            parts: self.finish(),
             seen,
         }
     }
@@ -652,16 +652,16 @@ mod tests {
                     }
                 }
             }
-            let Ok(layout) = layout(&text, true) else {
+            let Ok(parts) = cut_into_parts(&text, true) else {
                 return Ok(());
             };
             let parsed: serde_json::Value = serde_saphyr::from_str(&text).expect("the checks accepted what a parser refuses");
             let parsed_items = parsed["items"].as_array().expect("items");
-            proptest::prop_assert_eq!(layout.items.len(), parsed_items.len());
-            proptest::prop_assert_eq!(&layout, &super::layout(&text, false).expect("the quick cut"));
-            for (range, want) in layout.items.iter().zip(parsed_items) {
+            proptest::prop_assert_eq!(parts.items.len(), parsed_items.len());
+            proptest::prop_assert_eq!(&parts, &super::cut_into_parts(&text, false).expect("the quick cut"));
+            for (range, want) in parts.items.iter().zip(parsed_items) {
                 let item: serde_json::Value =
-                    serde_saphyr::from_str(&item_document(text.as_bytes(), range, layout.item_column)).expect("an item parses alone");
+                    serde_saphyr::from_str(&item_document(text.as_bytes(), range, parts.item_column)).expect("an item parses alone");
                 proptest::prop_assert_eq!(&item, want);
             }
         }
@@ -710,7 +710,7 @@ mod tests {
             {
                 text.insert(at, '\t');
             }
-            let whole = layout(&text, true).map_err(|e| e.to_string());
+            let whole = cut_into_parts(&text, true).map_err(|e| e.to_string());
             let mut cutter = Cutter::new(true);
             feed_in_pieces(&mut cutter, text.as_bytes(), &breaks);
             proptest::prop_assert_eq!(cutter.finish().map_err(|e| e.to_string()), whole);
@@ -747,10 +747,10 @@ mod tests {
             let mut cutter = Cutter::new(true);
             feed_in_pieces(&mut cutter, &bytes, &breaks);
             let cut = cutter.into_cut();
-            let Ok(layout) = cut.layout else {
+            let Ok(parts) = cut.parts else {
                 return Ok(());
             };
-            let want: Vec<bool> = layout
+            let want: Vec<bool> = parts
                 .items
                 .iter()
                 .map(|range| render::may_hold_ingress(&bytes[range.clone()]))

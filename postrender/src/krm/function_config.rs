@@ -2,8 +2,8 @@
 //! `StyrminPostRender`, and the same document as the config file of kubectl's kustomize exec
 //! plugin.
 
-use ingress_rules::{IngressTarget, KubernetesVersion, Level};
 use serde::Deserialize;
+use styrmin_ingress_rules::{IngressTarget, KubernetesVersion, Level};
 
 use super::error::KrmError;
 use crate::config::{StyrminConfig, one_line, parser_message, without_parser_position};

@@ -3,9 +3,9 @@
 
 use std::ops::Range;
 
-use ingress_rules::Level;
+use styrmin_ingress_rules::Level;
 
-use super::cut::{ItemsSeen, Layout, ListCut, item_document, line_of};
+use super::cut::{ItemsSeen, ListCut, ListParts, item_document, line_of};
 use super::error::{ItemRef, KrmError};
 use super::function_config::{FunctionConfig, read_function_config};
 use super::results::{ItemInfo, ResourceRef, reference_of};
@@ -25,8 +25,8 @@ pub(super) fn process(
     fallback: FunctionConfig,
     fallback_given: bool,
 ) -> Result<Processed, KrmError> {
-    let layout = cut.layout?;
-    render_items(input, &layout, &cut.seen, fallback, fallback_given)
+    let parts = cut.parts?;
+    render_items(input, &parts, &cut.seen, fallback, fallback_given)
 }
 
 /// A part of the `ResourceList` as text: a part that starts and ends at a line's start
@@ -40,12 +40,12 @@ fn text_of(text: &[u8], range: Range<usize>) -> Result<&str, KrmError> {
 
 fn render_items(
     text: &mut [u8],
-    layout: &Layout,
+    parts: &ListParts,
     seen: &ItemsSeen,
     fallback: FunctionConfig,
     fallback_given: bool,
 ) -> Result<Processed, KrmError> {
-    let function_config = layout
+    let function_config = parts
         .function_config
         .as_ref()
         .map(|range| {
@@ -76,8 +76,8 @@ fn render_items(
     // offset, and nothing is copied. Only the items the pre-filter lets through are
     // rendered (the others are set aside by the pipeline all the same), unless some text is
     // not UTF-8, which the pipeline names in whichever item it is.
-    let column = layout.item_column;
-    let documents: Vec<Document> = layout
+    let column = parts.item_column;
+    let documents: Vec<Document> = parts
         .items
         .iter()
         .enumerate()
@@ -97,9 +97,9 @@ fn render_items(
     let text = &*text;
     let item_ref = |index: usize| ItemRef {
         index,
-        line: line_of(text, layout.items[index].start),
+        line: line_of(text, parts.items[index].start),
     };
-    let rendered = rendered.map_err(|error| render_error(text, layout, &rules, error))?;
+    let rendered = rendered.map_err(|error| render_error(text, parts, &rules, error))?;
 
     // The edits, moved from the items read as documents to the ResourceList's items: the
     // same bytes, but for an edit before the first key.
@@ -161,7 +161,7 @@ fn render_items(
             let index = o.document.index - 1;
             ItemInfo {
                 at: item_ref(index),
-                reference: layout
+                reference: parts
                     .items
                     .get(index)
                     .map_or_else(ResourceRef::default, |r| {
@@ -187,9 +187,14 @@ fn shifted(edits: &[Edit], origin: usize) -> Vec<Edit> {
 /// A refusal, named by the item and the line of the `ResourceList`: the item that failed is
 /// rendered again alone, after as many blank lines as come before it, so the pipeline's own
 /// message counts lines as the `ResourceList` does.
-fn render_error(text: &[u8], layout: &Layout, rules: &RenderRules, error: RenderError) -> KrmError {
+fn render_error(
+    text: &[u8],
+    parts: &ListParts,
+    rules: &RenderRules,
+    error: RenderError,
+) -> KrmError {
     let index = error_document(&error).map_or(0, |d| d.saturating_sub(1));
-    let Some(range) = layout.items.get(index) else {
+    let Some(range) = parts.items.get(index) else {
         return KrmError::Render {
             item: ItemRef { index, line: 0 },
             error: error.to_string(),
@@ -206,7 +211,7 @@ fn render_error(text: &[u8], layout: &Layout, rules: &RenderRules, error: Render
     };
     let mut alone = "\n".repeat(item.line.saturating_sub(2));
     alone.push_str("---\n");
-    alone.push_str(&item_document(text, range, layout.item_column));
+    alone.push_str(&item_document(text, range, parts.item_column));
     let message = match streaming::render_stream(alone.as_bytes(), rules, streaming::BLOCK_BYTES) {
         Err(again) => again.to_string(),
         Ok(_) => error.to_string(),

@@ -1,9 +1,9 @@
 //! The `results` of a run: a warning for each Ingress R5 warns of, or the one error of a
 //! refusal, each naming the item (`resourceRef`) and the field it is about.
 
-use ingress_rules::double_quoted;
+use styrmin_ingress_rules::double_quoted;
 
-use super::cut::{RESOURCE_LIST_API_VERSION, item_document, layout};
+use super::cut::{RESOURCE_LIST_API_VERSION, cut_into_parts, item_document};
 use super::error::{ItemRef, KrmError};
 use crate::render::Rendered;
 use crate::yaml_tree;
@@ -18,7 +18,7 @@ pub(super) fn warnings(
     let mut results = Vec::new();
     let mut messages = Vec::new();
     for (outcome, item) in rendered.warnings().zip(warned) {
-        let message = ingress_rules::NoClassWarning::MESSAGE;
+        let message = styrmin_ingress_rules::NoClassWarning::MESSAGE;
         messages.push(format!(
             "warning: {}: {}: {message}",
             item.at, outcome.ingress
@@ -81,12 +81,12 @@ pub(super) struct ItemInfo {
 
 fn item_reference(input: &[u8], item: &ItemRef) -> Option<ResourceRef> {
     let text = std::str::from_utf8(input).ok()?;
-    let layout = layout(text, false).ok()?;
-    let range = layout.items.get(item.index)?;
+    let parts = cut_into_parts(text, false).ok()?;
+    let range = parts.items.get(item.index)?;
     Some(reference_of(&item_document(
         text.as_bytes(),
         range,
-        layout.item_column,
+        parts.item_column,
     )))
 }
 

@@ -7,7 +7,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use ingress_rules::{ClassFields, NoClassWarning};
+use styrmin_ingress_rules::{ClassFields, NoClassWarning};
 
 /// How a document is named in messages: its position, and the template it came from
 /// (Helm 3's `# Source:` comment or Helm 4's filename annotation).
@@ -113,7 +113,7 @@ struct Part {
     text: String,
     documents: Vec<PartDocument>,
     fields: Vec<Arc<ClassFields>>,
-    outcomes: Vec<Outcome>,
+    outcomes: Vec<PackedOutcome>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -130,8 +130,9 @@ struct PartDocument {
     source: Option<Span>,
 }
 
+/// One Ingress's outcome as a part keeps it: positions and spans in place of owned text.
 #[derive(Debug)]
-struct Outcome {
+struct PackedOutcome {
     /// Positions in the part's documents and class fields.
     document: u32,
     before: u32,
@@ -192,7 +193,7 @@ impl Part {
         })
     }
 
-    fn view<'a>(&'a self, outcome: &Outcome) -> IngressOutcome<'a> {
+    fn view<'a>(&'a self, outcome: &PackedOutcome) -> IngressOutcome<'a> {
         let document = &self.documents[outcome.document as usize];
         IngressOutcome {
             document: DocumentRef {
@@ -278,7 +279,7 @@ impl Outcomes {
         let after = part.field(after, None);
         let before = part.field(before, Some(after));
         let name = part.span(ingress);
-        part.outcomes.push(Outcome {
+        part.outcomes.push(PackedOutcome {
             document: narrow(part.documents.len() - 1),
             before,
             after,
@@ -318,7 +319,7 @@ impl Outcomes {
 #[derive(Debug, Clone)]
 pub struct Iter<'a> {
     parts: std::slice::Iter<'a, Part>,
-    part: Option<(&'a Part, std::slice::Iter<'a, Outcome>)>,
+    part: Option<(&'a Part, std::slice::Iter<'a, PackedOutcome>)>,
 }
 
 impl<'a> Iterator for Iter<'a> {

@@ -6,8 +6,8 @@
 use std::ops::Range;
 use std::path::Path;
 
-use ingress_rules::{Level, LevelName, Origin, resolve};
 use proptest::prelude::*;
+use styrmin_ingress_rules::{Level, LevelName, Origin, resolve};
 use styrmin_test_support::ingress_gen::{self, WORDS};
 use styrmin_test_support::rendered::rendered_streams;
 use styrmin_test_support::resolution_table::RESOLUTION_TABLE;
@@ -345,7 +345,7 @@ fn an_edit_off_by_one_is_caught_by_either_check() {
         .expect("parses")
         .expect("a node");
     let ingresses = [&root];
-    let desired = [Arc::new(ingress_rules::example_targets::fields(
+    let desired = [Arc::new(styrmin_ingress_rules::example_targets::fields(
         Some("on"),
         Some("on"),
     ))];

@@ -58,7 +58,7 @@ pub(super) fn for_each_list_item<'a>(
 
 /// [`super::plain_list`] for a document in the common layout (`None` when it is not):
 /// the top level read with its items counted, one item's tree at a time.
-pub(super) fn plain_list(text: &str) -> Option<Option<PlainList>> {
+pub(super) fn read_plain_list(text: &str) -> Option<Option<PlainList>> {
     let mut items = 0;
     let root = list_top_level(text, &mut |_| {
         items += 1;

@@ -50,7 +50,7 @@ fn agrees(text: &str) -> bool {
 /// Where the common layout reads a document's top level as a List (or as not one), the
 /// parser reads it the same.
 fn plain_list_agrees(text: &str) {
-    if let Some(quick) = common_layout::plain_list(text) {
+    if let Some(quick) = common_layout::read_plain_list(text) {
         assert_eq!(Ok(quick), super::plain_list_parsed(text), "{text:?}");
     }
 }

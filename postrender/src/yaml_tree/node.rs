@@ -116,6 +116,17 @@ impl<'a> Node<'a> {
         }
     }
 
+    /// The entries of a block mapping (`None` for a flow mapping or anything else).
+    pub fn block_entries(&self) -> Option<&[(Node<'a>, Node<'a>)]> {
+        match &self.value {
+            NodeValue::Mapping {
+                flow: false,
+                entries,
+            } => Some(entries),
+            _ => None,
+        }
+    }
+
     /// The value under `key` in a mapping, comparing scalar keys by their string value.
     pub fn get(&self, key: &str) -> Option<&Node<'a>> {
         self.entry(key).map(|(_, v)| v)

@@ -1,9 +1,13 @@
-//! Running the `styrmin-postrender` binary as Helm and users do, for the command-line tests.
-//! Each test file that uses it says `mod support;`.
+//! Running the `styrmin-postrender` binary as Helm and users do, for the command-line tests,
+//! and the rules the library's tests render with (a cluster level's answer). Each test file
+//! that uses it says `mod support;`.
 #![allow(dead_code)]
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
+
+use styrmin_ingress_rules::{IngressTarget, LevelName, Origin, ResolvedIngress};
+use styrmin_postrender::render::RenderRules;
 
 /// A Helm 3 style document with one Ingress whose chart class is `nginx`.
 pub const INGRESS: &str = "---\n# Source: web/templates/ingress.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  ingressClassName: nginx\n  rules: []\n";
@@ -45,4 +49,31 @@ pub fn config_file(yaml: &str) -> tempfile::NamedTempFile {
     let mut file = tempfile::NamedTempFile::new().expect("temp");
     file.write_all(yaml.as_bytes()).expect("write");
     file
+}
+
+/// The rules when the cluster level decides `target`; `strict`, R5's warning is an error.
+pub fn rules_for(target: IngressTarget, strict: bool) -> RenderRules {
+    RenderRules {
+        resolved: ResolvedIngress {
+            target,
+            origin: Origin::Level(LevelName::Cluster),
+        },
+        kubernetes: None,
+        strict,
+    }
+}
+
+/// R4 with the class `c`.
+pub fn class(c: &str) -> RenderRules {
+    rules_for(IngressTarget::class(c), false)
+}
+
+/// R3: a dedicated controller.
+pub fn dedicated() -> RenderRules {
+    rules_for(IngressTarget::Dedicated, false)
+}
+
+/// R5: no class, the chart's fields as they are.
+pub fn no_class() -> RenderRules {
+    rules_for(IngressTarget::NoClass, false)
 }

@@ -13,7 +13,7 @@ use super::state::AppState;
 use crate::admission::{encode_review, parse_review};
 use crate::budget::Peer;
 use crate::client_text::clip;
-use crate::decide::{Admission, DecidedAt, Decision, Outcome, ReviewKind, decide};
+use crate::decide::{Admission, DecidedAt, Decision, RequestOutcome, ReviewKind, decide};
 use crate::metrics::RequestLabels;
 
 /// The decision; a HelmRelease whose post-renderers Styrmin edits is decided on a blocking
@@ -142,23 +142,23 @@ fn record_outcome(state: &AppState, admission: &Admission, decision: &Decision, 
         );
     }
     match decision.outcome {
-        Outcome::Denied => tracing::info!(
+        RequestOutcome::Denied => tracing::info!(
             reason = %decision.reason,
             message = decision.status.as_ref().map(|s| clip(&s.message)).as_deref(),
             "denied"
         ),
         // Routine, and the API server's audit log records each webhook patch: DEBUG.
-        Outcome::Patched if decision.warnings.is_empty() => {
+        RequestOutcome::Patched if decision.warnings.is_empty() => {
             tracing::debug!(reason = %decision.reason, operations = decision.patch.len(), "patched")
         }
         // Warn mode: routine during a rollout, on every write, like a patch in enforce; the
         // warnings reach the client and the API server's audit log, and the metric counts
         // them: DEBUG.
-        Outcome::WouldPatch | Outcome::WouldDeny => {
+        RequestOutcome::WouldPatch | RequestOutcome::WouldDeny => {
             let warnings: Vec<_> = decision.warnings.iter().map(|w| clip(w)).collect();
             tracing::debug!(reason = %decision.reason, ?warnings, "allowed in warn mode");
         }
-        Outcome::Patched | Outcome::Conforming | Outcome::Allowed => {
+        RequestOutcome::Patched | RequestOutcome::Conforming | RequestOutcome::Allowed => {
             if decision.warnings.is_empty() {
                 tracing::debug!(reason = %decision.reason, "allowed");
             } else {

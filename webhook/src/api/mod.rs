@@ -58,7 +58,6 @@ async fn close_while_draining(State(state): State<AppState>, mut response: Respo
 #[cfg(test)]
 mod tests {
     use std::path::Path;
-    use std::sync::Arc;
 
     use axum::body::Body;
     use axum::http::{Request, StatusCode};
@@ -66,11 +65,8 @@ mod tests {
     use tower::ServiceExt as _;
 
     use super::*;
-    use crate::budget::RequestBudget;
-    use crate::decide::DecideOptions;
-    use crate::metrics::Metrics;
+
     use crate::policy_file::parse_policy;
-    use crate::view::ViewStore;
 
     async fn get(app: Router, uri: &str) -> (StatusCode, String) {
         let request = Request::get(uri).body(Body::empty()).unwrap();
@@ -81,13 +77,7 @@ mod tests {
     }
 
     fn state() -> AppState {
-        let state = AppState::new(
-            Arc::new(ViewStore::default()),
-            Arc::default(),
-            Arc::new(Metrics::new()),
-            DecideOptions::default(),
-            RequestBudget::default(),
-        );
+        let state = AppState::default();
         let view = parse_policy(
             Path::new("policy.yaml"),
             "cluster: {dedicated_ingress: {}}\n\

@@ -27,6 +27,20 @@ struct StateInner {
     budget: RequestBudget,
 }
 
+/// A state of its own (view store, audits, metrics) with no view yet, the default decision
+/// options and request budget: not ready until a source publishes a view.
+impl Default for AppState {
+    fn default() -> Self {
+        AppState::new(
+            Arc::new(ViewStore::default()),
+            Arc::default(),
+            Arc::new(Metrics::new()),
+            DecideOptions::default(),
+            RequestBudget::default(),
+        )
+    }
+}
+
 impl AppState {
     /// `options`: the decisions off by default (`--flux-post-renderer`, `--stuck-deleting-after-secs`);
     /// `budget`: the request budget (`--body-budget-mib` and the like).

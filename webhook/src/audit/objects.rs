@@ -5,13 +5,13 @@
 
 use std::borrow::Cow;
 
-use ingress_rules::{CLASS_ANNOTATION, ClassFields};
 use k8s_openapi::api::networking::v1::IngressClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::Resource;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
+use styrmin_ingress_rules::{CLASS_ANNOTATION, ClassFields};
 
 /// The label of Styrmin's service aliases (product page, "Service aliases").
 pub const SERVICE_ALIAS_LABEL: &str = "styrmin.io/service-alias";

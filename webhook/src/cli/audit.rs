@@ -20,7 +20,7 @@ use crate::clock::unix_now;
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
 use crate::kube_source::{BuiltView, build_view, names, version_of};
 use crate::view::{View, namespace_owner};
-use ingress_rules::KubernetesVersion;
+use styrmin_ingress_rules::KubernetesVersion;
 
 /// The options of `audit`.
 #[derive(Debug, Args)]

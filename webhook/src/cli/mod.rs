@@ -112,6 +112,20 @@ mod tests {
         line.iter().map(OsString::from).collect()
     }
 
+    /// `serve`'s options given without the subcommand.
+    fn bare_serve_options() -> Box<ServeArgs> {
+        let cli = Cli::parse_from_args(args(&[
+            "styrmin-webhook",
+            "--tls-cert=c.pem",
+            "--tls-key=k.pem",
+            "--source=kubernetes",
+        ]));
+        let Command::Serve(serve) = cli.command else {
+            panic!("not serve: {cli:?}");
+        };
+        serve
+    }
+
     #[test]
     fn options_without_a_subcommand_are_serves() {
         assert_eq!(
@@ -139,15 +153,7 @@ mod tests {
 
     #[test]
     fn bare_serve_options_parse_as_serve() {
-        let cli = Cli::parse_from_args(args(&[
-            "styrmin-webhook",
-            "--tls-cert=c.pem",
-            "--tls-key=k.pem",
-            "--source=kubernetes",
-        ]));
-        let Command::Serve(serve) = cli.command else {
-            panic!("not serve: {cli:?}");
-        };
+        let serve = bare_serve_options();
         assert_eq!(serve.listeners.tls_cert.to_str(), Some("c.pem"));
         assert_eq!(serve.source.source, serve::SourceKind::Kubernetes);
     }
@@ -198,15 +204,7 @@ mod tests {
 
     #[test]
     fn serves_defaults_are_the_named_constants() {
-        let cli = Cli::parse_from_args(args(&[
-            "styrmin-webhook",
-            "--tls-cert=c.pem",
-            "--tls-key=k.pem",
-            "--source=kubernetes",
-        ]));
-        let Command::Serve(serve) = cli.command else {
-            panic!("not serve: {cli:?}");
-        };
+        let serve = bare_serve_options();
         let (https, metrics) = serve.budgets.limits();
         let default = crate::server::ConnectionLimits::default();
         assert_eq!(

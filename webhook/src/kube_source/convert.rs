@@ -3,10 +3,10 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use ingress_rules::{DedicatedIngress, IngressTarget, KubernetesVersion, Level, Setting};
 use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::{Resource, ResourceExt as _};
 use serde::Deserialize as _;
+use styrmin_ingress_rules::{DedicatedIngress, IngressTarget, KubernetesVersion, Level, Setting};
 
 use crate::crd::{
     CLUSTER_NAME, DeploymentPhase, DeploymentRole, IngressSettings, StyrminCluster,
@@ -70,7 +70,7 @@ pub fn level(settings: &IngressSettings) -> Result<Level, serde_json::Error> {
 /// A spec's level: its two ingress keys and its `enforcementMode`.
 fn level_with_mode(
     settings: &IngressSettings,
-    mode: Option<ingress_rules::EnforcementMode>,
+    mode: Option<styrmin_ingress_rules::EnforcementMode>,
 ) -> Result<Level, serde_json::Error> {
     let mut level = level(settings)?;
     if let Some(mode) = mode {

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{FutureExt as _, StreamExt as _};
-use ingress_rules::KubernetesVersion;
 use k8s_openapi::api::networking::v1::IngressClass;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
+use styrmin_ingress_rules::KubernetesVersion;
 
 use super::api::{ByResource, WatchedResource};
 use super::convert::{BuiltView, LAST_APPLIED, build_view, names, version_of};

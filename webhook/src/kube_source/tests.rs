@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use ingress_rules::IngressTarget;
 use k8s_openapi::api::networking::v1::IngressClass;
 use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::Resource;
 use rstest::rstest;
 use serde_json::{Value, json};
+use styrmin_ingress_rules::IngressTarget;
 
 use super::*;
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
@@ -246,7 +246,7 @@ fn w5_last_deployed_decides_alone() {
     assert_eq!(outcome(&built.view, "web1"), "nginx");
     assert_eq!(
         built.view.deployment("web1").unwrap().last_deployed,
-        Some(ingress_rules::IngressTarget::class("nginx"))
+        Some(styrmin_ingress_rules::IngressTarget::class("nginx"))
     );
 }
 
@@ -274,7 +274,7 @@ fn w5_every_record_form() {
         assert_eq!(outcome(&built.view, "web1"), expected, "{record}");
         assert_eq!(
             built.view.settings_for_deployment("web1").source(),
-            ingress_rules::SettingsSource::Record
+            styrmin_ingress_rules::SettingsSource::Record
         );
     }
 }

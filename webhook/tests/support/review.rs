@@ -63,7 +63,7 @@ pub fn ingress(api_version: &str, class_name: Option<&str>, annotation: Option<&
     }
     if let Some(class) = annotation {
         object["metadata"]["annotations"] =
-            json!({ingress_rules::CLASS_ANNOTATION: class, "other": "kept"});
+            json!({styrmin_ingress_rules::CLASS_ANNOTATION: class, "other": "kept"});
     }
     object
 }

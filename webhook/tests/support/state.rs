@@ -1,23 +1,12 @@
 //! The handlers' state as the webhook's tests build it: a view store and metrics of their
 //! own, the default decision options and request budget.
 
-use std::sync::Arc;
-
 use styrmin_webhook::api::AppState;
-use styrmin_webhook::budget::RequestBudget;
-use styrmin_webhook::decide::DecideOptions;
-use styrmin_webhook::metrics::Metrics;
-use styrmin_webhook::view::{View, ViewStore};
+use styrmin_webhook::view::View;
 
 /// A state that has no view yet: not ready until a source publishes one.
 pub fn unready_state() -> AppState {
-    AppState::new(
-        Arc::new(ViewStore::default()),
-        Arc::default(),
-        Arc::new(Metrics::new()),
-        DecideOptions::default(),
-        RequestBudget::default(),
-    )
+    AppState::default()
 }
 
 /// A state that serves `view`.

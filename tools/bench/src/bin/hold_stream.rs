@@ -10,7 +10,7 @@ use std::io::Write;
 
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
-use postrender::held_memory::{HUGE_PAGE, HeldBytes, Pages};
+use styrmin_postrender::held_memory::{HUGE_PAGE, HeldBytes, Pages};
 
 #[derive(Parser, Debug)]
 #[command(about = "Holds all of stdin in memory, then writes it to stdout")]
