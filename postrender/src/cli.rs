@@ -165,7 +165,13 @@ pub fn arguments() -> Vec<std::ffi::OsString> {
 pub const FLUX_NO_CLASS_EXIT: u8 = 3;
 
 impl Cli {
+    /// Runs the command on a thread with the rendering stack
+    /// ([`crate::streaming::with_render_stack`]).
     pub fn run(self) -> ExitCode {
+        crate::streaming::with_render_stack(move || self.run_here())
+    }
+
+    fn run_here(self) -> ExitCode {
         let Self {
             config,
             ingress_class,

@@ -173,6 +173,14 @@ pub(crate) fn on_render_stack<'scope, T: Send + 'scope>(
         .unwrap_or_else(|e| panic!("cannot start a rendering thread: {e}"))
 }
 
+/// Runs `work` on a thread with [`RENDER_STACK_BYTES`] of stack and waits for it: for the
+/// program as a whole, so that a walk outside the pipeline (a refused KRM item's reference,
+/// say) has the same stack as rendering, whatever the platform gives the main thread (8 MiB
+/// on Linux and macOS, 1 MiB on Windows).
+pub fn with_render_stack<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| join(on_render_stack(scope, work)))
+}
+
 fn join<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
     handle
         .join()
