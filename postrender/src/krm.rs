@@ -9,7 +9,7 @@
 //! for that time, so every byte keeps its column and its offset): the same pre-filter, the
 //! same Go-reader classification and refusals, the same byte-level edit and self-check. The
 //! edits come back as byte ranges of the items and are spliced into the `ResourceList`'s text
-//! as it is written.
+//! in place before it is written.
 //!
 //! The pipeline's pre-filter and its UTF-8 check are made on each item while the cut reads
 //! it ([`cut::ItemsSeen`]), so that after the input ends only the items that may hold an Ingress
@@ -33,10 +33,8 @@
 //! the `ResourceList`; [`results`] writes the `results`; [`error`] says why a `ResourceList`
 //! was refused. This module runs them and writes the `ResourceList` out ([`ResourceListOutput`]).
 
-use std::io::IoSlice;
-
 use crate::held_memory::HeldBytes;
-use crate::ingress_edit::{self, Edit};
+use crate::streaming;
 
 mod cut;
 mod error;
@@ -76,12 +74,11 @@ pub fn looks_like_resource_list(prefix: &[u8]) -> bool {
     (first == api && second == kind) || (first == kind && second == api)
 }
 
-/// What a run writes: the output `ResourceList` (the input's text with the edits
-/// spliced in, then `results`), and whether it failed.
+/// What a run writes: the output `ResourceList` (the input's text with the edits spliced
+/// into it, then `results`), and whether it failed.
 #[derive(Debug)]
 pub struct ResourceListOutput {
     text: HeldBytes,
-    edits: Vec<Edit>,
     tail: String,
     pub failed: bool,
     /// One line per warning and error, for stderr.
@@ -89,36 +86,16 @@ pub struct ResourceListOutput {
 }
 
 impl ResourceListOutput {
-    /// Writes the `ResourceList`, splicing the edits in as it goes (no copy of it is made).
+    /// Writes the `ResourceList`.
     pub fn write(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        // The pieces go out as they lie, many to a system call, rather than copied into a
-        // buffer first.
-        let mut pieces = Vec::with_capacity(2 * self.edits.len() + 2);
-        let mut at = 0;
-        for edit in &self.edits {
-            pieces.push(IoSlice::new(&self.text[at..edit.range.start]));
-            pieces.push(IoSlice::new(edit.text.as_bytes()));
-            at = edit.range.end;
-        }
-        pieces.push(IoSlice::new(&self.text[at..]));
-        pieces.push(IoSlice::new(self.tail.as_bytes()));
-        let mut pieces = &mut pieces[..];
-        while !pieces.is_empty() {
-            // At most this many at a time (the system's limit on Linux).
-            let batch = pieces.len().min(1024);
-            match out.write_vectored(&pieces[..batch]) {
-                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-                Ok(n) => IoSlice::advance_slices(&mut pieces, n),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
+        out.write_all(&self.text)?;
+        out.write_all(self.tail.as_bytes())?;
         out.flush()
     }
 
     /// The `ResourceList` as text.
     pub fn output(&self) -> String {
-        let mut text = ingress_edit::apply(&String::from_utf8_lossy(&self.text), &self.edits);
+        let mut text = String::from_utf8_lossy(&self.text).into_owned();
         text.push_str(&self.tail);
         text
     }
@@ -144,11 +121,14 @@ pub fn run_cut(
     fallback_given: bool,
 ) -> ResourceListOutput {
     match process(&mut input, cut, fallback, fallback_given) {
-        Ok((edits, rendered, warned)) => {
+        Ok((rendered, warned)) => {
             let (tail, messages) = results::warnings(&input, &rendered, &warned);
+            // The edits go into the held text itself, and then go: what is written is held
+            // once, as the post-renderer holds its blocks.
+            streaming::splice_in_place(&mut input, &rendered.changed);
+            drop(rendered);
             ResourceListOutput {
                 text: input,
-                edits,
                 tail,
                 failed: false,
                 messages,
@@ -158,7 +138,6 @@ pub fn run_cut(
             let (tail, message) = results::refusal(&input, &error);
             ResourceListOutput {
                 text: HeldBytes::default(),
-                edits: Vec::new(),
                 tail,
                 failed: true,
                 messages: vec![message],

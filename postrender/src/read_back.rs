@@ -328,7 +328,7 @@ fn prove_insertion<'e>(
         return None;
     }
     // The new lines: the line break is the first line's own, the step the second line's.
-    let mut lines = edit.text.as_str();
+    let mut lines = &*edit.text;
     let first_break = lines.find(['\n', '\r'])?;
     let newline = if lines[first_break..].starts_with("\r\n") {
         "\r\n"

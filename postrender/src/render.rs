@@ -533,7 +533,7 @@ fn enforce_one(
         !planned.is_empty(),
         warning,
     );
-    edits.extend(planned);
+    edits.extend(planned.into_iter().map(ingress_edit::with_shared_text));
     Ok(after)
 }
 

@@ -10,12 +10,12 @@ use super::error::{ItemRef, KrmError};
 use super::function_config::{FunctionConfig, read_function_config};
 use super::results::{ItemInfo, ResourceRef, reference_of};
 use crate::documents::Document;
-use crate::ingress_edit::{self, Edit};
 use crate::render::{RenderError, RenderRules, Rendered};
 use crate::streaming;
 
-/// The text's edits (sorted), what the pipeline found, and each warning's item.
-pub(super) type Processed = (Vec<Edit>, Rendered, Vec<ItemInfo>);
+/// What the pipeline found, its edits moved to the items (each counted from its item's
+/// first byte), and each warning's item.
+pub(super) type Processed = (Rendered, Vec<ItemInfo>);
 
 /// Renders the items of a `ResourceList` cut by [`ListCut`]: its edits, or why it is refused
 /// (a refusal of the cut, of the config, or of an item).
@@ -77,16 +77,18 @@ fn render_items(
     // rendered (the others are set aside by the pipeline all the same), unless some text is
     // not UTF-8, which the pipeline names in whichever item it is.
     let column = parts.item_column;
-    let documents: Vec<Document> = parts
-        .items
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| seen.not_utf8 || seen.may_hold_ingress.get(*i).is_none_or(|may| *may))
-        .map(|(i, range)| Document {
-            index: i + 1,
-            range: range.clone(),
-        })
-        .collect();
+    let mut documents: Vec<Document> = Vec::with_capacity(parts.items.len());
+    documents.extend(
+        parts
+            .items
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| seen.not_utf8 || seen.may_hold_ingress.get(*i).is_none_or(|may| *may))
+            .map(|(i, range)| Document {
+                index: i + 1,
+                range: range.clone(),
+            }),
+    );
     for document in &documents {
         text[document.range.start + column] = b' ';
     }
@@ -94,66 +96,63 @@ fn render_items(
     for document in &documents {
         text[document.range.start + column] = b'-';
     }
+    drop(documents);
     let text = &*text;
     let item_ref = |index: usize| ItemRef {
         index,
         line: line_of(text, parts.items[index].start),
     };
-    let rendered = rendered.map_err(|error| render_error(text, parts, &rules, error))?;
+    let mut rendered = rendered.map_err(|error| render_error(text, parts, &rules, error))?;
 
     // The edits, moved from the items read as documents to the ResourceList's items: the
-    // same bytes, but for an edit before the first key.
-    let mut edits = Vec::new();
-    for changed in &rendered.changed {
+    // same bytes, but for an edit before the first key. They are rewritten where they lie,
+    // each still counted from its item's first byte: a large ResourceList has two edits for
+    // every Ingress item, and they are spliced into its text from there.
+    let dash = column + 2;
+    for changed in &mut rendered.changed {
         let index = changed.document.index - 1;
-        let range = &changed.document.range;
-        let dash = column + 2;
-        let mut moved_key = false;
-        for edit in &changed.edits {
-            let at = edit.range.start;
-            let moved = if at >= dash {
-                Edit {
-                    range: range.start + at..range.start + at + edit.range.len(),
-                    text: edit.text.clone(),
-                }
-            } else if edit.range.is_empty()
-                && at == 0
+        let range = changed.document.range.clone();
+        if changed.edits.iter().all(|e| e.range.start >= dash) {
+            continue;
+        }
+        // An item whose edit moves is checked against the document the pipeline edited.
+        let mut document = text_of(text, range.clone())?.to_owned();
+        document.replace_range(column..column + 1, " ");
+        let document_edited = changed.text(&document);
+        for edit in &mut changed.edits {
+            if edit.range.start >= dash {
+                continue;
+            }
+            if edit.range.is_empty()
+                && edit.range.start == 0
                 && edit.text.len() > dash
                 && edit.text.as_bytes()[..dash].iter().all(|b| *b == b' ')
             {
                 // A key put before the item's first key (a missing `spec:`): in the list it
                 // goes after the `- `, and the old first key keeps its column.
-                moved_key = true;
-                Edit {
-                    range: range.start + dash..range.start + dash,
-                    text: format!("{}{}", &edit.text[dash..], " ".repeat(dash)),
-                }
+                edit.range = dash..dash;
+                edit.text = format!("{}{}", &edit.text[dash..], " ".repeat(dash)).into();
             } else {
                 return Err(KrmError::Render {
                     item: item_ref(index),
                     error: "internal check failed: an edit of the item's `-`. Please report this with the ResourceList.".to_owned(),
                 });
-            };
-            edits.push(moved);
-        }
-        // An item whose edit moved: read as a document, it is exactly the document the
-        // pipeline edited.
-        if moved_key {
-            let item = text_of(text, range.clone())?;
-            let item_edits = &edits[edits.len() - changed.edits.len()..];
-            let mut edited = ingress_edit::apply(item, &shifted(item_edits, range.start));
-            edited.replace_range(column..column + 1, " ");
-            let mut document = item.to_owned();
-            document.replace_range(column..column + 1, " ");
-            if changed.text(&document) != edited {
-                return Err(KrmError::Render {
-                    item: item_ref(index),
-                    error: "internal check failed: the edited item differs from the edited document. Please report this with the ResourceList.".to_owned(),
-                });
             }
         }
+        // Sorted as the spliced text needs them (the moved key stays before an edit at the
+        // same place, as it was before).
+        changed.edits.sort_by_key(|e| (e.range.start, e.range.end));
+        // Read as a document, the item with its moved edits is exactly the document the
+        // pipeline edited.
+        let mut edited = changed.text(text_of(text, range)?);
+        edited.replace_range(column..column + 1, " ");
+        if document_edited != edited {
+            return Err(KrmError::Render {
+                item: item_ref(index),
+                error: "internal check failed: the edited item differs from the edited document. Please report this with the ResourceList.".to_owned(),
+            });
+        }
     }
-    edits.sort_by_key(|e| (e.range.start, e.range.end));
     // Each warning's item, in the order of the warnings.
     let warned = rendered
         .warnings()
@@ -170,18 +169,7 @@ fn render_items(
             }
         })
         .collect();
-    Ok((edits, rendered, warned))
-}
-
-/// `edits` with their ranges counted from `origin`.
-fn shifted(edits: &[Edit], origin: usize) -> Vec<Edit> {
-    edits
-        .iter()
-        .map(|e| Edit {
-            range: e.range.start - origin..e.range.end - origin,
-            text: e.text.clone(),
-        })
-        .collect()
+    Ok((rendered, warned))
 }
 
 /// A refusal, named by the item and the line of the `ResourceList`: the item that failed is

@@ -143,8 +143,30 @@ struct PackedOutcome {
     warning: bool,
 }
 
+/// Class fields to keep: found by the rules, or already kept by another part.
+enum Fields<'a> {
+    Owned(ClassFields),
+    Shared(&'a Arc<ClassFields>),
+}
+
+impl Fields<'_> {
+    fn get(&self) -> &ClassFields {
+        match self {
+            Fields::Owned(fields) => fields,
+            Fields::Shared(fields) => fields,
+        }
+    }
+
+    fn into_shared(self) -> Arc<ClassFields> {
+        match self {
+            Fields::Owned(fields) => Arc::new(fields),
+            Fields::Shared(fields) => Arc::clone(fields),
+        }
+    }
+}
+
 impl Part {
-    fn new(document: &DocumentName) -> Part {
+    fn new(document: DocumentRef<'_>) -> Part {
         Part {
             documents_before: document.index,
             lines_before: document.first_line,
@@ -153,7 +175,7 @@ impl Part {
     }
 
     /// Whether an outcome of `document` with `text` more bytes of names fits.
-    fn fits(&self, document: &DocumentName, text: usize) -> bool {
+    fn fits(&self, document: DocumentRef<'_>, text: usize) -> bool {
         let fits = |n: usize| u32::try_from(n).is_ok();
         document.index >= self.documents_before
             && document.first_line >= self.lines_before
@@ -180,15 +202,15 @@ impl Part {
 
     /// The position of `fields` among the part's, shared with the outcome before (or with
     /// `also`) when it has the same.
-    fn field(&mut self, fields: ClassFields, also: Option<u32>) -> u32 {
+    fn field(&mut self, fields: Fields<'_>, also: Option<u32>) -> u32 {
         let previous = self.outcomes.last().map(|o| [o.after, o.before]);
         let same = previous
             .into_iter()
             .flatten()
             .chain(also)
-            .find(|&i| *self.fields[i as usize] == fields);
+            .find(|&i| *self.fields[i as usize] == *fields.get());
         same.unwrap_or_else(|| {
-            self.fields.push(Arc::new(fields));
+            self.fields.push(fields.into_shared());
             narrow(self.fields.len() - 1)
         })
     }
@@ -255,7 +277,32 @@ impl Outcomes {
         edited: bool,
         warning: Option<NoClassWarning>,
     ) -> Arc<ClassFields> {
-        let source = document.source.as_deref().unwrap_or_default();
+        let document = DocumentRef {
+            index: document.index,
+            source: document.source.as_deref(),
+            first_line: document.first_line,
+        };
+        let (part, after) = self.push_packed(
+            document,
+            ingress,
+            [Fields::Owned(before), Fields::Owned(after)],
+            edited,
+            warning.is_some(),
+        );
+        Arc::clone(&self.parts[part].fields[after as usize])
+    }
+
+    /// [`Outcomes::push`] with the class fields `[before, after]` given either way; the
+    /// outcome's part and the position of its `after` in it.
+    fn push_packed(
+        &mut self,
+        document: DocumentRef<'_>,
+        ingress: &str,
+        [before, after]: [Fields<'_>; 2],
+        edited: bool,
+        warning: bool,
+    ) -> (usize, u32) {
+        let source = document.source.unwrap_or_default();
         let new_part = self
             .parts
             .last()
@@ -263,13 +310,12 @@ impl Outcomes {
         if new_part {
             self.parts.push(Part::new(document));
         }
-        let Some(part) = self.parts.last_mut() else {
-            unreachable!("a part was just added");
-        };
+        let part_index = self.parts.len() - 1;
+        let part = &mut self.parts[part_index];
         let index = narrow(document.index - part.documents_before);
         let same_document = part.documents.last().is_some_and(|d| d.index == index);
         if !same_document {
-            let source = document.source.as_deref().map(|s| part.span(s));
+            let source = document.source.map(|s| part.span(s));
             part.documents.push(PartDocument {
                 index,
                 first_line: narrow(document.first_line - part.lines_before),
@@ -285,10 +331,10 @@ impl Outcomes {
             after,
             name,
             edited,
-            warning: warning.is_some(),
+            warning,
         });
         self.len += 1;
-        Arc::clone(&part.fields[after as usize])
+        (part_index, after)
     }
 
     /// The same outcomes counted in a larger stream that has `documents` documents and
@@ -304,6 +350,30 @@ impl Outcomes {
     pub(crate) fn append(&mut self, other: Outcomes) {
         self.len += other.len;
         self.parts.extend(other.parts);
+    }
+
+    /// Adds `other`'s outcomes after these, packed into the parts these end with: for many
+    /// small results (a document rendered on its own each) that would otherwise keep a part,
+    /// with its own allocations, each.
+    pub(crate) fn absorb(&mut self, other: Outcomes) {
+        for part in &other.parts {
+            for outcome in &part.outcomes {
+                let document = &part.documents[outcome.document as usize];
+                let document = DocumentRef {
+                    index: part.documents_before + document.index as usize,
+                    source: document.source.map(|s| part.text(s)),
+                    first_line: part.lines_before + document.first_line as usize,
+                };
+                let fields = |i: u32| Fields::Shared(&part.fields[i as usize]);
+                self.push_packed(
+                    document,
+                    part.text(outcome.name),
+                    [fields(outcome.before), fields(outcome.after)],
+                    outcome.edited,
+                    outcome.warning,
+                );
+            }
+        }
     }
 
     /// Gives back the room the outcomes do not use.
@@ -471,5 +541,68 @@ mod tests {
             ]
         );
         assert_eq!(first.len(), 2);
+    }
+
+    /// Every outcome as it prints and reads, for comparing two ways of keeping them.
+    fn dump(outcomes: &Outcomes) -> Vec<String> {
+        outcomes
+            .iter()
+            .map(|o| {
+                format!(
+                    "{} (line {}) {} {:?} -> {:?} edited={} warned={}",
+                    o.document,
+                    o.document.first_line,
+                    o.ingress,
+                    o.before,
+                    o.after,
+                    o.edited,
+                    o.warning.is_some()
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn absorbed_outcomes_read_as_appended_ones_but_share_one_part() {
+        // Documents rendered one by one, each alone (lines counted from its own start), as
+        // the KRM route renders its items; one far away, whose numbers need a part of its own.
+        let far = u32::MAX as usize + 5;
+        let alone = |index: usize, name: &str, class: Option<&str>, n: usize| {
+            let mut one = Outcomes::default();
+            one.push(
+                &document(1, n.is_multiple_of(2).then_some("c/templates/i.yaml"), 1),
+                name,
+                fields(class),
+                fields(Some("haproxy")),
+                !n.is_multiple_of(3),
+                n.is_multiple_of(4).then_some(NoClassWarning),
+            );
+            one.renumber(index - 1, 0);
+            one
+        };
+        let items: Vec<(usize, String, Option<&str>)> = (0..50)
+            .map(|n| (3 * n + 1, format!("web-{n}"), [None, Some("nginx")][n % 2]))
+            .chain([
+                (far, "far".to_owned(), None),
+                (far + 2, "after-far".to_owned(), None),
+            ])
+            .collect();
+        let mut appended = Outcomes::default();
+        let mut absorbed = Outcomes::default();
+        for (n, (index, name, class)) in items.iter().enumerate() {
+            appended.append(alone(*index, name, *class, n));
+            absorbed.absorb(alone(*index, name, *class, n));
+        }
+        assert_eq!(dump(&absorbed), dump(&appended));
+        assert_eq!(absorbed.len(), items.len());
+        // One part up to the far document, one from it on; the class every Ingress gets is
+        // kept once in each.
+        assert_eq!(appended.parts.len(), items.len());
+        assert_eq!(absorbed.parts.len(), 2);
+        for part in &absorbed.parts {
+            let haproxy = fields(Some("haproxy"));
+            let kept = part.fields.iter().filter(|f| ***f == haproxy).count();
+            assert_eq!(kept, 1, "{:?}", part.fields);
+        }
     }
 }

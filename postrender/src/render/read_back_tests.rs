@@ -307,7 +307,10 @@ fn slips(text: &str, edit: &Edit) -> Vec<Edit> {
     let r = &edit.range;
     let mut out = Vec::new();
     let mut with = |range: Range<usize>, text: String| {
-        out.push(Edit { range, text });
+        out.push(Edit {
+            range,
+            text: text.into(),
+        });
     };
     for (start, end) in [
         (r.start.wrapping_sub(1), r.end),
@@ -318,7 +321,7 @@ fn slips(text: &str, edit: &Edit) -> Vec<Edit> {
         (r.start + 1, r.end + 1),
     ] {
         if start <= end && end <= text.len() {
-            with(start..end, edit.text.clone());
+            with(start..end, edit.text.to_string());
         }
     }
     let t = &edit.text;
@@ -352,12 +355,12 @@ fn an_edit_off_by_one_is_caught_by_either_check() {
     let value = text.find("nginx").expect("the class");
     let good = Edit {
         range: value..value + "nginx".len(),
-        text: "\"on\"".to_owned(),
+        text: "\"on\"".into(),
     };
     let at = text.find("  name: web").expect("metadata's first key");
     let insert = Edit {
         range: at..at,
-        text: "  annotations:\n    kubernetes.io/ingress.class: \"on\"\n".to_owned(),
+        text: "  annotations:\n    kubernetes.io/ingress.class: \"on\"\n".into(),
     };
     let before = ClassFields {
         ingress_class_name: Some("nginx".to_owned()),

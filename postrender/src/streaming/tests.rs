@@ -188,7 +188,7 @@ fn changed_documents(
         }
         let edit = crate::ingress_edit::Edit {
             range: start - range.start..end - range.start,
-            text: text.clone(),
+            text: text.as_str().into(),
         };
         match changed.last_mut() {
             Some(last) if last.document.index == index + 1 => last.edits.push(edit),
@@ -306,4 +306,43 @@ proptest::proptest! {
         proptest::prop_assert_eq!(count, edits.len());
         spliced_in_place(&block, &changed);
     }
+}
+
+#[test]
+fn the_ingresses_of_a_list_and_of_documents_apart_share_their_edit_texts() {
+    let ingress = |i: usize, indent: &str| {
+        format!(
+            "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web-{i}\nspec:\n  ingressClassName: nginx\n"
+        )
+        .lines()
+        .map(|line| format!("{indent}{line}\n"))
+        .collect::<String>()
+    };
+    let items: String = (0..200)
+        .map(|i| format!("- {}", &ingress(i, "  ")[2..]))
+        .collect();
+    let list = format!("apiVersion: v1\nkind: List\nitems:\n{items}");
+    let rules = rules_for(IngressTarget::class("haproxy"), false);
+    // The distinct texts kept, against the edits.
+    let texts = |rendered: &Rendered| {
+        let edits: Vec<&ingress_edit::Edit> =
+            rendered.changed.iter().flat_map(|c| &c.edits).collect();
+        let mut kept: Vec<*const u8> = edits.iter().map(|e| e.text.as_ptr()).collect();
+        kept.sort();
+        kept.dedup();
+        (edits.len(), kept.len())
+    };
+    let list = render_stream(list.as_bytes(), &rules, BLOCK_BYTES).expect("renders");
+    // The annotation added and the class replaced, for every item: two texts in all.
+    assert_eq!(texts(&list.rendered), (400, 2));
+
+    let stream: String = (0..200)
+        .map(|i| format!("---\n{}", ingress(i, "")))
+        .collect();
+    let documents = documents::split(&stream);
+    let apart = render_documents_apart(stream.as_bytes(), &documents, &rules).expect("renders");
+    // Two texts for each thread that rendered some of them.
+    let (edits, kept) = texts(&apart);
+    assert_eq!(edits, 400);
+    assert!(kept <= 2 * MAX_BLOCKS_IN_FLIGHT, "{kept} texts kept");
 }
