@@ -6,6 +6,7 @@ use std::sync::{Arc, LazyLock};
 
 use aho_corasick::packed::Searcher;
 use memchr::memmem;
+use smallvec::SmallVec;
 
 use styrmin_ingress_rules::{
     ClassFields, Enforcement, IngressTarget, KubernetesVersion, NoClassWarning, ResolvedIngress,
@@ -123,8 +124,9 @@ pub struct ChangedDocument {
     /// The document, its range counted in the whole stream (its name is its Ingresses'
     /// [`IngressOutcome::document`]).
     pub document: Document,
-    /// Sorted, non-overlapping, relative to the document's first byte.
-    pub edits: Vec<Edit>,
+    /// Sorted, non-overlapping, relative to the document's first byte. Most documents are
+    /// one Ingress with an edit or two, kept without an allocation of their own.
+    pub edits: SmallVec<[Edit; 2]>,
 }
 
 impl ChangedDocument {
@@ -217,7 +219,7 @@ fn render_documents(
             edits.shrink_to_fit();
             rendered.changed.push(ChangedDocument {
                 document: document.clone(),
-                edits,
+                edits: SmallVec::from_vec(edits),
             });
         }
     }

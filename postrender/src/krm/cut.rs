@@ -204,6 +204,8 @@ impl Cutter {
             }
         }
         out.item_column = self.item_column.unwrap_or(0);
+        // Kept until the output is written: no spare room.
+        out.items.shrink_to_fit();
         Ok(out)
     }
 }

@@ -197,7 +197,7 @@ fn changed_documents(
                     index: index + 1,
                     range,
                 },
-                edits: vec![edit],
+                edits: smallvec::smallvec![edit],
             }),
         }
     }
