@@ -318,10 +318,18 @@ fn render_document(
     if go_lines.is_none()
         && LIST.find(text.as_bytes()).is_some()
         && memchr::memchr(b'\t', text.as_bytes()).is_none()
-        && let Ok(Some(list)) = yaml_tree::plain_list(text)
-        && styrmin_ingress_rules::is_ingress_container_list(&list.api_version, &list.kind)
     {
-        return render_plain_list(text, &list, name, rules, outcomes, read_back, tally);
+        let list = match render_list_read_once(text, name, rules, outcomes, read_back, tally) {
+            ListReading::Rendered(result) => return result,
+            ListReading::NotAPlainIngressList => None,
+            ListReading::NotInCommonLayout => yaml_tree::plain_list_parsed(text).ok().flatten(),
+            ListReading::ItemFailed => yaml_tree::plain_list(text).ok().flatten(),
+        };
+        if let Some(list) = list
+            && styrmin_ingress_rules::is_ingress_container_list(&list.api_version, &list.kind)
+        {
+            return render_plain_list(text, &list, name, rules, outcomes, read_back, tally);
+        }
     }
     let (root, has_alias) = match yaml_tree::parse_document_noting_aliases(text) {
         Ok(Some(parsed)) => parsed,
@@ -555,21 +563,120 @@ fn render_plain_list(
     read_back: ReadBack,
     tally: &mut Tally,
 ) -> Result<Option<Vec<Edit>>, RenderError> {
-    let mut edits = Vec::new();
-    let mut desired: Vec<(usize, Arc<ClassFields>)> = Vec::new();
-    // The plain form has no alias and no tab (see `render_document`).
-    let mut local = read_back == ReadBack::Local;
-    // Digests are taken in the first pass only when the full check is sure to run;
-    // otherwise only if a local proof fails, by reading the List once more.
-    let mut digests = (!local).then(|| Vec::with_capacity(list.items));
-    let syntax = |error: SyntaxError| RenderError::Syntax {
-        error: error.shifted(name.first_line),
-        document: name.clone(),
-    };
-    yaml_tree::for_each_list_item(text, |index, item| {
-        let mut anchors = Anchors::new(&item);
+    let mut items = ListItems::new(text, name, rules, read_back, list.items);
+    yaml_tree::for_each_list_item(text, |index, item| items.render(index, &item, outcomes))
+        .map_err(|e| match e {
+            yaml_tree::ItemsError::Syntax(error) => RenderError::Syntax {
+                error: error.shifted(name.first_line),
+                document: name.clone(),
+            },
+            yaml_tree::ItemsError::Item(error) => error,
+        })?;
+    items.finish(list, outcomes, tally)
+}
+
+/// What reading a document that may be a List once settled: its answer; or that it is not
+/// a List of Ingresses in the plain form (the whole-tree way judges it); or nothing, because
+/// it is not in the common layout (the general parser reads its top level) or an item failed
+/// (it is read again, to the error in its place).
+enum ListReading {
+    Rendered(Result<Option<Vec<Edit>>, RenderError>),
+    NotAPlainIngressList,
+    NotInCommonLayout,
+    ItemFailed,
+}
+
+/// A List in the common layout read once, its items rendered while they are read, where
+/// [`yaml_tree::plain_list`] and then [`render_plain_list`] would read it twice (a List's
+/// `kind` may come after its items, so what the items are for is known only at the end).
+/// Until then the items' outcomes are provisional: they are taken back when the document
+/// turns out not to be a plain List of Ingresses, or when the reading does not settle it
+/// (not in the layout, or an item failed): [`render_plain_list`] then reads it as before,
+/// to the same answer, the same error included.
+fn render_list_read_once(
+    text: &str,
+    name: &DocumentName,
+    rules: &RenderRules,
+    outcomes: &mut Outcomes,
+    read_back: ReadBack,
+    tally: &mut Tally,
+) -> ListReading {
+    let mark = outcomes.mark();
+    let mut items = ListItems::new(text, name, rules, read_back, 0);
+    let mut failed = false;
+    let list = yaml_tree::plain_list_read_once(text, &mut |index, item| {
+        failed = items.render(index, &item, outcomes).is_err();
+        !failed
+    });
+    match list {
+        Some(Some(list))
+            if styrmin_ingress_rules::is_ingress_container_list(&list.api_version, &list.kind) =>
+        {
+            ListReading::Rendered(items.finish(&list, outcomes, tally))
+        }
+        Some(_) => {
+            outcomes.roll_back(mark);
+            ListReading::NotAPlainIngressList
+        }
+        None => {
+            outcomes.roll_back(mark);
+            if failed {
+                ListReading::ItemFailed
+            } else {
+                ListReading::NotInCommonLayout
+            }
+        }
+    }
+}
+
+/// The items of a plain List rendered one at a time, and what is kept of them until the
+/// List is checked as a whole.
+struct ListItems<'t> {
+    text: &'t str,
+    name: &'t DocumentName,
+    rules: &'t RenderRules,
+    edits: Vec<Edit>,
+    desired: Vec<(usize, Arc<ClassFields>)>,
+    /// Every Ingress item's edits proven where they are so far.
+    local: bool,
+    digests: Option<Vec<u64>>,
+}
+
+impl<'t> ListItems<'t> {
+    /// `items`: how many the List has, when known (room for their digests).
+    fn new(
+        text: &'t str,
+        name: &'t DocumentName,
+        rules: &'t RenderRules,
+        read_back: ReadBack,
+        items: usize,
+    ) -> Self {
+        // The plain form has no alias and no tab (see `render_document`).
+        let local = read_back == ReadBack::Local;
+        ListItems {
+            text,
+            name,
+            rules,
+            edits: Vec::new(),
+            desired: Vec::new(),
+            local,
+            // Digests are taken in the first pass only when the full check is sure to run;
+            // otherwise only if a local proof fails, by reading the List once more.
+            digests: (!local).then(|| Vec::with_capacity(items)),
+        }
+    }
+
+    /// Renders item `index` of the List.
+    fn render(
+        &mut self,
+        index: usize,
+        item: &Node<'_>,
+        outcomes: &mut Outcomes,
+    ) -> Result<(), RenderError> {
+        let (text, name) = (self.text, self.name);
+        let mut anchors = Anchors::new(item);
         let at = format!("items[{index}]");
-        let ty = go_readers::go_type(&item, &at, &mut anchors);
+        let ty = go_readers::go_type(item, &at, &mut anchors);
         let ingress = ty.may_be_ingress();
         if ingress {
             if let Some(doubt) = ty.doubt {
@@ -578,46 +685,61 @@ fn render_plain_list(
                     doubt,
                 });
             }
-            let from = edits.len();
-            let fields = enforce_one(text, &item, name, rules, outcomes, &mut edits)?;
-            local = local && proven_as_desired(text, &item, outcomes, &edits[from..], &fields);
-            desired.push((index, fields));
+            let from = self.edits.len();
+            let fields = enforce_one(text, item, name, self.rules, outcomes, &mut self.edits)?;
+            self.local =
+                self.local && proven_as_desired(text, item, outcomes, &self.edits[from..], &fields);
+            self.desired.push((index, fields));
         }
-        if let Some(digests) = &mut digests {
-            digests.push(digest(&item, ingress));
+        if let Some(digests) = &mut self.digests {
+            digests.push(digest(item, ingress));
         }
         Ok(())
-    })
-    .map_err(|e| match e {
-        yaml_tree::ItemsError::Syntax(error) => syntax(error),
-        yaml_tree::ItemsError::Item(error) => error,
-    })?;
-    if edits.is_empty() {
-        return Ok(None);
     }
-    edits.sort_by_key(|e: &Edit| (e.range.start, e.range.end));
-    let verify_error = |what: String| RenderError::Verify {
-        document: name.clone(),
-        ingress: outcomes
-            .last()
-            .map_or(IngressName(String::new()), |o| o.ingress.to_name()),
-        what,
-    };
-    // Every edit lies inside its item's own lines, so the List's top level and its other
-    // items read as before.
-    if local && read_back::apart(&edits) {
-        tally.count(Checked::Locally);
-        return Ok(Some(edits));
+
+    /// The List's edits once every item is rendered, checked as a whole.
+    fn finish(
+        self,
+        list: &yaml_tree::PlainList,
+        outcomes: &Outcomes,
+        tally: &mut Tally,
+    ) -> Result<Option<Vec<Edit>>, RenderError> {
+        let ListItems {
+            text,
+            name,
+            mut edits,
+            desired,
+            local,
+            digests,
+            ..
+        } = self;
+        if edits.is_empty() {
+            return Ok(None);
+        }
+        edits.sort_by_key(|e: &Edit| (e.range.start, e.range.end));
+        let verify_error = |what: String| RenderError::Verify {
+            document: name.clone(),
+            ingress: outcomes
+                .last()
+                .map_or(IngressName(String::new()), |o| o.ingress.to_name()),
+            what,
+        };
+        // Every edit lies inside its item's own lines, so the List's top level and its other
+        // items read as before.
+        if local && read_back::apart(&edits) {
+            tally.count(Checked::Locally);
+            return Ok(Some(edits));
+        }
+        let digests = match digests {
+            Some(digests) => digests,
+            None => list_digests(text, list.items, &desired).map_err(|_| {
+                verify_error("the List does not read as it did before the edit".to_owned())
+            })?,
+        };
+        verify_plain_list(text, list, &edits, &desired, &digests).map_err(verify_error)?;
+        tally.count(Checked::Fully);
+        Ok(Some(edits))
     }
-    let digests = match digests {
-        Some(digests) => digests,
-        None => list_digests(text, list.items, &desired).map_err(|_| {
-            verify_error("the List does not read as it did before the edit".to_owned())
-        })?,
-    };
-    verify_plain_list(text, list, &edits, &desired, &digests).map_err(verify_error)?;
-    tally.count(Checked::Fully);
-    Ok(Some(edits))
 }
 
 /// The digest of every item of a plain List, `ingresses` telling the Ingress items apart.

@@ -473,7 +473,7 @@ pub fn plain_list(text: &str) -> Result<Option<PlainList>, SyntaxError> {
 }
 
 /// [`plain_list`] by the general parser alone.
-fn plain_list_parsed(text: &str) -> Result<Option<PlainList>, SyntaxError> {
+pub fn plain_list_parsed(text: &str) -> Result<Option<PlainList>, SyntaxError> {
     let mut parser = Parser::new_from_str_with_options(text, options());
     let mut depth = 0usize;
     let mut expecting_key = true;
@@ -564,6 +564,23 @@ fn plain_list_parsed(text: &str) -> Result<Option<PlainList>, SyntaxError> {
         kind: kind.clone(),
         items,
     }))
+}
+
+/// [`plain_list`] and [`for_each_list_item`] in one reading, for a document in the common
+/// layout: each item goes to `each`, with its index, as soon as it is read, and the top level
+/// is judged when the reading ends (a List's `kind` may come after its items). `None` when
+/// the document is not in that layout or `each` stopped the reading (it returned `false`):
+/// the two functions, each reading the document once, then give the answer.
+pub fn plain_list_read_once<'a>(
+    text: &'a str,
+    each: &mut dyn FnMut(usize, Node<'a>) -> bool,
+) -> Option<Option<PlainList>> {
+    let mut index = 0;
+    common_layout::read_plain_list_with(text, &mut |item| {
+        let go_on = each(index, item);
+        index += 1;
+        go_on
+    })
 }
 
 /// Why reading the items of a List one at a time stopped.

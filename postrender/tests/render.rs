@@ -58,22 +58,13 @@ fn r6_ingress_inside_a_list() {
     );
 }
 
-#[test]
-fn r6_list_read_item_by_item_gives_the_whole_tree_answer() {
-    // A tab anywhere sends a List the whole-tree way: the two ways must agree, edits,
-    // outcomes and errors alike.
-    let items: String = (0..6)
-        .map(|i| match i % 3 {
-            0 => format!("  - apiVersion: networking.k8s.io/v1\n    kind: Ingress\n    metadata: {{name: a{i}}}\n    spec:\n      ingressClassName: old\n"),
-            1 => format!("  - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: c{i}}}}}\n"),
-            _ => format!("  - apiVersion: extensions/v1beta1\n    kind: Ingress\n    metadata:\n      name: b{i}\n      annotations: {{kubernetes.io/ingress.class: x}}\n    spec: {{}}\n"),
-        })
-        .collect();
-    let plain = format!("apiVersion: v1\nkind: List\nitems:\n{items}metadata: {{}}\n");
+/// A List read item by item (in one reading where it is in the common layout) gives what the
+/// whole-tree way gives: edits, outcomes and errors alike. A tab anywhere sends a List the
+/// whole-tree way; `ingresses` is how many Ingresses both must find.
+fn assert_list_ways_agree(plain: &str, ingresses: usize) {
     let tree = format!("#\tread whole\n{plain}");
-    assert!(yaml_tree::plain_list(&plain).unwrap().is_some());
     for rules in [class("on"), dedicated(), no_class()] {
-        let out = run(&plain, &rules);
+        let out = run(plain, &rules);
         assert_eq!(format!("#\tread whole\n{out}"), run(&tree, &rules));
         let a = render(plain.as_bytes(), &rules).unwrap();
         let b = render(tree.as_bytes(), &rules).unwrap();
@@ -90,14 +81,54 @@ fn r6_list_read_item_by_item_gives_the_whole_tree_answer() {
                 })
                 .collect::<Vec<_>>()
         };
-        assert_eq!(names(&a), names(&b));
-        assert_eq!(a.ingresses.len(), 4);
+        assert_eq!(names(&a), names(&b), "{plain}");
+        assert_eq!(a.ingresses.len(), ingresses, "{plain}");
     }
     let bad = plain.replace("ingressClassName: old", "ingressClassName: {x: 1}");
-    let err = |t: &str| render(t.as_bytes(), &class("on")).unwrap_err().to_string();
-    assert_eq!(
-        err(&bad).replace("line 1", "line 2"),
-        err(&format!("#\tx\n{bad}")).replace("line 1", "line 2")
+    let err = |t: &str| render(t.as_bytes(), &class("on")).map(|r| r.ingresses.len());
+    match (err(&bad), err(&format!("#\tx\n{bad}"))) {
+        (Err(a), Err(b)) => assert_eq!(
+            a.to_string().replace("line 1", "line 2"),
+            b.to_string().replace("line 1", "line 2")
+        ),
+        (a, b) => assert_eq!(a.unwrap(), b.unwrap(), "{bad}"),
+    }
+}
+
+#[test]
+fn r6_list_read_item_by_item_gives_the_whole_tree_answer() {
+    let items: String = (0..6)
+        .map(|i| match i % 3 {
+            0 => format!("  - apiVersion: networking.k8s.io/v1\n    kind: Ingress\n    metadata: {{name: a{i}}}\n    spec:\n      ingressClassName: old\n"),
+            1 => format!("  - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: c{i}}}}}\n"),
+            _ => format!("  - apiVersion: extensions/v1beta1\n    kind: Ingress\n    metadata:\n      name: b{i}\n      annotations: {{kubernetes.io/ingress.class: x}}\n    spec: {{}}\n"),
+        })
+        .collect();
+    let plain = format!("apiVersion: v1\nkind: List\nitems:\n{items}metadata: {{}}\n");
+    assert!(yaml_tree::plain_list(&plain).unwrap().is_some());
+    assert_list_ways_agree(&plain, 4);
+    // The kind known only after the items: they are rendered while read, provisionally.
+    assert_list_ways_agree(
+        &format!("items:\n{items}metadata: {{}}\nkind: List\napiVersion: v1\n"),
+        4,
+    );
+    // A List whose items hold no Ingress by Go's readers: what was read provisionally goes.
+    for top in [
+        "apiVersion: v1\nkind: ConfigMapList\n",
+        "apiVersion: v2\nkind: List\n",
+    ] {
+        assert_list_ways_agree(&format!("items:\n{items}{top}"), 0);
+        assert_list_ways_agree(&format!("{top}items:\n{items}"), 0);
+    }
+    // Not a plain List (two `kind`s): the whole-tree way for both.
+    let twice = format!("apiVersion: v1\nkind: List\nitems:\n{items}kind: List\n");
+    assert!(render(twice.as_bytes(), &class("on")).is_err());
+    // Past the common layout (a block scalar), the general parser reads the items.
+    let block =
+        "  - apiVersion: v1\n    kind: ConfigMap\n    data:\n      x: |\n        - kind: Ingress\n";
+    assert_list_ways_agree(
+        &format!("apiVersion: v1\nkind: List\nitems:\n{items}{block}{items}"),
+        8,
     );
 }
 

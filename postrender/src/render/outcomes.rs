@@ -103,6 +103,15 @@ pub struct Outcomes {
     len: usize,
 }
 
+/// Where [`Outcomes`] ended at some point: how many parts, outcomes, and the lengths of
+/// the last part's text, documents, fields and outcomes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OutcomesMark {
+    parts: usize,
+    len: usize,
+    last: Option<[usize; 4]>,
+}
+
 /// Outcomes of consecutive Ingresses whose numbers, counted from the part's own, and whose
 /// text fit in 32 bits (a part per block of the stream, and a new one in the rare block too
 /// large for that).
@@ -376,6 +385,37 @@ impl Outcomes {
         }
     }
 
+    /// Where the outcomes end now, to go back to with [`Outcomes::roll_back`].
+    pub(crate) fn mark(&self) -> OutcomesMark {
+        OutcomesMark {
+            parts: self.parts.len(),
+            len: self.len,
+            last: self.parts.last().map(|p| {
+                [
+                    p.text.len(),
+                    p.documents.len(),
+                    p.fields.len(),
+                    p.outcomes.len(),
+                ]
+            }),
+        }
+    }
+
+    /// Forgets the outcomes added since `mark` was taken (for a reading that turned out
+    /// not to be the document's: a List read at once, which was not one of Ingresses).
+    pub(crate) fn roll_back(&mut self, mark: OutcomesMark) {
+        self.parts.truncate(mark.parts);
+        if let (Some(part), Some([text, documents, fields, outcomes])) =
+            (self.parts.last_mut(), mark.last)
+        {
+            part.text.truncate(text);
+            part.documents.truncate(documents);
+            part.fields.truncate(fields);
+            part.outcomes.truncate(outcomes);
+        }
+        self.len = mark.len;
+    }
+
     /// Gives back the room the outcomes do not use.
     pub(crate) fn shrink_to_fit(&mut self) {
         for part in &mut self.parts {
@@ -603,6 +643,56 @@ mod tests {
             let haproxy = fields(Some("haproxy"));
             let kept = part.fields.iter().filter(|f| ***f == haproxy).count();
             assert_eq!(kept, 1, "{:?}", part.fields);
+        }
+    }
+
+    #[test]
+    fn rolled_back_outcomes_are_as_at_the_mark() {
+        let push = |outcomes: &mut Outcomes, index: usize, name: &str, class: &str| {
+            outcomes.push(
+                &document(index, Some("c/templates/list.yaml"), index * 10),
+                name,
+                fields(None),
+                fields(Some(class)),
+                true,
+                None,
+            );
+        };
+        let far = u32::MAX as usize + 5;
+        for first in [0, 2] {
+            let mut outcomes = Outcomes::default();
+            let mut reference = Outcomes::default();
+            for n in 0..first {
+                push(&mut outcomes, 1, &format!("a{n}"), "x");
+                push(&mut reference, 1, &format!("a{n}"), "x");
+            }
+            let mark = outcomes.mark();
+            // In the mark's part (a new document, a new class), and in a part of its own.
+            push(&mut outcomes, 2, "b", "y");
+            push(&mut outcomes, 2, "c", "z");
+            push(&mut outcomes, far, "d", "y");
+            outcomes.roll_back(mark);
+            assert_eq!(dump(&outcomes), dump(&reference));
+            assert_eq!(outcomes.len(), first);
+            // What comes after reads as if nothing had been between.
+            push(&mut outcomes, 3, "e", "w");
+            push(&mut reference, 3, "e", "w");
+            assert_eq!(dump(&outcomes), dump(&reference));
+            let (kept, wanted) = (&outcomes.parts[0], &reference.parts[0]);
+            assert_eq!(
+                (
+                    kept.text.len(),
+                    kept.documents.len(),
+                    kept.fields.len(),
+                    kept.outcomes.len()
+                ),
+                (
+                    wanted.text.len(),
+                    wanted.documents.len(),
+                    wanted.fields.len(),
+                    wanted.outcomes.len()
+                )
+            );
         }
     }
 }

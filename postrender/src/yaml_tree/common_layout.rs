@@ -59,10 +59,19 @@ pub(super) fn for_each_list_item<'a>(
 /// [`super::plain_list`] for a document in the common layout (`None` when it is not):
 /// the top level read with its items counted, one item's tree at a time.
 pub(super) fn read_plain_list(text: &str) -> Option<Option<PlainList>> {
+    read_plain_list_with(text, &mut |_| true)
+}
+
+/// [`read_plain_list`], each item handed to `each` as soon as it is read; `None` also when
+/// `each` stopped the reading (it returned `false`).
+pub(super) fn read_plain_list_with<'a>(
+    text: &'a str,
+    each: Items<'_, 'a>,
+) -> Option<Option<PlainList>> {
     let mut items = 0;
-    let root = list_top_level(text, &mut |_| {
+    let root = list_top_level(text, &mut |item| {
         items += 1;
-        true
+        each(item)
     })?;
     let entries = root.entries()?;
     let (mut api_version, mut kind, mut seen_items) = (Vec::new(), Vec::new(), false);
