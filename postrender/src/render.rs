@@ -394,7 +394,7 @@ fn render_document(
     if edits.is_empty() {
         return Ok(None);
     }
-    edits.sort_by_key(|e: &Edit| (e.range.start, e.range.end));
+    sort_edits(&mut edits);
     // An edit that would cut a Unicode line break of the original in two.
     if let Some(go_lines) = &go_lines
         && edits.iter().any(|e| {
@@ -530,11 +530,13 @@ fn enforce_one(
     }
     // R5 leaves the chart's fields exactly as written: a plain `on` or `123` stays
     // plain (R4 re-quotes them, since it sets the class as a string).
-    let planned = if rules.resolved.target == IngressTarget::NoClass {
+    let mut planned = if rules.resolved.target == IngressTarget::NoClass {
         Vec::new()
     } else {
         ingress_edit::plan(text, ingress, &fields).map_err(edit_error)?
     };
+    // In the order of the bytes, as the document's edits will be.
+    sort_edits(&mut planned);
     let after = outcomes.push(
         name,
         &ingress_name.0,
@@ -545,6 +547,16 @@ fn enforce_one(
     );
     edits.extend(planned.into_iter().map(ingress_edit::with_shared_text));
     Ok(after)
+}
+
+/// Puts edits in the order of their bytes. Each Ingress's edits are put in order as they
+/// are planned and Ingresses come in order, so a document's mostly are already: a List of
+/// thousands is not sorted again.
+fn sort_edits(edits: &mut [Edit]) {
+    let key = |e: &Edit| (e.range.start, e.range.end);
+    if !edits.is_sorted_by_key(key) {
+        edits.sort_by_key(key);
+    }
 }
 
 /// A List in the plain form of [`yaml_tree::plain_list`], read one item at a time so that
@@ -716,7 +728,7 @@ impl<'t> ListItems<'t> {
         if edits.is_empty() {
             return Ok(None);
         }
-        edits.sort_by_key(|e: &Edit| (e.range.start, e.range.end));
+        sort_edits(&mut edits);
         let verify_error = |what: String| RenderError::Verify {
             document: name.clone(),
             ingress: outcomes
