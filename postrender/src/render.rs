@@ -142,6 +142,9 @@ pub struct Rendered {
     pub changed: Vec<ChangedDocument>,
     pub ingresses: Outcomes,
     pub documents: usize,
+    /// The line breaks of a rendered block (counted on from where its documents were
+    /// named, so that the block is not counted twice); 0 for documents rendered apart.
+    pub lines: usize,
 }
 
 impl Rendered {
@@ -223,6 +226,7 @@ fn render_documents(
             });
         }
     }
+    rendered.lines = lines.line_of(stream, stream.len()) - 1;
     Ok(rendered)
 }
 

@@ -199,7 +199,8 @@ fn render_and_keep(
 ) -> BlockResult {
     let mut result = render::render_block(&block, documents, rules);
     let documents = result.as_ref().map_or(0, |r| r.documents);
-    let lines = memchr::memchr_iter(b'\n', &block).count();
+    // An error ends the stream: its lines are not needed.
+    let lines = result.as_ref().map_or(0, |r| r.lines);
     let bytes = block.len();
     match (keep, &mut result) {
         // A block kept until the whole stream is checked gives back the room it was read
@@ -287,6 +288,7 @@ impl Merge {
         ingresses.shrink_to_fit();
         let out = &mut self.out;
         out.rendered.documents += rendered.documents;
+        out.rendered.lines += rendered.lines;
         out.rendered.ingresses.append(ingresses);
         if out.rendered.changed.is_empty() {
             out.rendered.changed = rendered.changed;
