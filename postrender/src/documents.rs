@@ -32,9 +32,13 @@ pub fn split(stream: &str) -> Vec<Document> {
     // A marker line starts the stream (after an optional BOM) or follows a line break;
     // memchr's searches find the candidates at memory speed.
     let bom = if stream.starts_with('\u{feff}') { 3 } else { 0 };
+    // The search is for the three bytes alone, kept where a line break comes before them:
+    // `---` and `...` are rare inside YAML, while a line break with a `-` a few bytes after
+    // it (an indented sequence item) is on every other line of a chart.
+    let at_line_start = |i: &usize| *i > 0 && bytes[*i - 1] == b'\n';
     let candidates = std::iter::once(bom)
-        .chain(memchr::memmem::find_iter(bytes, b"\n---").map(|i| i + 1))
-        .chain(memchr::memmem::find_iter(bytes, b"\n...").map(|i| i + 1));
+        .chain(memchr::memmem::find_iter(bytes, b"---").filter(at_line_start))
+        .chain(memchr::memmem::find_iter(bytes, b"...").filter(at_line_start));
     for line_start in candidates {
         match marker(&bytes[line_start..]) {
             Some(Marker::Start) => cuts.push(if line_start == bom { 0 } else { line_start }),
@@ -225,6 +229,11 @@ mod tests {
             "---",
             "\u{feff}---\n",
             "%YAML 1.2\n",
+            // Runs of the marker bytes inside a line and longer than a marker.
+            "-----\n",
+            "a: ---...\n",
+            "x---\n",
+            "....\n",
         ];
         let mut checked = 0;
         for a in lines {
