@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use styrmin_ingress_rules::{CLASS_ANNOTATION, ClassFields};
 
-use crate::held_memory::HeldBytes;
 use crate::yaml_tree::{Node, NodeValue, ScalarTag};
 
 /// Why an Ingress could not be read or rewritten. Each names the field.
@@ -84,55 +83,6 @@ pub fn apply(text: &str, edits: &[Edit]) -> String {
     }
     out.push_str(&text[at..]);
     out
-}
-
-/// Splices `edits` (byte ranges of `held`, in order, not overlapping; the closure gives them
-/// afresh for each pass) into `held` itself: it grows or shrinks by their net size, and every
-/// kept byte moves at most once. Kept runs that move toward the start are moved first, front
-/// to back; then those that move toward the end, back to front; then the edits' texts are
-/// written between them. A run's new place never covers bytes of a run not yet moved: runs
-/// before it that move the same way are already in place, and a run that moves the other way
-/// lies on its far side. The stream's blocks and a `ResourceList` are edited this way, so
-/// that what is written is held once, never as input and output side by side.
-pub fn splice_in_place<'a, I>(held: &mut HeldBytes, edits: impl Fn() -> I)
-where
-    I: DoubleEndedIterator<Item = (Range<usize>, &'a [u8])>,
-{
-    let old_len = held.len();
-    let added: usize = edits().map(|(_, text)| text.len()).sum();
-    let removed: usize = edits().map(|(range, _)| range.len()).sum();
-    let new_len = old_len + added - removed;
-    if new_len > old_len {
-        held.resize(new_len);
-    }
-    let delta =
-        |range: &std::ops::Range<usize>, text: &[u8]| text.len() as isize - range.len() as isize;
-    // The kept run after each edit: where it starts now, its length, and how far it moves.
-    let mut shift = 0isize;
-    let mut forward = edits().peekable();
-    while let Some((range, text)) = forward.next() {
-        shift += delta(&range, text);
-        let end = forward.peek().map_or(old_len, |(next, _)| next.start);
-        if shift < 0 {
-            held.copy_within(range.end..end, range.end.wrapping_add_signed(shift));
-        }
-    }
-    let mut end = old_len;
-    for (range, text) in edits().rev() {
-        if shift > 0 {
-            held.copy_within(range.end..end, range.end.wrapping_add_signed(shift));
-        }
-        shift -= delta(&range, text);
-        end = range.start;
-    }
-    debug_assert_eq!(shift, 0);
-    let mut shift = 0isize;
-    for (range, text) in edits() {
-        let at = range.start.wrapping_add_signed(shift);
-        held[at..at + text.len()].copy_from_slice(text);
-        shift += delta(&range, text);
-    }
-    held.truncate(new_len);
 }
 
 /// The class fields of an Ingress node. An explicit `null` counts as not there.

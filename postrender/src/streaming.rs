@@ -16,7 +16,6 @@ use std::io::{self, Read, Write};
 
 use crate::documents::{self, Document};
 use crate::held_memory::{self, HeldBytes, Pages};
-use crate::ingress_edit;
 use crate::render::{self, RenderError, RenderRules, Rendered};
 
 /// A block is handed to a renderer once it holds this many bytes and a complete document:
@@ -373,9 +372,16 @@ pub fn render_documents_apart(
 }
 
 /// Splices the edits of the changed documents of `block` (ranges counted from the block's
-/// start, in order, not overlapping; the documents in order) into `block` itself ([`ingress_edit::splice_in_place`]).
+/// start, in order, not overlapping; the documents in order) into `block` itself: what the
+/// filter writes, and the KRM route's `ResourceList`, is held once, never as input and
+/// output side by side. The block grows or shrinks by their net size, and every kept byte
+/// moves at most once. Kept runs that move toward the
+/// block's start are moved first, front to back; then those that move toward its end,
+/// back to front; then the edits' texts are written between them. A run's new place never
+/// covers bytes of a run not yet moved: runs before it that move the same way are already
+/// in place, and a run that moves the other way lies on its far side.
 pub(crate) fn splice_in_place(block: &mut HeldBytes, changed: &[render::ChangedDocument]) {
-    ingress_edit::splice_in_place(block, || {
+    let edits = || {
         changed.iter().flat_map(|c| {
             let start = c.document.range.start;
             c.edits.iter().map(move |e| {
@@ -385,7 +391,42 @@ pub(crate) fn splice_in_place(block: &mut HeldBytes, changed: &[render::ChangedD
                 )
             })
         })
-    });
+    };
+    let old_len = block.len();
+    let added: usize = edits().map(|(_, text)| text.len()).sum();
+    let removed: usize = edits().map(|(range, _)| range.len()).sum();
+    let new_len = old_len + added - removed;
+    if new_len > old_len {
+        block.resize(new_len);
+    }
+    let delta =
+        |range: &std::ops::Range<usize>, text: &[u8]| text.len() as isize - range.len() as isize;
+    // The kept run after each edit: where it starts now, its length, and how far it moves.
+    let mut shift = 0isize;
+    let mut forward = edits().peekable();
+    while let Some((range, text)) = forward.next() {
+        shift += delta(&range, text);
+        let end = forward.peek().map_or(old_len, |(next, _)| next.start);
+        if shift < 0 {
+            block.copy_within(range.end..end, range.end.wrapping_add_signed(shift));
+        }
+    }
+    let mut end = old_len;
+    for (range, text) in edits().rev() {
+        if shift > 0 {
+            block.copy_within(range.end..end, range.end.wrapping_add_signed(shift));
+        }
+        shift -= delta(&range, text);
+        end = range.start;
+    }
+    debug_assert_eq!(shift, 0);
+    let mut shift = 0isize;
+    for (range, text) in edits() {
+        let at = range.start.wrapping_add_signed(shift);
+        block[at..at + text.len()].copy_from_slice(text);
+        shift += delta(&range, text);
+    }
+    block.truncate(new_len);
 }
 
 impl StreamRendered {

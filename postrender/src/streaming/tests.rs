@@ -325,7 +325,7 @@ fn the_ingresses_of_a_list_and_of_documents_apart_share_their_edit_texts() {
     let rules = rules_for(IngressTarget::class("haproxy"), false);
     // The distinct texts kept, against the edits.
     let texts = |rendered: &Rendered| {
-        let edits: Vec<&ingress_edit::Edit> =
+        let edits: Vec<&crate::ingress_edit::Edit> =
             rendered.changed.iter().flat_map(|c| &c.edits).collect();
         let mut kept: Vec<*const u8> = edits.iter().map(|e| e.text.as_ptr()).collect();
         kept.sort();
