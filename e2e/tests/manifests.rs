@@ -30,9 +30,11 @@ use styrmin_e2e::{
     HelmHome, Scratch, copy_dir, data, release_binary, run_ok, split_documents, tool, utf8,
     workspace_root,
 };
-use styrmin_webhook::audit::policy_report::ReportApi;
+use styrmin_webhook::controllers::LEASE_CALLS;
+use styrmin_webhook::controllers::policy_reports::content::ReportApi;
+use styrmin_webhook::controllers::policy_reports::report_call;
 use styrmin_webhook::crd::{all_crds, crd_yaml};
-use styrmin_webhook::kube_source::{API_CALLS, ApiCall, LEASE_CALL, report_call};
+use styrmin_webhook::kube_source::{API_CALLS, ApiCall};
 
 const WEBHOOK_UID: i64 = 65532;
 
@@ -529,25 +531,30 @@ fn the_cluster_role_grants_exactly_the_calls_the_code_makes() {
     }
 }
 
-/// `group resource verb` (or `url verb`) of every grant of `rules`; no wildcards, nothing on
-/// Secrets, no resource names.
+/// `group resource verb` (or `url verb`) of every grant of `rules`, with ` names=a,b` when
+/// the rule is limited to those objects; no wildcards, nothing on Secrets.
 fn grants(rules: Vec<PolicyRule>) -> BTreeSet<String> {
     let mut granted = BTreeSet::new();
     for rule in rules {
+        let names = rule
+            .resource_names
+            .as_ref()
+            .filter(|n| !n.is_empty())
+            .map(|n| format!(" names={}", n.join(",")))
+            .unwrap_or_default();
         for verb in &rule.verbs {
             assert_ne!(verb, "*", "no wildcard verbs");
             for group in rule.api_groups.iter().flatten() {
                 for resource in rule.resources.iter().flatten() {
                     assert_ne!(resource, "*", "no wildcard resources");
                     assert_ne!(resource, "secrets", "nothing on Secrets");
-                    granted.insert(format!("{group} {resource} {verb}"));
+                    granted.insert(format!("{group} {resource} {verb}{names}"));
                 }
             }
             for url in rule.non_resource_urls.iter().flatten() {
                 granted.insert(format!("{url} {verb}"));
             }
         }
-        assert!(rule.resource_names.is_none());
     }
     granted
 }
@@ -561,8 +568,15 @@ fn calls<'a>(calls: impl IntoIterator<Item = &'a ApiCall>) -> BTreeSet<String> {
                 group,
                 resource,
                 verbs,
+                names,
                 ..
-            } => called.extend(verbs.iter().map(|v| format!("{group} {resource} {v}"))),
+            } => called.extend(verbs.iter().map(|v| {
+                let mut grant = format!("{group} {resource} {v}");
+                if !names.is_empty() {
+                    grant.push_str(&format!(" names={}", names.join(",")));
+                }
+                grant
+            })),
             ApiCall::NonResource { path, verbs } => {
                 called.extend(verbs.iter().map(|v| format!("{path} {v}")))
             }
@@ -615,8 +629,8 @@ fn policy_reports_add_exactly_the_writers_calls_and_a_role_on_the_lease() {
         assert_eq!(lease.metadata.namespace.as_deref(), Some("styrmin-system"));
         assert_eq!(
             grants(lease.rules.unwrap_or_default()),
-            calls([&LEASE_CALL]),
-            "{mode}: Role vs LEASE_CALL"
+            calls(&LEASE_CALLS),
+            "{mode}: Role vs LEASE_CALLS"
         );
         let binding: RoleBinding = typed(find(
             &objects,

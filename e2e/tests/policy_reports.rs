@@ -21,10 +21,13 @@ use styrmin_fake_apiserver::{FakeApiServer, Request as ApiRequest, WatchItem};
 use styrmin_test_support::recorded_cluster::{self, INGRESSES, answer_every_list, metric};
 use styrmin_webhook::api::{AppState, metrics_router};
 use styrmin_webhook::audit::AuditSettings;
-use styrmin_webhook::audit::policy_report::{ReportApi, ReportResults};
+use styrmin_webhook::controllers::WithControllers;
+use styrmin_webhook::controllers::lease::{LEASE_NAME, LeaseSettings};
+use styrmin_webhook::controllers::policy_reports::content::{ReportApi, ReportResults};
+use styrmin_webhook::controllers::policy_reports::{
+    PolicyReportSettings, RESYNC_EVERY, ReportTarget,
+};
 use styrmin_webhook::kube_source::KubeSource;
-use styrmin_webhook::kube_source::reports::lease::{LEASE_NAME, LeaseSettings};
-use styrmin_webhook::kube_source::reports::{PolicyReportSettings, ReportTarget};
 use styrmin_webhook::view::ViewSource as _;
 
 const OPEN_REPORTS: &str = "/apis/openreports.io/v1alpha1";
@@ -86,6 +89,7 @@ fn settings(
             retry_period: Duration::from_millis(200),
         },
         rediscover_every: REDISCOVER,
+        resync_every: RESYNC_EVERY,
     }
 }
 
@@ -115,8 +119,13 @@ fn webhook(
             state.audits().clone(),
             Duration::from_millis(200),
             AuditSettings::default(),
-        )
-        .with_policy_reports(Some(reports));
+        );
+    let source = WithControllers {
+        source,
+        policy_reports: Some(reports),
+        metrics: state.metrics().policy_reports.clone(),
+        shutdown: tokio_util::sync::CancellationToken::new(),
+    };
     let task = tokio::spawn(source.run(state.view_sink()));
     (state, task.abort_handle())
 }

@@ -30,10 +30,13 @@ use styrmin_e2e::{
 };
 use styrmin_webhook::api::AppState;
 use styrmin_webhook::audit::AuditSettings;
-use styrmin_webhook::audit::policy_report::{ReportApi, ReportResults};
+use styrmin_webhook::controllers::WithControllers;
+use styrmin_webhook::controllers::lease::{LEASE_NAME, LeaseSettings};
+use styrmin_webhook::controllers::policy_reports::content::{ReportApi, ReportResults};
+use styrmin_webhook::controllers::policy_reports::{
+    PolicyReportSettings, RESYNC_EVERY, ReportTarget,
+};
 use styrmin_webhook::kube_source::KubeSource;
-use styrmin_webhook::kube_source::reports::lease::{LEASE_NAME, LeaseSettings};
-use styrmin_webhook::kube_source::reports::{PolicyReportSettings, ReportTarget};
 use styrmin_webhook::view::ViewSource as _;
 
 const TOKEN: &str = "styrmin-test-admin";
@@ -254,26 +257,32 @@ async fn reports_on_a_real_api_server() {
     }
 
     let state = AppState::default();
-    let source = KubeSource::new(client.clone())
-        .with_audit(
-            state.audits().clone(),
-            Duration::from_secs(1),
-            AuditSettings::default(),
-        )
-        .with_policy_reports(Some(PolicyReportSettings {
-            target: ReportTarget::Auto,
-            results: ReportResults::Findings,
-            qps: 0.0,
-            lease: LeaseSettings {
-                namespace: "styrmin-system".to_owned(),
-                name: LEASE_NAME.to_owned(),
-                identity: "cluster-test".to_owned(),
-                duration: Duration::from_secs(3),
-                renew_deadline: Duration::from_secs(2),
-                retry_period: Duration::from_millis(500),
-            },
-            rediscover_every: Duration::from_secs(1),
-        }));
+    let source = KubeSource::new(client.clone()).with_audit(
+        state.audits().clone(),
+        Duration::from_secs(1),
+        AuditSettings::default(),
+    );
+    let reports = Some(PolicyReportSettings {
+        target: ReportTarget::Auto,
+        results: ReportResults::Findings,
+        qps: 0.0,
+        lease: LeaseSettings {
+            namespace: "styrmin-system".to_owned(),
+            name: LEASE_NAME.to_owned(),
+            identity: "cluster-test".to_owned(),
+            duration: Duration::from_secs(3),
+            renew_deadline: Duration::from_secs(2),
+            retry_period: Duration::from_millis(500),
+        },
+        rediscover_every: Duration::from_secs(1),
+        resync_every: RESYNC_EVERY,
+    });
+    let source = WithControllers {
+        source,
+        policy_reports: reports,
+        metrics: state.metrics().policy_reports.clone(),
+        shutdown: tokio_util::sync::CancellationToken::new(),
+    };
     let task = tokio::spawn(source.run(state.view_sink()));
 
     // The wrong class is reported, accepted by the API server as the CRD defines it.

@@ -4,16 +4,15 @@
 //! Ingresses no controller serves, the controllers stuck `DELETING` and the service aliases
 //! that point into a namespace that does not exist.
 //!
-//! [`audit`] is pure: the view, the watched objects and the time in, an [`AuditReport`] out.
+//! [`audit`] is pure: the view, the watched objects and the time in, an [`CompletedAudit`] out.
 //! The kube source runs it on its stores ([`crate::kube_source`]), keeps the last complete
 //! one in the [`AuditStore`] while a watch fails, and the webhook exposes it as metrics and
 //! `GET /debug/audit`; `styrmin-webhook audit` ([`crate::cli::audit`]) runs it once on lists
 //! and prints a table ([`render`]).
 
 pub mod objects;
-pub mod policy_report;
 pub mod render;
-pub mod report_metrics;
+pub mod round;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
@@ -148,7 +147,7 @@ pub struct LevelSummary {
 
 /// A complete audit.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct AuditReport {
+pub struct CompletedAudit {
     /// When it was made (RFC 3339) and as unix seconds.
     pub completed_at: String,
     pub completed_at_unix: i64,
@@ -163,7 +162,7 @@ pub struct AuditReport {
     pub levels: Vec<LevelSummary>,
 }
 
-impl AuditReport {
+impl CompletedAudit {
     /// True when nothing is out of line.
     pub fn is_clean(&self) -> bool {
         self.findings.is_empty()
@@ -188,7 +187,7 @@ pub struct AuditInput<'a> {
 }
 
 /// Judges everything once.
-pub fn audit(input: &AuditInput<'_>, settings: &AuditSettings) -> AuditReport {
+pub fn audit(input: &AuditInput<'_>, settings: &AuditSettings) -> CompletedAudit {
     let mut findings = Vec::new();
     let mut judged = 0;
     let mut conforming = 0;
@@ -226,7 +225,7 @@ pub fn audit(input: &AuditInput<'_>, settings: &AuditSettings) -> AuditReport {
             findings.iter().filter(|f| f.reason == reason).count(),
         );
     }
-    AuditReport {
+    CompletedAudit {
         completed_at: rfc3339(input.now),
         completed_at_unix: input.now,
         ingresses: judged,
@@ -339,14 +338,12 @@ fn ingress_findings(
         .created()
         .is_none_or(|created| now.saturating_sub(created) >= grace);
     if !ingress.has_address() && old_enough {
-        let age = ingress
+        // No age: a finding's text depends on the objects only, never on the clock, so
+        // that an audit of a cluster that does not change says the same thing again
+        // (its PolicyReport is not rewritten).
+        let created = ingress
             .created()
-            .map(|c| {
-                format!(
-                    "{} after creation",
-                    human_duration(u64::try_from(now - c).unwrap_or(0))
-                )
-            })
+            .map(|c| format!("created {}", rfc3339(c)))
             .unwrap_or_else(|| "creation time unknown".to_owned());
         let served_by = match current
             .class_annotation
@@ -366,7 +363,7 @@ fn ingress_findings(
             Reason::NotServed,
             "an address in status.loadBalancer.ingress".to_owned(),
             format!(
-                "no address {age} (grace {}): {served_by}",
+                "no address ({created}; grace {}): {served_by}",
                 human_duration(settings.not_served_grace.as_secs())
             ),
             fix,
@@ -422,12 +419,8 @@ fn stuck_controllers(view: &View, now: i64, after: Duration) -> Vec<Finding> {
                 kind: "StyrminDeployment",
                 namespace: name.clone(),
                 name: name.clone(),
-                has: format!(
-                    "DELETING for {} (since {}), {}",
-                    human_duration(elapsed),
-                    rfc3339(since),
-                    hold.short()
-                ),
+                // Since when, not for how long: the text does not move with the clock.
+                has: format!("DELETING since {}, {}", rfc3339(since), hold.short()),
                 wants: "removed".to_owned(),
                 why: format!(
                     "environment {:?}: deploys are denied (W2) until the removal completes",
@@ -561,39 +554,23 @@ fn level_summaries(view: &View) -> Vec<LevelSummary> {
 /// The last complete audit, and the watch error that keeps it from being newer.
 #[derive(Debug, Default)]
 pub struct AuditStore {
-    report: ArcSwapOption<AuditReport>,
+    report: ArcSwapOption<CompletedAudit>,
     /// Set while a watch fails (the report then gets older); cleared by the next audit.
     stale_because: Mutex<Option<String>>,
-    /// The PolicyReport writer's metrics, once the webhook's metrics are made.
-    policy_report_metrics: std::sync::OnceLock<report_metrics::PolicyReportMetrics>,
 }
 
 impl AuditStore {
-    pub fn report(&self) -> Option<Arc<AuditReport>> {
+    pub fn report(&self) -> Option<Arc<CompletedAudit>> {
         self.report.load_full()
     }
 
-    /// The metrics the PolicyReport writer counts in (the webhook's, registered; unregistered
-    /// ones before [`AuditStore::count_policy_reports_in`]).
-    pub fn policy_report_metrics(&self) -> report_metrics::PolicyReportMetrics {
-        self.policy_report_metrics
-            .get()
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    /// Where the PolicyReport writer counts (the first call wins).
-    pub fn count_policy_reports_in(&self, metrics: report_metrics::PolicyReportMetrics) {
-        let _ = self.policy_report_metrics.set(metrics);
-    }
-
     /// A new complete audit.
-    pub fn publish(&self, report: AuditReport) {
+    pub fn publish(&self, report: CompletedAudit) {
         self.publish_shared(Arc::new(report));
     }
 
     /// A new complete audit, shared with its other readers (the PolicyReport writer).
-    pub fn publish_shared(&self, report: Arc<AuditReport>) {
+    pub fn publish_shared(&self, report: Arc<CompletedAudit>) {
         self.report.store(Some(report));
         if let Ok(mut stale) = self.stale_because.lock() {
             *stale = None;

@@ -20,6 +20,7 @@ pub mod budget;
 pub mod cli;
 pub mod client_text;
 pub mod clock;
+pub mod controllers;
 pub mod crd;
 pub mod decide;
 pub mod helm_release;

@@ -120,8 +120,8 @@ pub struct Metrics {
     pub open_files_limit: Gauge,
     /// The audit of what is already in the cluster (`crate::audit`).
     pub audit: crate::audit::AuditMetrics,
-    /// The PolicyReport writer (`crate::audit::policy_report`).
-    pub policy_reports: crate::audit::report_metrics::PolicyReportMetrics,
+    /// The PolicyReport writer's (`crate::controllers::policy_reports`), handed to it at start.
+    pub policy_reports: crate::controllers::policy_reports::metrics::PolicyReportMetrics,
     registry: Registry,
 }
 
@@ -240,7 +240,9 @@ impl Metrics {
         );
         let audit = crate::audit::AuditMetrics::register(&mut registry);
         let policy_reports =
-            crate::audit::report_metrics::PolicyReportMetrics::register(&mut registry);
+            crate::controllers::policy_reports::metrics::PolicyReportMetrics::register(
+                &mut registry,
+            );
         Metrics {
             audit,
             policy_reports,

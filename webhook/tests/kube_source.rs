@@ -317,6 +317,7 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
                 version,
                 resource,
                 verbs,
+                ..
             } => {
                 let path = if group.is_empty() {
                     format!("/api/{version}/{resource}")

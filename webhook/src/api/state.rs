@@ -52,7 +52,6 @@ impl AppState {
         options: DecideOptions,
         budget: RequestBudget,
     ) -> Self {
-        audits.count_policy_reports_in(metrics.policy_reports.clone());
         AppState {
             inner: Arc::new(StateInner {
                 view,

@@ -180,9 +180,10 @@ impl AuditedIngress {
         self.metadata.uid.as_deref()
     }
 
-    /// Keeps name, namespace, uid, creation time and the class annotation of the metadata; the
-    /// rest (other annotations such as `last-applied-configuration`, labels, managed fields)
-    /// is dropped before the object is stored.
+    /// Keeps name, namespace, uid, resource version (a PolicyReport says which version it
+    /// judged), creation time and the class annotation of the metadata; the rest (other
+    /// annotations such as `last-applied-configuration`, labels, managed fields) is dropped
+    /// before the object is stored.
     pub fn trim(&mut self) {
         let meta = std::mem::take(&mut self.metadata);
         let class = meta
@@ -192,6 +193,7 @@ impl AuditedIngress {
             name: meta.name,
             namespace: meta.namespace,
             uid: meta.uid,
+            resource_version: meta.resource_version,
             creation_timestamp: meta.creation_timestamp,
             annotations: class.map(|c| [(CLASS_ANNOTATION.to_owned(), c)].into()),
             ..ObjectMeta::default()
@@ -250,13 +252,14 @@ impl AliasService {
             .filter(|ns| !ns.is_empty())
     }
 
-    /// Keeps name, namespace and uid of the metadata.
+    /// Keeps name, namespace, uid and resource version of the metadata.
     pub fn trim(&mut self) {
         let meta = std::mem::take(&mut self.metadata);
         self.metadata = ObjectMeta {
             name: meta.name,
             namespace: meta.namespace,
             uid: meta.uid,
+            resource_version: meta.resource_version,
             ..ObjectMeta::default()
         };
     }

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{AuditReport, Finding, Reason};
+use super::{CompletedAudit, Finding, Reason};
 
 /// Columns padded to the widest cell plus three spaces, like kubectl's tables.
 fn table(header: &[&str], rows: &[Vec<String>]) -> String {
@@ -53,7 +53,7 @@ fn finding_rows<'a>(findings: impl Iterator<Item = &'a Finding>) -> Vec<Vec<Stri
 
 /// The tables: Ingresses out of line, controllers stuck DELETING, stale aliases (each only
 /// when it has rows), the levels as stored and resolved, and a summary line.
-pub fn render_table(report: &AuditReport) -> String {
+pub fn render_table(report: &CompletedAudit) -> String {
     let mut text = String::new();
     for (kind, column) in [
         ("Ingress", "INGRESS"),
@@ -110,7 +110,7 @@ pub fn render_table(report: &AuditReport) -> String {
 }
 
 /// The report as pretty JSON, with a final newline.
-pub fn render_json(report: &AuditReport) -> String {
+pub fn render_json(report: &CompletedAudit) -> String {
     let mut text = serde_json::to_string_pretty(report).unwrap_or_default();
     text.push('\n');
     text

@@ -78,7 +78,7 @@ fn run(
     aliases: &[Arc<AliasService>],
     namespaces: &[&str],
     now: i64,
-) -> AuditReport {
+) -> CompletedAudit {
     let classes: Vec<String> = ingresses
         .iter()
         .filter_map(|i| i.class_fields().ingress_class_name)
@@ -94,7 +94,7 @@ fn run_with_classes(
     namespaces: &[&str],
     ingress_classes: &[&str],
     now: i64,
-) -> AuditReport {
+) -> CompletedAudit {
     let set =
         |names: &[&str]| -> HashSet<String> { names.iter().map(|n| (*n).to_owned()).collect() };
     audit(
@@ -110,7 +110,7 @@ fn run_with_classes(
     )
 }
 
-fn reasons(report: &AuditReport) -> Vec<(Reason, String)> {
+fn reasons(report: &CompletedAudit) -> Vec<(Reason, String)> {
     report
         .findings
         .iter()
@@ -229,7 +229,7 @@ fn not_served_only_after_the_grace_period() {
     let classless = &report.findings[1];
     assert_eq!(
         classless.why,
-        "no address 5m after creation (grace 5m): no class: no controller that serves class-less Ingresses has served it"
+        "no address (created 2026-12-03T07:55:00Z; grace 5m): no class: no controller that serves class-less Ingresses has served it"
     );
     assert!(
         classless
@@ -323,7 +323,7 @@ fn stuck_deleting_after_the_threshold_with_the_finalizer() {
     let stuck = &report.findings[0];
     assert_eq!(
         stuck.has,
-        "DELETING for 5m (since 2026-12-03T07:55:00Z), finalizer styrmin.io/kopf-finalizer"
+        "DELETING since 2026-12-03T07:55:00Z, finalizer styrmin.io/kopf-finalizer"
     );
     assert_eq!(
         stuck.why,
@@ -343,7 +343,7 @@ fn stuck_deleting_after_the_threshold_with_the_finalizer() {
     let report = run(&view, &[], &[], &[], NOW);
     assert_eq!(
         report.findings[0].has,
-        "DELETING for 6m (since 2026-12-03T07:54:00Z), no deletion requested"
+        "DELETING since 2026-12-03T07:54:00Z, no deletion requested"
     );
     assert!(
         report.findings[0]
@@ -361,7 +361,7 @@ fn stuck_deleting_after_the_threshold_with_the_finalizer() {
     let report = run(&view, &[], &[], &[], NOW);
     assert_eq!(
         report.findings[0].has,
-        "DELETING for 5m (since 2026-12-03T07:55:00Z), no finalizer left"
+        "DELETING since 2026-12-03T07:55:00Z, no finalizer left"
     );
     assert!(
         report.findings[0]
@@ -581,4 +581,113 @@ fn an_ingress_class_keeps_its_name_the_default_annotation_and_its_controller() {
             "spec": {"controller": "haproxy.org/ingress-controller"}
         })
     );
+}
+
+/// The policy of the steady-state test: an environment that enforces, one that only warns,
+/// and an environment whose dedicated ingress controller is being removed.
+const STEADY_POLICY: &str = "
+cluster: {ingress_class: contour}
+environments:
+  prod: {dedicated_ingress: {}}
+  blank: {ingress_class: ''}
+deployments:
+  web1: {environment: prod}
+  web2: {environment: blank}
+  web4: {environment: prod, enforcement_mode: warn}
+";
+
+/// An unserved Ingress with a uid and a resource version, as the watch keeps it.
+fn unserved(namespace: &str, name: &str, class: Option<&str>, created: i64) -> Arc<AuditedIngress> {
+    let mut ingress = (*ingress(namespace, name, class, None, created, false)).clone();
+    ingress.metadata.uid = Some(format!("uid-{namespace}-{name}"));
+    ingress.metadata.resource_version = Some("100".to_owned());
+    Arc::new(ingress)
+}
+
+#[test]
+fn a_cluster_that_does_not_change_gives_byte_identical_reports_at_any_later_time() {
+    use crate::audit::round::AuditRound;
+    use crate::controllers::policy_reports::content::{ReportApi, ReportResults, policy_reports};
+
+    let mut view = parse_policy(Path::new("p"), STEADY_POLICY).unwrap();
+    let mut deployments: std::collections::HashMap<String, Deployment> = view
+        .deployments()
+        .map(|(id, d)| (id.to_owned(), d.clone()))
+        .collect();
+    deployments.insert(
+        "ctl9".into(),
+        Deployment {
+            environment: Some("prod".into()),
+            role: Role::IngressController,
+            phase: Phase::Deleting,
+            removal: Some(Removal {
+                deletion_requested: Some(NOW - 3600),
+                first_seen: Some(NOW - 60),
+                finalizers: vec!["styrmin.io/kopf-finalizer".into()],
+            }),
+            ..Deployment::default()
+        },
+    );
+    let environments = view
+        .environment_ids()
+        .into_iter()
+        .map(|id| {
+            (
+                id.to_owned(),
+                view.environment(id).cloned().unwrap_or_default(),
+            )
+        })
+        .collect();
+    view = View::new(view.cluster().clone(), environments, deployments, None);
+    // Created ten minutes before the first audit: past the grace, never served.
+    let created = NOW - 600;
+    let ingresses = vec![
+        unserved("styrmin-web1", "wrong", Some("nginx"), created),
+        unserved("styrmin-web2", "nameless", None, created),
+        unserved("styrmin-web4", "warned", Some("nginx"), created),
+        unserved("styrmin-web1", "unknown", Some("gone"), created),
+    ];
+    let controller: Arc<crate::crd::StyrminDeployment> = Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminDeployment",
+            "metadata": {"name": "styrmin-ctl9", "namespace": "styrmin-ctl9", "uid": "uid-ctl9",
+                         "resourceVersion": "7"},
+            "spec": {"environmentId": "prod", "role": "ingress-controller"},
+        }))
+        .unwrap(),
+    );
+    let reports_at = |now: i64, results: ReportResults| {
+        let audit = run_with_classes(&view, &ingresses, &[], &[], &["nginx"], now);
+        let round = AuditRound {
+            audit: Arc::new(audit),
+            ingresses: ingresses.clone(),
+            aliases: Vec::new(),
+            deployments: vec![controller.clone()],
+            relists: 0,
+        };
+        policy_reports(&round, ReportApi::OpenReports, results)
+            .into_iter()
+            .map(|r| (r.key.name, r.body.to_string()))
+            .collect::<Vec<_>>()
+    };
+    for results in [ReportResults::Findings, ReportResults::All] {
+        let first = reports_at(NOW, results);
+        let text = first.iter().map(|(_, b)| b.as_str()).collect::<String>();
+        for expected in [
+            "\"rule\":\"not_served\"",
+            "\"rule\":\"stuck_deleting\"",
+            "\"rule\":\"wrong_class\"",
+            "\"rule\":\"unknown_class\"",
+            "\"result\":\"warn\"",
+        ] {
+            assert!(text.contains(expected), "{expected} in {text}");
+        }
+        for later in [60, 5 * 60, 3 * 3600, 10 * 86_400, 400 * 86_400] {
+            assert_eq!(
+                reports_at(NOW + later, results),
+                first,
+                "{results:?}: the reports {later} s later"
+            );
+        }
+    }
 }

@@ -15,7 +15,7 @@ use kube::{Api, Client, Resource};
 use super::shared::{AuditThresholdArgs, ClusterArgs, Output, OutputArgs};
 use crate::audit::objects::{AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR};
 use crate::audit::render::{render_json, render_table};
-use crate::audit::{AuditInput, AuditReport, audit};
+use crate::audit::{AuditInput, CompletedAudit, audit};
 use crate::clock::unix_now;
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
 use crate::kube_source::{BuiltView, build_view, names, version_of};
@@ -60,7 +60,7 @@ impl AuditArgs {
     }
 
     /// Lists everything, builds the view and judges.
-    pub async fn audit(&self) -> anyhow::Result<AuditReport> {
+    pub async fn audit(&self) -> anyhow::Result<CompletedAudit> {
         let client = self.cluster.client().await?;
         let Snapshot {
             view,

@@ -5,12 +5,13 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::audit::policy_report::{ReportApi, ReportResults};
-use crate::kube_source::reports::lease::{
+use super::shared::millis;
+use crate::controllers::lease::{
     LEASE_DURATION, LEASE_NAME, LeaseSettings, RENEW_DEADLINE, RETRY_PERIOD,
 };
-use crate::kube_source::reports::{
-    DEFAULT_QPS, PolicyReportSettings, REDISCOVER_EVERY, ReportTarget,
+use crate::controllers::policy_reports::content::{ReportApi, ReportResults};
+use crate::controllers::policy_reports::{
+    DEFAULT_QPS, PolicyReportSettings, REDISCOVER_EVERY, RESYNC_EVERY, ReportTarget,
 };
 
 /// The report APIs `--policy-reports` can name.
@@ -25,15 +26,6 @@ pub enum PolicyReportMode {
     Openreports,
     /// `wgpolicyk8s.io/v1alpha2` `PolicyReport`.
     Wgpolicyk8s,
-}
-
-/// Which results `--policy-reports-results` asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum PolicyReportResults {
-    /// Only what is out of line: a report goes when its object conforms again.
-    Findings,
-    /// Also a `pass` for each Ingress rule an Ingress meets: a report for every Ingress.
-    All,
 }
 
 /// The audit as PolicyReports.
@@ -58,14 +50,15 @@ pub struct PolicyReportArgs {
         value_enum,
         default_value = "findings"
     )]
-    pub policy_reports_results: PolicyReportResults,
+    pub policy_reports_results: ReportResults,
 
-    /// Report writes a second, at most (0: no limit).
+    /// Report writes and list pages a second, at most (0: no limit); bursts of one second's
+    /// worth.
     #[arg(
         long,
         env = "STYRMIN_WEBHOOK_POLICY_REPORTS_QPS",
         default_value_t = DEFAULT_QPS,
-        value_name = "WRITES"
+        value_name = "CALLS"
     )]
     pub policy_reports_qps: f64,
 
@@ -78,7 +71,18 @@ pub struct PolicyReportArgs {
     )]
     pub policy_reports_lease_namespace: Option<String>,
 
-    /// This replica's name in the Lease (default: `$HOSTNAME`, the pod's name).
+    /// How often the writer lists its reports to repair those deleted or changed by
+    /// someone else (also after the watches list again).
+    #[arg(
+        long,
+        env = "STYRMIN_WEBHOOK_POLICY_REPORTS_RESYNC_SECS",
+        default_value_t = RESYNC_EVERY.as_secs(),
+        value_name = "SECONDS"
+    )]
+    pub policy_reports_resync_secs: u64,
+
+    /// This replica's name in the Lease, unique among the replicas: the chart sets the
+    /// Pod's name. Required with `--policy-reports`.
     #[arg(
         long,
         env = "STYRMIN_WEBHOOK_POLICY_REPORTS_LEASE_IDENTITY",
@@ -115,10 +119,6 @@ pub struct PolicyReportArgs {
     pub policy_reports_retry_period_ms: u64,
 }
 
-const fn millis(duration: Duration) -> u64 {
-    duration.as_secs() * 1000 + duration.subsec_millis() as u64
-}
-
 /// A bad combination of the PolicyReport flags.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyReportArgsError {
@@ -134,6 +134,14 @@ pub enum PolicyReportArgsError {
     },
     #[error("--policy-reports-qps must be 0 (no limit) or a positive number, not {0}")]
     Qps(f64),
+    #[error(
+        "--policy-reports needs a name for this replica in the Lease that is unique among the \
+         replicas: set --policy-reports-lease-identity (or \
+         STYRMIN_WEBHOOK_POLICY_REPORTS_LEASE_IDENTITY); the chart sets it to the Pod's name"
+    )]
+    NoIdentity,
+    #[error("--policy-reports-resync-secs must be at least 1")]
+    Resync,
 }
 
 impl PolicyReportArgs {
@@ -144,6 +152,7 @@ impl PolicyReportArgs {
             policy_reports,
             policy_reports_results,
             policy_reports_qps,
+            policy_reports_resync_secs,
             policy_reports_lease_namespace,
             policy_reports_lease_identity,
             policy_reports_lease_duration_ms,
@@ -169,17 +178,19 @@ impl PolicyReportArgs {
         if !(policy_reports_qps.is_finite() && *policy_reports_qps >= 0.0) {
             return Err(PolicyReportArgsError::Qps(*policy_reports_qps));
         }
+        if *policy_reports_resync_secs == 0 {
+            return Err(PolicyReportArgsError::Resync);
+        }
+        // Two replicas with one name would both count themselves the holder.
         let identity = policy_reports_lease_identity
             .clone()
-            .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
-            .unwrap_or_else(|| format!("styrmin-webhook-{}", std::process::id()));
+            .filter(|i| !i.trim().is_empty())
+            .ok_or(PolicyReportArgsError::NoIdentity)?;
         Ok(Some(PolicyReportSettings {
             target,
-            results: match policy_reports_results {
-                PolicyReportResults::Findings => ReportResults::Findings,
-                PolicyReportResults::All => ReportResults::All,
-            },
+            results: *policy_reports_results,
             qps: *policy_reports_qps,
+            resync_every: Duration::from_secs(*policy_reports_resync_secs),
             lease: LeaseSettings {
                 namespace: policy_reports_lease_namespace.clone().unwrap_or_default(),
                 name: LEASE_NAME.to_owned(),
@@ -246,6 +257,8 @@ mod tests {
             "wgpolicyk8s",
             "--policy-reports-results",
             "all",
+            "--policy-reports-lease-identity",
+            "pod-a",
         ])
         .unwrap()
         .unwrap();
@@ -270,10 +283,41 @@ mod tests {
                 .contains("--policy-reports-renew-deadline-ms (1000)"),
             "{error}"
         );
-        let error = parse(&["--policy-reports", "auto", "--policy-reports-qps=-1"]).unwrap_err();
+        let error = parse(&[
+            "--policy-reports",
+            "auto",
+            "--policy-reports-qps=-1",
+            "--policy-reports-lease-identity=pod-a",
+        ])
+        .unwrap_err();
         assert!(
             error.to_string().contains("--policy-reports-qps"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn without_a_unique_identity_reports_are_refused_naming_the_flag() {
+        let error = parse(&["--policy-reports", "openreports"]).unwrap_err();
+        assert!(matches!(error, PolicyReportArgsError::NoIdentity));
+        assert!(
+            error
+                .to_string()
+                .contains("--policy-reports-lease-identity"),
+            "{error}"
+        );
+        let error = parse(&[
+            "--policy-reports",
+            "openreports",
+            "--policy-reports-lease-identity",
+            " ",
+        ])
+        .unwrap_err();
+        assert!(matches!(error, PolicyReportArgsError::NoIdentity));
+        assert_eq!(
+            parse(&[]).unwrap(),
+            None,
+            "no identity needed without reports"
         );
     }
 }

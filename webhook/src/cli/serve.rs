@@ -14,6 +14,7 @@ use super::shared::{AuditThresholdArgs, millis};
 use crate::api::{AppState, metrics_router, router};
 use crate::audit::AuditStore;
 use crate::budget::{self, RequestBudget};
+use crate::controllers::WithControllers;
 use crate::decide::DecideOptions;
 use crate::kube_source::{AUDIT_INTERVAL, KubeSource};
 use crate::metrics::Metrics;
@@ -23,6 +24,7 @@ use crate::server::{ConnectionLimits, Listener, ShutdownTimes};
 use crate::telemetry::LogFormat;
 use crate::tls::{CertWatcher, ClientCaWatcher};
 use crate::view::{ViewSource, ViewStore};
+use tokio_util::sync::CancellationToken;
 
 const MIB: usize = 1024 * 1024;
 
@@ -313,6 +315,7 @@ impl ServeArgs {
     pub async fn run(self) -> anyhow::Result<()> {
         crate::telemetry::init(self.log.log_format, &self.log.log_filter)?;
         let audits = Arc::new(AuditStore::default());
+        let metrics = Arc::new(Metrics::new());
         let source = &self.source;
         let policy_reports = self.policy_reports.settings()?;
         if policy_reports.is_some() && source.source != SourceKind::Kubernetes {
@@ -329,13 +332,19 @@ impl ServeArgs {
                         audits.clone(),
                         Duration::from_secs(source.audit_interval_secs.max(1)),
                         self.thresholds.settings(),
-                    )
-                    .with_policy_reports(policy_reports);
-                serve(&self, kube, audits).await
+                    );
+                let shutdown = CancellationToken::new();
+                let source = WithControllers {
+                    source: kube,
+                    policy_reports,
+                    metrics: metrics.policy_reports.clone(),
+                    shutdown: shutdown.clone(),
+                };
+                serve(&self, source, audits, metrics, shutdown).await
             }
             (SourceKind::PolicyFile, Some(policy_file)) => {
                 let policy = PolicyFileSource::open(policy_file.clone(), source.reload_interval())?;
-                serve(&self, policy, audits).await
+                serve(&self, policy, audits, metrics, CancellationToken::new()).await
             }
             (SourceKind::PolicyFile, None) => {
                 anyhow::bail!("--source policy-file needs --policy-file")
@@ -353,16 +362,18 @@ pub enum SourceKind {
     Kubernetes,
 }
 
-/// Runs the webhook with any view source until SIGTERM, then drains.
+/// Runs the webhook with any view source until SIGTERM, then drains; `shutdown` is
+/// cancelled at the signal (the cluster-wide controllers stop and give their Lease back).
 pub async fn serve(
     args: &ServeArgs,
     source: impl ViewSource,
     audits: Arc<AuditStore>,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let (mut limits, mut metrics_limits) = args.budgets.limits();
     let reload_interval = args.source.reload_interval();
     let listeners = &args.listeners;
-    let metrics = Arc::new(Metrics::new());
     let open_files = crate::open_files::raise_limit();
     if let Some(limit) = open_files {
         metrics
@@ -454,7 +465,10 @@ pub async fn serve(
         https,
         operations,
         state,
-        server::shutdown_signal(),
+        async move {
+            server::shutdown_signal().await;
+            shutdown.cancel();
+        },
         args.shutdown.times(),
     )
     .await;

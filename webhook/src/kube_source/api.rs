@@ -9,6 +9,8 @@ pub enum ApiCall {
         version: &'static str,
         resource: &'static str,
         verbs: &'static [&'static str],
+        /// Only these objects (`resourceNames`); empty: any.
+        names: &'static [&'static str],
     },
     /// Verbs on a path outside the resource API.
     NonResource {
@@ -72,6 +74,7 @@ impl WatchedResource {
             version,
             resource,
             verbs: WATCH_VERBS,
+            names: &[],
         }
     }
 
@@ -118,30 +121,3 @@ impl<T> std::ops::IndexMut<WatchedResource> for ByResource<T> {
         &mut self.0[resource as usize]
     }
 }
-
-/// What the PolicyReport writer does to its reports: lists its own (metadata only), applies
-/// them server-side (`patch`, and `create` for one that does not exist yet) and deletes them.
-pub const REPORT_VERBS: &[&str] = &["list", "create", "patch", "delete"];
-
-/// The calls of the PolicyReport writer in `api` (`--policy-reports`), in every namespace.
-/// The ClusterRole grants them only when the chart's `policyReports.mode` is not `off`, for
-/// the APIs that mode may write in (a test compares them). Discovering which API is served
-/// needs no grant: every authenticated client may read discovery (`system:discovery`).
-pub const fn report_call(api: crate::audit::policy_report::ReportApi) -> ApiCall {
-    ApiCall::Resource {
-        group: api.group(),
-        version: api.version(),
-        resource: api.plural(),
-        verbs: REPORT_VERBS,
-    }
-}
-
-/// The Lease that elects the one replica that writes the reports, in the webhook's own
-/// namespace (a Role, not the ClusterRole): read, created by the first replica, updated with
-/// the `resourceVersion` read (`crate::kube_source::reports::lease`).
-pub const LEASE_CALL: ApiCall = ApiCall::Resource {
-    group: "coordination.k8s.io",
-    version: "v1",
-    resource: "leases",
-    verbs: &["get", "create", "update"],
-};

@@ -21,7 +21,6 @@
 
 mod api;
 mod convert;
-pub mod reports;
 mod run;
 
 pub use api::*;

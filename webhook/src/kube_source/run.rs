@@ -15,11 +15,11 @@ use styrmin_ingress_rules::KubernetesVersion;
 
 use super::api::{ByResource, WatchedResource};
 use super::convert::{BuiltView, LAST_APPLIED, build_view, names, version_of};
-use super::reports::{AuditSnapshot, PolicyReportSettings};
 use crate::audit::objects::{
     AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR, trim_ingress_class,
 };
-use crate::audit::{AuditInput, AuditSettings, AuditStore, Reason, audit};
+use crate::audit::round::AuditRound;
+use crate::audit::{AuditInput, AuditSettings, AuditStore, CompletedAudit, Reason, audit};
 use crate::clock::unix_now;
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
 use crate::telemetry::ErrorChain;
@@ -229,8 +229,11 @@ pub struct KubeSource {
     audit_interval: Duration,
     audit_settings: AuditSettings,
     audits: Arc<AuditStore>,
-    policy_reports: Option<PolicyReportSettings>,
+    rounds: Option<RoundSender>,
 }
+
+/// Where the audit's rounds go, for the cluster-wide controllers ([`crate::audit::round`]).
+pub type RoundSender = tokio::sync::watch::Sender<Option<Arc<AuditRound>>>;
 
 /// The default of `--audit-interval`.
 pub const AUDIT_INTERVAL: Duration = Duration::from_secs(30);
@@ -252,15 +255,20 @@ impl KubeSource {
             audit_interval: AUDIT_INTERVAL,
             audit_settings: AuditSettings::default(),
             audits: Arc::default(),
-            policy_reports: None,
+            rounds: None,
         }
     }
 
-    /// Writes each audit as PolicyReports (`crate::kube_source::reports`); `None` (the
-    /// default) writes nothing.
-    pub fn with_policy_reports(mut self, settings: Option<PolicyReportSettings>) -> Self {
-        self.policy_reports = settings;
+    /// Sends each audit round there (the PolicyReport writer reads them); without it the
+    /// rounds go nowhere.
+    pub fn with_rounds(mut self, rounds: Option<RoundSender>) -> Self {
+        self.rounds = rounds;
         self
+    }
+
+    /// The client the source watches with (the controllers share it).
+    pub fn client(&self) -> &Client {
+        &self.client
     }
 
     /// Where the audits go (the webhook's state serves them), how often the audit runs
@@ -303,24 +311,8 @@ impl ViewSource for KubeSource {
             audit_interval,
             audit_settings,
             audits,
-            policy_reports,
+            rounds,
         } = self;
-        // The report writer and its election end with this task.
-        let mut report_tasks = tokio::task::JoinSet::new();
-        let snapshots = policy_reports.map(|mut settings| {
-            if settings.lease.namespace.is_empty() {
-                settings.lease.namespace = client.default_namespace().to_owned();
-            }
-            let (sender, receiver) = tokio::sync::watch::channel(None);
-            super::reports::start(
-                &mut report_tasks,
-                &client,
-                settings,
-                receiver,
-                audits.clone(),
-            );
-            sender
-        });
         // The StyrminCluster keeps its last-applied configuration: the `null` trap shows only
         // there, and there is one such object.
         let (clusters, cluster_events) = watch_trimmed::<StyrminCluster>(
@@ -379,8 +371,10 @@ impl ViewSource for KubeSource {
             namespaces,
             ingress_classes,
             deployments: deployments.clone(),
-            snapshots,
+            rounds,
             stuck: HashSet::new(),
+            relists: 0,
+            changed_since_round: true,
         };
         let mut audit_ticker = tokio::time::interval(audit_interval);
         audit_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -417,7 +411,10 @@ impl ViewSource for KubeSource {
                             Step::Changed { relisted } => {
                                 if relisted && !progress.listed[resource] {
                                     tracing::info!(resource = resource.plural(), "listed");
+                                } else if relisted {
+                                    auditor.relists += 1;
                                 }
+                                auditor.changed_since_round = true;
                                 progress.listed[resource] |= relisted;
                                 progress.last_error[resource] = None;
                                 dirty = true;
@@ -497,9 +494,13 @@ struct Auditor {
     namespaces: Store<NamespaceName>,
     ingress_classes: Store<IngressClass>,
     deployments: Store<StyrminDeployment>,
-    /// Where each audit goes for the PolicyReport writer (`--policy-reports`).
-    snapshots: Option<tokio::sync::watch::Sender<Option<Arc<AuditSnapshot>>>>,
+    /// Where each round goes for the cluster-wide controllers (`--policy-reports`).
+    rounds: Option<RoundSender>,
     stuck: HashSet<String>,
+    /// How many times a watch has listed again after its first listing.
+    relists: u64,
+    /// Whether a watched object changed since the last round was sent.
+    changed_since_round: bool,
 }
 
 impl Auditor {
@@ -546,14 +547,33 @@ impl Auditor {
             "audit complete"
         );
         let report = Arc::new(report);
+        let previous = self.store.report();
         self.store.publish_shared(report.clone());
-        if let Some(snapshots) = &self.snapshots {
-            snapshots.send_replace(Some(Arc::new(AuditSnapshot::new(
-                report,
-                ingresses,
-                &aliases,
-                &self.deployments.state(),
-            ))));
+        let Some(rounds) = &self.rounds else {
+            return;
+        };
+        // A steady cluster sends no round: same findings, no object changed, no relist.
+        let same = !self.changed_since_round
+            && previous.is_some_and(|p| same_findings(&p, &report))
+            && rounds
+                .borrow()
+                .as_ref()
+                .is_some_and(|r| r.relists == self.relists);
+        if same {
+            return;
         }
+        self.changed_since_round = false;
+        rounds.send_replace(Some(Arc::new(AuditRound {
+            audit: report,
+            ingresses,
+            aliases,
+            deployments: self.deployments.state(),
+            relists: self.relists,
+        })));
     }
+}
+
+/// Whether two audits found the same (their times aside).
+fn same_findings(a: &CompletedAudit, b: &CompletedAudit) -> bool {
+    a.findings == b.findings
 }

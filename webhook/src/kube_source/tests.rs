@@ -376,8 +376,10 @@ fn the_table_names_the_crd_types() {
                 version,
                 resource,
                 verbs,
+                names,
             } => {
                 assert_eq!(*verbs, WATCH_VERBS);
+                assert!(names.is_empty());
                 Some((group.to_string(), version.to_string(), resource.to_string()))
             }
             ApiCall::NonResource { .. } => None,

@@ -9,21 +9,30 @@
 //! renew deadline, shorter than the lease duration: a holder cut off from the API server
 //! stops writing before anyone else may take the Lease.
 //!
+//! Every call times out at the renew deadline. On shutdown (SIGTERM) the holder stops
+//! writing and gives the Lease back, as client-go's `ReleaseOnCancel` does (no holder, a
+//! duration of one second), so that another replica takes it at its next retry instead of
+//! waiting out the duration. The Lease is touched only by the controllers that need it:
+//! the report writer starts the election once a report API is served.
+//!
 //! [`decide`] is the pure part; [`run`] makes the calls (get, create, update).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Api;
 use kube::api::PostParams;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 /// The defaults of client-go's leader election (and of kube-controller-manager).
 pub const LEASE_DURATION: Duration = Duration::from_secs(15);
 pub const RENEW_DEADLINE: Duration = Duration::from_secs(10);
 pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
-/// The Lease's name, in the webhook's namespace.
+/// The Lease's name, in the webhook's namespace (the name it has always had: replicas of
+/// an older version and this one elect among themselves during a rolling update).
 pub const LEASE_NAME: &str = "styrmin-webhook-policy-reports";
 
 /// Where the Lease is and how it is held.
@@ -38,9 +47,17 @@ pub struct LeaseSettings {
     pub retry_period: Duration,
 }
 
-/// Whether this replica holds the Lease now: shared by the elector and the writer.
-#[derive(Clone, Debug, Default)]
-pub struct Leadership(Arc<Mutex<Option<Instant>>>);
+/// Until when this replica may write, shared by the elector and the controllers it
+/// elects; they are woken when it changes, so that a write in flight is cancelled the
+/// moment the hold ends (see [`Leadership::while_held`]).
+#[derive(Clone, Debug)]
+pub struct Leadership(Arc<watch::Sender<Option<Instant>>>);
+
+impl Default for Leadership {
+    fn default() -> Self {
+        Leadership(Arc::new(watch::Sender::new(None)))
+    }
+}
 
 impl Leadership {
     /// Whether this replica may write now.
@@ -48,25 +65,48 @@ impl Leadership {
         self.until().is_some_and(|until| Instant::now() < until)
     }
 
-    fn until(&self) -> Option<Instant> {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// When the hold ends, unless renewed.
+    pub fn until(&self) -> Option<Instant> {
+        *self.0.borrow()
     }
 
-    fn hold_until(&self, until: Instant) {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(until);
+    pub(crate) fn hold_until(&self, until: Instant) {
+        self.0.send_replace(Some(until));
     }
 
-    fn release(&self) {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+    /// The hold ends now (the Lease was lost or given back).
+    pub(crate) fn release(&self) {
+        self.0.send_replace(None);
+    }
+
+    /// Completes when the hold may have changed (taken, renewed, lost).
+    pub async fn changed(&self) {
+        let mut receiver = self.0.subscribe();
+        receiver.mark_unchanged();
+        let _ = receiver.changed().await;
+    }
+
+    /// Runs `call` while this replica holds the Lease: `None`, with the call dropped
+    /// (cancelled), as soon as the hold ends, including one that ends at its renew deadline
+    /// without news from the elector. A call is not started without the hold.
+    pub async fn while_held<F: std::future::Future>(&self, call: F) -> Option<F::Output> {
+        let mut receiver = self.0.subscribe();
+        tokio::pin!(call);
+        loop {
+            let until = (*receiver.borrow_and_update())?;
+            if Instant::now() >= until {
+                return None;
+            }
+            tokio::select! {
+                output = &mut call => return Some(output),
+                () = tokio::time::sleep_until(until.into()) => {}
+                changed = receiver.changed() => {
+                    if changed.is_err() {
+                        return None;
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -201,37 +241,109 @@ async fn round(
     }
 }
 
-/// Takes part in the election until the task is dropped; `leadership` says whether this
-/// replica holds the Lease.
-pub async fn run(client: kube::Client, settings: LeaseSettings, leadership: Leadership) {
+/// The Lease's spec when its holder gives it back: no holder, and a duration of one second
+/// (client-go's release), the transitions kept.
+fn released_spec(previous: &LeaseSpec) -> LeaseSpec {
+    let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+    LeaseSpec {
+        holder_identity: None,
+        lease_duration_seconds: Some(1),
+        acquire_time: Some(now.clone()),
+        renew_time: Some(now),
+        lease_transitions: previous.lease_transitions,
+        ..LeaseSpec::default()
+    }
+}
+
+/// Gives the Lease back if this replica still holds it (read, then update with the
+/// resourceVersion read: a Lease someone else took meanwhile is left alone).
+async fn give_back(api: &Api<Lease>, settings: &LeaseSettings) -> Result<bool, kube::Error> {
+    let Some(mut lease) = api.get_opt(&settings.name).await? else {
+        return Ok(false);
+    };
+    let spec = lease.spec.take().unwrap_or_default();
+    if spec.holder_identity.as_deref() != Some(settings.identity.as_str()) {
+        return Ok(false);
+    }
+    lease.spec = Some(released_spec(&spec));
+    api.replace(&settings.name, &PostParams::default(), &lease)
+        .await
+        .map(|_| true)
+}
+
+/// A call that gives up after `limit`, as a [`kube::Error`] like any other failure.
+pub async fn bounded<T>(
+    limit: Duration,
+    call: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, kube::Error> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(result) => result,
+        Err(_) => Err(kube::Error::Service(
+            format!("no answer from the API server within {limit:?}").into(),
+        )),
+    }
+}
+
+/// Takes part in the election until `shutdown` is cancelled, then gives the Lease back if
+/// it is held; `leadership` says whether this replica holds it.
+pub async fn run(
+    client: kube::Client,
+    settings: LeaseSettings,
+    leadership: Leadership,
+    shutdown: CancellationToken,
+) {
     let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
     let mut observed = None;
     let mut held = false;
-    loop {
+    while !shutdown.is_cancelled() {
         let started = Instant::now();
-        match round(&api, &settings, &mut observed, started).await {
+        let attempt = bounded(
+            settings.renew_deadline,
+            round(&api, &settings, &mut observed, started),
+        );
+        let outcome = tokio::select! {
+            outcome = attempt => outcome,
+            () = shutdown.cancelled() => break,
+        };
+        match outcome {
             Ok(true) => {
                 leadership.hold_until(started + settings.renew_deadline);
                 if !held {
                     tracing::info!(lease = %settings.name, identity = %settings.identity,
-                        "took the PolicyReport lease: this replica writes the reports");
+                        "took the lease: this replica runs the cluster-wide controllers");
                 }
             }
             Ok(false) => {
                 if held {
-                    tracing::warn!(lease = %settings.name, "lost the PolicyReport lease: writing stops");
+                    tracing::warn!(lease = %settings.name, "lost the lease: its controllers stop");
                 }
                 leadership.release();
             }
             Err(error) => {
                 // The renew deadline ends the hold if this goes on.
-                tracing::warn!(lease = %settings.name, %error, "cannot read or renew the PolicyReport lease");
+                tracing::warn!(lease = %settings.name, %error, "cannot read or renew the lease");
             }
         }
         held = leadership.holds();
-        tokio::time::sleep(settings.retry_period).await;
+        tokio::select! {
+            () = tokio::time::sleep(settings.retry_period) => {}
+            () = shutdown.cancelled() => break,
+        }
         if held && !leadership.holds() {
-            tracing::warn!(lease = %settings.name, "the PolicyReport lease was not renewed within the renew deadline: writing stops");
+            tracing::warn!(lease = %settings.name, "the lease was not renewed within the renew deadline: its controllers stop");
+        }
+    }
+    let was_held = leadership.holds();
+    leadership.release();
+    if was_held {
+        match bounded(settings.renew_deadline, give_back(&api, &settings)).await {
+            Ok(true) => {
+                tracing::info!(lease = %settings.name, "shutting down: gave the lease back")
+            }
+            Ok(false) => {}
+            Err(error) => {
+                tracing::warn!(lease = %settings.name, %error, "shutting down: cannot give the lease back; another replica takes it after its duration")
+            }
         }
     }
 }

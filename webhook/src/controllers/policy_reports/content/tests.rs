@@ -1,13 +1,13 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::json;
 
 use super::*;
 use crate::audit::objects::AuditedIngress;
-use crate::audit::{AuditReport, Finding, Reason};
+use crate::audit::{CompletedAudit, Finding, Reason};
 
 fn finding(reason: Reason, kind: &'static str, namespace: &str, name: &str) -> Finding {
     Finding {
@@ -25,8 +25,8 @@ fn finding(reason: Reason, kind: &'static str, namespace: &str, name: &str) -> F
     }
 }
 
-fn audit_report(findings: Vec<Finding>) -> AuditReport {
-    AuditReport {
+fn completed(findings: Vec<Finding>) -> CompletedAudit {
+    CompletedAudit {
         completed_at: "2026-12-05T10:00:00Z".to_owned(),
         completed_at_unix: 1_796_464_800,
         ingresses: 2,
@@ -40,51 +40,48 @@ fn audit_report(findings: Vec<Finding>) -> AuditReport {
 fn ingress(namespace: &str, name: &str, class: &str) -> Arc<AuditedIngress> {
     Arc::new(
         serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{name}")},
+            "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{name}"),
+                         "resourceVersion": "41"},
             "spec": {"ingressClassName": class},
         }))
         .unwrap(),
     )
 }
 
-fn uids() -> HashMap<ObjectKey, String> {
-    [
-        ("Ingress", "styrmin-web1", "api"),
-        ("Ingress", "styrmin-web1", "web"),
-        ("StyrminDeployment", "styrmin-ctl9", "styrmin-ctl9"),
-        ("Service", "styrmin-web1", "cache"),
-    ]
-    .into_iter()
-    .map(|(kind, namespace, name)| {
-        (
-            ObjectKey {
-                kind,
-                namespace: namespace.to_owned(),
-                name: name.to_owned(),
-            },
-            format!("uid-{name}"),
-        )
-    })
-    .collect()
+fn round(findings: Vec<Finding>) -> AuditRound {
+    round_with(findings, ingress("styrmin-web1", "api", "nginx"))
+}
+
+fn round_with(findings: Vec<Finding>, api: Arc<AuditedIngress>) -> AuditRound {
+    AuditRound {
+        audit: Arc::new(completed(findings)),
+        ingresses: vec![
+            api,
+            ingress("styrmin-web1", "web", "traefik"),
+            ingress("default", "other", "nginx"),
+        ],
+        aliases: vec![Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": "cache", "namespace": "styrmin-web1", "uid": "uid-cache"},
+                "spec": {"externalName": "cache.styrmin-gone.svc.cluster.local"},
+            }))
+            .unwrap(),
+        )],
+        deployments: vec![Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminDeployment",
+                "metadata": {"name": "styrmin-ctl9", "namespace": "styrmin-ctl9",
+                             "uid": "uid-styrmin-ctl9"},
+                "spec": {"environmentId": "prod", "role": "ingress-controller"},
+            }))
+            .unwrap(),
+        )],
+        relists: 0,
+    }
 }
 
 fn build(findings: Vec<Finding>, results: ReportResults, api: ReportApi) -> Vec<DesiredReport> {
-    let report = audit_report(findings);
-    let ingresses = [
-        ingress("styrmin-web1", "api", "nginx"),
-        ingress("styrmin-web1", "web", "traefik"),
-        ingress("default", "other", "nginx"),
-    ];
-    let uids = uids();
-    policy_reports(
-        &ReportInput {
-            report: &report,
-            ingresses: &ingresses,
-            uids: &uids,
-        },
-        api,
-        results,
-    )
+    policy_reports(&round(findings), api, results)
 }
 
 #[test]
@@ -122,7 +119,8 @@ fn one_report_per_object_scoped_to_it_and_owned_by_it() {
     assert_eq!(api["source"], "styrmin");
     assert_eq!(
         api["scope"],
-        json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "namespace": "styrmin-web1", "name": "api", "uid": "uid-api"})
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "namespace": "styrmin-web1",
+               "name": "api", "uid": "uid-api", "resourceVersion": "41"})
     );
     assert_eq!(
         api["metadata"]["ownerReferences"],
@@ -154,8 +152,9 @@ fn one_report_per_object_scoped_to_it_and_owned_by_it() {
     assert_eq!(reports[2].body["scope"]["kind"], "Service");
     assert_eq!(
         reports[0].body["metadata"]["annotations"][DIGEST_ANNOTATION],
-        reports[0].digest.as_str()
+        reports[0].digest.to_string()
     );
+    assert_eq!(wrong["scored"], true);
 }
 
 #[test]
@@ -264,11 +263,14 @@ fn equal_audits_give_equal_digests_and_a_change_a_new_one() {
         ReportApi::OpenReports,
     );
     assert_ne!(one[0].digest, other[0].digest);
-    assert_eq!(one[0].digest.len(), 64);
+    let hex = one[0].digest.to_string();
+    assert_eq!(hex.len(), 64);
+    assert_eq!(Digest::parse(&hex), Some(one[0].digest));
+    assert_eq!(Digest::parse("not a digest"), None);
 }
 
 #[test]
-fn stamping_sets_every_result_timestamp() {
+fn results_keep_the_time_their_finding_was_first_made() {
     let reports = build(
         vec![
             finding(Reason::WrongClass, "Ingress", "styrmin-web1", "api"),
@@ -277,11 +279,121 @@ fn stamping_sets_every_result_timestamp() {
         ReportResults::Findings,
         ReportApi::OpenReports,
     );
-    let stamped = reports[0].stamped(1_796_464_800);
-    for result in stamped["results"].as_array().unwrap() {
-        assert_eq!(
-            result["timestamp"],
-            json!({"seconds": 1_796_464_800, "nanos": 0})
-        );
+    let first = reports[0].stamped(&FirstSeen::default(), 1_000);
+    for result in first.body["results"].as_array().unwrap() {
+        assert_eq!(result["timestamp"], json!({"seconds": 1_000, "nanos": 0}));
     }
+    let annotation = first.body["metadata"]["annotations"][FIRST_SEEN_ANNOTATION]
+        .as_str()
+        .unwrap();
+    assert_eq!(annotation, "not_served/fail=1000,wrong_class/fail=1000");
+    // Rewritten later (say a third finding came): the two keep their time, read back from
+    // the annotation as a new leader reads it.
+    let again = reports[0].stamped(&FirstSeen::parse(annotation), 9_000);
+    assert_eq!(again.body, first.body);
+    assert_eq!(again.first_seen.get("wrong_class/fail"), Some(1_000));
+    // A finding that is new gets the time of the write.
+    let partial = FirstSeen::parse("wrong_class/fail=500, garbage, x=y");
+    let mixed = reports[0].stamped(&partial, 9_000);
+    let times: Vec<_> = mixed.body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["timestamp"]["seconds"].as_i64().unwrap())
+        .collect();
+    assert_eq!(times, [500, 9_000]);
+    assert_eq!(
+        reports[0].body["results"][0].get("timestamp"),
+        None,
+        "not in the digest"
+    );
+}
+
+#[test]
+fn a_changed_resource_version_is_a_new_report_and_an_unchanged_one_is_not() {
+    let findings = || {
+        vec![finding(
+            Reason::WrongClass,
+            "Ingress",
+            "styrmin-web1",
+            "api",
+        )]
+    };
+    let one = policy_reports(
+        &round(findings()),
+        ReportApi::OpenReports,
+        ReportResults::Findings,
+    );
+    let same = policy_reports(
+        &round(findings()),
+        ReportApi::OpenReports,
+        ReportResults::Findings,
+    );
+    assert_eq!(one[0].digest, same[0].digest);
+    let mut changed = (*ingress("styrmin-web1", "api", "nginx")).clone();
+    changed.metadata.resource_version = Some("42".to_owned());
+    let other = policy_reports(
+        &round_with(findings(), Arc::new(changed)),
+        ReportApi::OpenReports,
+        ReportResults::Findings,
+    );
+    assert_ne!(one[0].digest, other[0].digest);
+    assert_eq!(other[0].body["scope"]["resourceVersion"], "42");
+}
+
+#[test]
+fn a_huge_class_is_cut_and_the_report_stays_within_its_bound() {
+    let huge = "c".repeat(256 * 1024);
+    let mut findings = Vec::new();
+    for reason in Reason::INGRESS {
+        let mut f = finding(reason, "Ingress", "styrmin-web1", "api");
+        f.has = format!("class {huge:?}");
+        f.wants = format!("class {huge:?}");
+        f.why = format!("spec.ingressClassName {huge:?} names no IngressClass");
+        f.fix = format!("kubectl patch ... {huge}");
+        f.decided_by = Some(huge.clone());
+        findings.push(f);
+    }
+    let reports = build(findings, ReportResults::All, ReportApi::OpenReports);
+    let body = reports[0].stamped(&FirstSeen::default(), 1).body;
+    let size = body.to_string().len();
+    assert!(size <= MAX_REPORT_BYTES, "{size} bytes");
+    let message = body["results"][0]["message"].as_str().unwrap();
+    assert!(message.ends_with(CUT_MARKER), "{message}");
+    assert!(message.len() <= MAX_TEXT);
+    // A cut never splits a character.
+    let wide = "é".repeat(MAX_TEXT);
+    let cut = bounded(&wide);
+    assert!(cut.len() <= MAX_TEXT && cut.ends_with(CUT_MARKER));
+    assert_eq!(bounded("short"), "short");
+}
+
+#[test]
+fn a_report_key_names_its_objects_uid() {
+    let reports = build(
+        vec![finding(
+            Reason::WrongClass,
+            "Ingress",
+            "styrmin-web1",
+            "api",
+        )],
+        ReportResults::Findings,
+        ReportApi::OpenReports,
+    );
+    assert_eq!(reports[0].key.uid(), Some("uid-api"));
+    let set_round = round(vec![finding(
+        Reason::WrongClass,
+        "Ingress",
+        "styrmin-web1",
+        "api",
+    )]);
+    let set = ReportSet::new(&set_round, ReportApi::OpenReports, ReportResults::Findings);
+    assert!(set.has_object(&reports[0].key));
+    let gone = ReportKey {
+        namespace: "styrmin-web1".to_owned(),
+        name: report_name("uid-deleted"),
+    };
+    assert!(!set.has_object(&gone));
+    assert_eq!(set.find(&reports[0].key), Some(0));
+    assert_eq!(set.find(&gone), None);
 }

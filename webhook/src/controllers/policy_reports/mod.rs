@@ -1,0 +1,464 @@
+//! Writing the audit as PolicyReports (`--policy-reports`): which report API the API server
+//! serves ([`detect`]), and the writer ([`run_writer`]), which brings the cluster's reports
+//! to the audit's ([`content`]) with writes in proportion to what changed:
+//!
+//! - a report's content depends on the findings and the objects, never on the clock, and
+//!   carries its digest; the writer's [`ReportLedger`] knows the digest of every report it
+//!   holds, so an unchanged report is never written again, and a steady cluster costs no
+//!   write at all;
+//! - reaching a full set costs one write per report; a changed object at most one; a
+//!   deleted object none (the garbage collector removes its report by its owner reference);
+//! - the writer lists its reports (metadata only, paged) when it takes the Lease, every
+//!   `resync_every` and after the watches list again, and repairs what someone else
+//!   deleted or changed; when all is as written, that costs the list calls and nothing else;
+//! - writes (and list pages) share one budget of `qps` a second with a burst of
+//!   [`burst`]; a write that fails waits on its own, doubling from 1 s to 60 s, and holds
+//!   no other back;
+//! - every call has a timeout, and none runs without the Lease: a write in flight is
+//!   dropped the moment the hold ends ([`Leadership::while_held`]).
+
+pub mod calls;
+pub mod content;
+pub mod ledger;
+pub mod metrics;
+
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use tokio_util::sync::CancellationToken;
+
+use super::lease::{self, Leadership, LeaseSettings};
+use crate::audit::round::{AuditFeed, AuditRound};
+use crate::clock::unix_now;
+use crate::kube_source::ApiCall;
+use content::{ReportApi, ReportResults, ReportSet};
+pub use ledger::{Backoff, KnownReport, ReportLedger, ReportWrite};
+use metrics::PolicyReportMetrics;
+
+/// What the writer does to its reports: lists its own (metadata only), applies them
+/// server-side (`patch`, and `create` for one that does not exist yet) and deletes them.
+pub const REPORT_VERBS: &[&str] = &["list", "create", "patch", "delete"];
+
+/// The calls of the writer in `api`, in every namespace. The ClusterRole grants them only
+/// when the chart's `policyReports.mode` is not `off`, for the APIs that mode may write in
+/// (a test compares them). Discovering which API is served needs no grant: every
+/// authenticated client may read discovery (`system:discovery`).
+pub const fn report_call(api: ReportApi) -> ApiCall {
+    ApiCall::Resource {
+        group: api.group(),
+        version: api.version(),
+        resource: api.plural(),
+        verbs: REPORT_VERBS,
+        names: &[],
+    }
+}
+
+/// The default of `--policy-reports-qps`.
+pub const DEFAULT_QPS: f64 = 20.0;
+/// The default of `--policy-reports-resync-secs`.
+pub const RESYNC_EVERY: Duration = Duration::from_secs(600);
+/// How long one list page, apply or delete may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Discovery that fails is tried again after this, doubling up to a minute.
+const DISCOVERY_RETRY_FIRST: Duration = Duration::from_secs(1);
+const DISCOVERY_RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// Which report API to write in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportTarget {
+    /// Open Reports when the API server serves it, else wgpolicyk8s, else none.
+    Auto,
+    Api(ReportApi),
+}
+
+/// What `--policy-reports` and its companions say.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicyReportSettings {
+    pub target: ReportTarget,
+    pub results: ReportResults,
+    /// Calls a second, at most (writes and list pages; 0: no limit).
+    pub qps: f64,
+    pub lease: LeaseSettings,
+    /// With `auto` and neither report API served: how often discovery is asked again, so
+    /// that reports start when Kyverno or Policy Reporter installs the CRDs later.
+    pub rediscover_every: Duration,
+    /// How often the writer lists its reports to repair what others changed.
+    pub resync_every: Duration,
+}
+
+/// The default of [`PolicyReportSettings::rediscover_every`].
+pub const REDISCOVER_EVERY: Duration = Duration::from_secs(60);
+
+/// The burst of the call budget: one second of calls, at least one.
+pub fn burst(qps: f64) -> f64 {
+    qps.ceil().max(1.0)
+}
+
+/// The report API to write in: the one asked for, or for `auto` the first of
+/// [`ReportApi::ALL`] the API server serves (`None`: neither). Discovery that fails is
+/// tried again with backoff.
+pub async fn detect(client: &Client, target: ReportTarget) -> Option<ReportApi> {
+    if let ReportTarget::Api(api) = target {
+        return Some(api);
+    }
+    let mut backoff = Backoff::new(DISCOVERY_RETRY_FIRST, DISCOVERY_RETRY_MAX);
+    'retry: loop {
+        for api in ReportApi::ALL {
+            match calls::serves(client, api, CALL_TIMEOUT).await {
+                Ok(true) => return Some(api),
+                Ok(false) => {}
+                Err(error) => {
+                    let delay = backoff.failed(Instant::now());
+                    tracing::warn!(%error, ?delay, "cannot discover the report APIs; retrying");
+                    tokio::time::sleep(delay).await;
+                    continue 'retry;
+                }
+            }
+        }
+        return None;
+    }
+}
+
+/// A budget of `qps` calls a second with a burst of [`burst`] (a token bucket).
+#[derive(Debug)]
+pub struct CallBudget {
+    qps: f64,
+    burst: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl CallBudget {
+    pub fn new(qps: f64) -> Self {
+        let burst = burst(qps);
+        CallBudget {
+            qps,
+            burst,
+            tokens: burst,
+            at: Instant::now(),
+        }
+    }
+
+    /// How long to wait at `now` before the next call may start; takes its token.
+    pub fn take(&mut self, now: Instant) -> Duration {
+        if !(self.qps > 0.0 && self.qps.is_finite()) {
+            return Duration::ZERO;
+        }
+        let earned = now.saturating_duration_since(self.at).as_secs_f64() * self.qps;
+        self.tokens = (self.tokens + earned).min(self.burst);
+        self.at = now;
+        self.tokens -= 1.0;
+        if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / self.qps)
+        }
+    }
+
+    async fn wait(&mut self) {
+        let delay = self.take(Instant::now());
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+    }
+}
+
+/// The writer's state between passes.
+struct Writer {
+    client: Client,
+    api: ReportApi,
+    results: ReportResults,
+    resync_every: Duration,
+    ledger: ReportLedger,
+    budget: CallBudget,
+    leadership: Leadership,
+    metrics: PolicyReportMetrics,
+    /// When the reports were last listed, and at which relist of the watches.
+    listed: Option<(Instant, u64)>,
+    /// A failed list is tried again after this.
+    list_backoff: Backoff,
+}
+
+/// How a pass ended.
+enum PassEnd {
+    /// Every planned write was made or failed.
+    Done,
+    /// A newer audit round came: plan again on it.
+    NewRound,
+    /// The hold ended.
+    LostLease,
+}
+
+impl Writer {
+    /// Lists the reports (every page on the budget) and reconciles the ledger with them.
+    async fn list(&mut self, relists: u64) -> Result<(), kube::Error> {
+        let mut listed = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            self.budget.wait().await;
+            let page = calls::list_page(&self.client, self.api, token.as_deref(), CALL_TIMEOUT);
+            let Some(result) = self.leadership.while_held(page).await else {
+                return Ok(());
+            };
+            self.metrics.list_page(result.is_ok());
+            let (items, next) = result?;
+            listed.extend(items);
+            match next {
+                Some(next) => token = Some(next),
+                None => break,
+            }
+        }
+        tracing::debug!(reports = listed.len(), "listed the PolicyReports");
+        self.ledger.reconcile(listed);
+        self.listed = Some((Instant::now(), relists));
+        Ok(())
+    }
+
+    /// Whether the reports should be listed before the next pass: never listed under this
+    /// hold, the resync is due, or the watches listed again since.
+    fn list_due(&self, round: &AuditRound, now: Instant) -> bool {
+        match self.listed {
+            None => true,
+            Some((at, relists)) => {
+                relists != round.relists || now.duration_since(at) >= self.resync_every
+            }
+        }
+    }
+
+    /// One pass: the writes that bring the cluster to `round`, at the budget's pace.
+    async fn pass(&mut self, round: &AuditRound, feed: &AuditFeed) -> PassEnd {
+        let desired = ReportSet::new(round, self.api, self.results);
+        let writes = self.ledger.plan(&desired, Instant::now());
+        self.metrics
+            .set_counts(desired.len(), self.ledger.failing());
+        self.metrics
+            .unchanged
+            .inc_by(u64::try_from(self.ledger.unchanged(&desired)).unwrap_or(u64::MAX));
+        for planned in writes {
+            if feed.has_changed().unwrap_or(false) {
+                return PassEnd::NewRound;
+            }
+            self.budget.wait().await;
+            let outcome = match &planned {
+                ReportWrite::Apply(index) => self.apply(&desired, *index).await,
+                ReportWrite::Delete(key) => self.delete(key).await,
+            };
+            if outcome.is_none() {
+                tracing::info!("the lease is no longer held: report writing stops");
+                return PassEnd::LostLease;
+            }
+        }
+        self.metrics
+            .set_counts(desired.len(), self.ledger.failing());
+        PassEnd::Done
+    }
+
+    /// Applies the report at `index`; `None` when the hold ended first.
+    async fn apply(&mut self, desired: &ReportSet<'_>, index: usize) -> Option<()> {
+        let report = desired.report(index)?;
+        let first_seen = self
+            .ledger
+            .get(&report.key)
+            .map(|known| known.first_seen.clone())
+            .unwrap_or_default();
+        let stamped = report.stamped(&first_seen, unix_now());
+        let call = calls::apply(
+            &self.client,
+            self.api,
+            &report.key,
+            &stamped.body,
+            CALL_TIMEOUT,
+        );
+        let result = self.leadership.while_held(call).await?;
+        self.metrics.write("apply", result.is_ok());
+        match result {
+            Ok(resource_version) => self.ledger.written(
+                &report.key,
+                KnownReport {
+                    digest: Some(report.digest),
+                    resource_version,
+                    first_seen: stamped.first_seen,
+                },
+            ),
+            Err(error) => {
+                let delay = self.ledger.failed(&report.key, Instant::now());
+                tracing::warn!(namespace = %report.key.namespace, name = %report.key.name,
+                    %error, ?delay, "PolicyReport apply failed; this report is tried again later");
+            }
+        }
+        Some(())
+    }
+
+    /// Deletes the report `key`; `None` when the hold ended first.
+    async fn delete(&mut self, key: &content::ReportKey) -> Option<()> {
+        let call = calls::delete(&self.client, self.api, key, CALL_TIMEOUT);
+        let result = self.leadership.while_held(call).await?;
+        self.metrics.write("delete", result.is_ok());
+        match result {
+            Ok(()) => self.ledger.deleted(key),
+            Err(error) => {
+                let delay = self.ledger.failed(key, Instant::now());
+                tracing::warn!(namespace = %key.namespace, name = %key.name, %error, ?delay,
+                    "PolicyReport delete failed; this report is tried again later");
+            }
+        }
+        Some(())
+    }
+
+    /// When the writer has something to do without news: a retry or a resync.
+    fn next_wake(&self) -> Option<Instant> {
+        let resync = self.listed.map(|(at, _)| at + self.resync_every);
+        let retry = self.ledger.next_retry();
+        let list_retry = self.list_backoff.retry_at();
+        [resync, retry, list_retry].into_iter().flatten().min()
+    }
+}
+
+/// The writer: on each new audit round, each due retry and each resync, brings the
+/// cluster's reports to the last round while this replica holds the Lease. Returns when
+/// `shutdown` is cancelled or the feed closes.
+pub async fn run_writer(
+    client: Client,
+    api: ReportApi,
+    settings: &PolicyReportSettings,
+    mut feed: AuditFeed,
+    leadership: Leadership,
+    metrics: PolicyReportMetrics,
+    shutdown: CancellationToken,
+) {
+    let mut writer = Writer {
+        client,
+        api,
+        results: settings.results,
+        resync_every: settings.resync_every,
+        ledger: ReportLedger::default(),
+        budget: CallBudget::new(settings.qps),
+        leadership,
+        metrics,
+        listed: None,
+        list_backoff: Backoff::new(DISCOVERY_RETRY_FIRST, DISCOVERY_RETRY_MAX),
+    };
+    let mut pending = true;
+    loop {
+        let held = writer.leadership.holds();
+        writer.metrics.lease_held.set(i64::from(held));
+        if !held {
+            writer.ledger.forget();
+            writer.listed = None;
+            pending = true;
+        }
+        if held && pending {
+            pending = !step(&mut writer, &mut feed).await;
+        }
+        // A hold can end at its deadline without news from the elector: wake then too.
+        let wake = writer
+            .next_wake()
+            .into_iter()
+            .chain(writer.leadership.until())
+            .min()
+            .filter(|_| held);
+        let sleep = async {
+            match wake {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            changed = feed.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                pending = true;
+            }
+            () = sleep => pending = true,
+            () = writer.leadership.changed() => {}
+            () = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// Lists if due, then one pass on the last round; `true` when the cluster holds the round's
+/// reports as far as they can be written now (failed ones wait for their retry).
+async fn step(writer: &mut Writer, feed: &mut AuditFeed) -> bool {
+    let Some(round) = feed.borrow_and_update().clone() else {
+        return true;
+    };
+    let now = Instant::now();
+    if writer.list_due(&round, now) {
+        if writer.list_backoff.retry_at().is_some_and(|at| now < at) {
+            return false;
+        }
+        if let Err(error) = writer.list(round.relists).await {
+            let delay = writer.list_backoff.failed(Instant::now());
+            tracing::warn!(%error, ?delay, "cannot list the PolicyReports; retrying");
+            return false;
+        }
+        writer.list_backoff.succeeded();
+        if !writer.ledger.is_known() {
+            return false;
+        }
+    }
+    match writer.pass(&round, feed).await {
+        PassEnd::Done => true,
+        PassEnd::NewRound | PassEnd::LostLease => false,
+    }
+}
+
+/// Starts the report writer on `tasks` (it ends with them or with `shutdown`): the report
+/// API is detected first, said in the log and in `styrmin_webhook_policy_report_api`; then
+/// the election starts (no Lease call is made while no report API is served). With `auto`
+/// and neither API served, discovery is asked again every `rediscover_every` (the API
+/// chosen once is kept: switching would leave the first API's reports behind).
+pub fn start(
+    tasks: &mut tokio::task::JoinSet<()>,
+    client: &Client,
+    settings: PolicyReportSettings,
+    feed: AuditFeed,
+    metrics: PolicyReportMetrics,
+    shutdown: CancellationToken,
+) {
+    let client = client.clone();
+    let (leadership_tx, leadership_rx) = tokio::sync::oneshot::channel::<Leadership>();
+    let lease_client = client.clone();
+    let lease_settings = settings.lease.clone();
+    let lease_shutdown = shutdown.clone();
+    tasks.spawn(async move {
+        if let Ok(leadership) = leadership_rx.await {
+            lease::run(lease_client, lease_settings, leadership, lease_shutdown).await;
+        }
+    });
+    tasks.spawn(async move {
+        let mut said_none = false;
+        let api = loop {
+            let detected = tokio::select! {
+                detected = detect(&client, settings.target) => detected,
+                () = shutdown.cancelled() => return,
+            };
+            if let Some(api) = detected {
+                break api;
+            }
+            metrics.set_chosen_api("none");
+            if !said_none {
+                tracing::warn!(
+                    every = ?settings.rediscover_every,
+                    "the API server serves neither openreports.io/v1alpha1 reports nor \
+                     wgpolicyk8s.io/v1alpha2 policyreports: no PolicyReports are written until \
+                     one is served"
+                );
+                said_none = true;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(settings.rediscover_every) => {}
+                () = shutdown.cancelled() => return,
+            }
+        };
+        metrics.set_chosen_api(api.as_str());
+        tracing::info!(api = %api.api_version(), kind = api.kind(), results = ?settings.results,
+            lease = %settings.lease.name, "writing the audit as PolicyReports");
+        let leadership = Leadership::default();
+        if leadership_tx.send(leadership.clone()).is_err() {
+            return;
+        }
+        run_writer(client, api, &settings, feed, leadership, metrics, shutdown).await;
+    });
+}
