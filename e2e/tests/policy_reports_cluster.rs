@@ -262,7 +262,7 @@ async fn reports_on_a_real_api_server() {
         Duration::from_secs(1),
         AuditSettings::default(),
     );
-    let reports = Some(PolicyReportSettings {
+    let report_settings = Some(PolicyReportSettings {
         target: ReportTarget::Auto,
         results: ReportResults::Findings,
         qps: 0.0,
@@ -279,7 +279,7 @@ async fn reports_on_a_real_api_server() {
     });
     let source = WithControllers {
         source,
-        policy_reports: reports,
+        policy_reports: report_settings,
         metrics: state.metrics().policy_reports.clone(),
         shutdown: tokio_util::sync::CancellationToken::new(),
     };

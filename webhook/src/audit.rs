@@ -13,6 +13,7 @@
 pub mod objects;
 pub mod render;
 pub mod round;
+pub mod text;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
@@ -34,6 +35,8 @@ use styrmin_ingress_rules::{
 use crate::decide::{IngressJudgement, STUCK_DELETING_AFTER, judge_ingress};
 use crate::view::{NAMESPACE_PREFIX, Phase, Role, View, human_duration, namespace_owner, rfc3339};
 use objects::{AliasService, AuditedIngress};
+use text::Interner;
+pub use text::Text;
 
 /// Why something is out of line: a small fixed set (the metric's `reason` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -113,21 +116,40 @@ impl Default for AuditSettings {
 pub struct Finding {
     pub reason: Reason,
     pub kind: &'static str,
-    pub namespace: String,
-    pub name: String,
-    pub has: String,
-    pub wants: String,
-    pub why: String,
-    pub fix: String,
+    pub namespace: Text,
+    pub name: Text,
+    pub has: Text,
+    pub wants: Text,
+    pub why: Text,
+    pub fix: Text,
     /// For an Ingress: `record` or `levels` (W5), and the key that decided.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settings: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub decided_by: Option<String>,
+    pub decided_by: Option<Text>,
     /// `warn` for an Ingress whose deployment is in `enforcement_mode: warn`: admission only
     /// warns, so the finding is what enforcing will change, not a failure of admission.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<&'static str>,
+}
+
+impl Finding {
+    /// Makes its texts one with equal texts met before.
+    fn share_text(&mut self, interner: &mut Interner) {
+        for text in [
+            &mut self.namespace,
+            &mut self.name,
+            &mut self.has,
+            &mut self.wants,
+            &mut self.why,
+            &mut self.fix,
+        ] {
+            interner.share(text);
+        }
+        if let Some(decided_by) = &mut self.decided_by {
+            interner.share(decided_by);
+        }
+    }
 }
 
 /// One configuration level as stored, and what it resolves to (the `null` trap shows here).
@@ -215,6 +237,10 @@ pub fn audit(input: &AuditInput<'_>, settings: &AuditSettings) -> CompletedAudit
     findings.extend(stale_aliases(input.view, input.aliases, input.namespaces));
     findings
         .sort_by(|a, b| (a.reason, &a.namespace, &a.name).cmp(&(b.reason, &b.namespace, &b.name)));
+    let mut interner = Interner::default();
+    for finding in &mut findings {
+        finding.share_text(&mut interner);
+    }
     let mut counts: BTreeMap<Reason, usize> = Reason::ALL.iter().map(|r| (*r, 0)).collect();
     for reason in Reason::INGRESS {
         counts.insert(reason, ingress_counts.get(&reason).copied().unwrap_or(0));
@@ -305,14 +331,14 @@ fn ingress_findings(
     let finding = |reason, wants: String, why: String, fix: String| Finding {
         reason,
         kind: "Ingress",
-        namespace: ingress.namespace().to_owned(),
-        name: ingress.name().to_owned(),
-        has: describe_fields(&current),
-        wants,
-        why,
-        fix,
+        namespace: ingress.namespace().into(),
+        name: ingress.name().into(),
+        has: describe_fields(&current).into(),
+        wants: wants.into(),
+        why: why.into(),
+        fix: fix.into(),
         settings: Some(judgement.settings.source().as_str()),
-        decided_by: Some(judgement.settings.resolved.decided_by().to_string()),
+        decided_by: Some(judgement.settings.resolved.decided_by().to_string().into()),
         mode: warn.then_some("warn"),
     };
     let mut findings = Vec::new();
@@ -383,19 +409,21 @@ fn unknown_class(ingress: &AuditedIngress, classes: &HashSet<String>) -> Option<
     Some(Finding {
         reason: Reason::UnknownClass,
         kind: "Ingress",
-        namespace: ingress.namespace().to_owned(),
-        name: ingress.name().to_owned(),
-        has: describe_fields(&current),
-        wants: format!("an IngressClass named {class:?}"),
+        namespace: ingress.namespace().into(),
+        name: ingress.name().into(),
+        has: describe_fields(&current).into(),
+        wants: format!("an IngressClass named {class:?}").into(),
         why: format!(
             "spec.ingressClassName {class:?} names no IngressClass, so no controller serves it \
              (uninstalling a controller deletes its IngressClass)"
-        ),
+        )
+        .into(),
         fix: format!(
             "create the IngressClass {class:?} for the controller that should serve it, or set \
              ingress_class on the cluster, the environment or the deployment to a class that \
              exists (kubectl get ingressclass); Styrmin sets it on the Ingress at the next deploy"
-        ),
+        )
+        .into(),
         settings: None,
         decided_by: None,
         mode: None,
@@ -417,16 +445,17 @@ fn stuck_controllers(view: &View, now: i64, after: Duration) -> Vec<Finding> {
             Some(Finding {
                 reason: Reason::StuckDeleting,
                 kind: "StyrminDeployment",
-                namespace: name.clone(),
-                name: name.clone(),
+                namespace: name.as_str().into(),
+                name: name.into(),
                 // Since when, not for how long: the text does not move with the clock.
-                has: format!("DELETING since {}, {}", rfc3339(since), hold.short()),
-                wants: "removed".to_owned(),
+                has: format!("DELETING since {}, {}", rfc3339(since), hold.short()).into(),
+                wants: "removed".into(),
                 why: format!(
                     "environment {:?}: deploys are denied (W2) until the removal completes",
                     d.environment.as_deref().unwrap_or("")
-                ),
-                fix: hold.advice(id),
+                )
+                .into(),
+                fix: hold.advice(id).into(),
                 settings: None,
                 decided_by: None,
                 mode: None,
@@ -470,12 +499,14 @@ fn stale_aliases(
                 has: format!(
                     "externalName {}",
                     alias.spec.external_name.as_deref().unwrap_or("")
-                ),
-                wants: format!("namespace {target}"),
-                why,
-                fix: format!("{check}; then kubectl delete service --namespace {namespace} {name}"),
-                namespace,
-                name,
+                )
+                .into(),
+                wants: format!("namespace {target}").into(),
+                why: why.into(),
+                fix: format!("{check}; then kubectl delete service --namespace {namespace} {name}")
+                    .into(),
+                namespace: namespace.into(),
+                name: name.into(),
                 settings: None,
                 decided_by: None,
                 mode: None,

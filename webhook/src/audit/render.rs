@@ -36,16 +36,16 @@ fn finding_rows<'a>(findings: impl Iterator<Item = &'a Finding>) -> Vec<Vec<Stri
     findings
         .map(|f| {
             vec![
-                f.namespace.clone(),
-                f.name.clone(),
+                f.namespace.to_string(),
+                f.name.to_string(),
                 f.reason.as_str().to_owned(),
-                f.has.clone(),
-                f.wants.clone(),
+                f.has.to_string(),
+                f.wants.to_string(),
                 match f.mode {
                     Some(mode) => format!("mode={mode}: {}", f.why),
-                    None => f.why.clone(),
+                    None => f.why.to_string(),
                 },
-                f.fix.clone(),
+                f.fix.to_string(),
             ]
         })
         .collect()

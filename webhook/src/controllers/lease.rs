@@ -445,4 +445,68 @@ mod tests {
         leadership.hold_until(Instant::now());
         assert!(!leadership.holds());
     }
+
+    #[tokio::test]
+    async fn a_call_is_dropped_when_the_hold_ends_and_not_started_without_it() {
+        let ms = Duration::from_millis;
+        let leadership = Leadership::default();
+        assert_eq!(leadership.while_held(async { 1 }).await, None, "not held");
+        leadership.hold_until(Instant::now() + ms(200));
+        assert_eq!(leadership.while_held(async { 2 }).await, Some(2));
+        // A call that outlives the hold's deadline is dropped at the deadline, although
+        // nobody said anything.
+        let started = Instant::now();
+        let slow = leadership.while_held(tokio::time::sleep(Duration::from_secs(30)));
+        assert_eq!(slow.await, None);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        // A renewal during the call lets it finish.
+        leadership.hold_until(Instant::now() + ms(200));
+        let renewer = {
+            let leadership = leadership.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(ms(100)).await;
+                leadership.hold_until(Instant::now() + Duration::from_secs(30));
+            })
+        };
+        let call = leadership.while_held(async {
+            tokio::time::sleep(ms(400)).await;
+            3
+        });
+        assert_eq!(call.await, Some(3));
+        renewer.await.unwrap_or(());
+        // A loss (409 on renewal, a give-back) drops the call at once.
+        let losing = {
+            let leadership = leadership.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(ms(100)).await;
+                leadership.release();
+            })
+        };
+        let started = Instant::now();
+        let call = leadership.while_held(tokio::time::sleep(Duration::from_secs(30)));
+        assert_eq!(call.await, None);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        losing.await.unwrap_or(());
+    }
+
+    #[test]
+    fn a_given_back_lease_has_no_holder_and_is_taken_at_once() {
+        let mut held = spec(Some("a"), 100, Some(15));
+        held.lease_transitions = Some(2);
+        let released = released_spec(&held);
+        assert_eq!(released.holder_identity, None);
+        assert_eq!(released.lease_duration_seconds, Some(1));
+        assert_eq!(released.lease_transitions, Some(2));
+        let now = Instant::now();
+        let seen = Observed::note(None, &released, now);
+        assert_eq!(
+            decide(&released, &seen, "b", LEASE_DURATION, now),
+            LeaseStep::Acquire,
+            "no waiting out the duration"
+        );
+    }
 }

@@ -534,11 +534,11 @@ impl Auditor {
             .iter()
             .filter(|f| f.reason == Reason::StuckDeleting)
         {
-            if !self.stuck.contains(&finding.name) {
+            if !self.stuck.contains(&*finding.name) {
                 tracing::warn!(deployment = %finding.name, state = %finding.has, why = %finding.why,
                     fix = %finding.fix, "ingress controller stuck DELETING");
             }
-            stuck.insert(finding.name.clone());
+            stuck.insert(finding.name.to_string());
         }
         self.stuck = stuck;
         tracing::debug!(

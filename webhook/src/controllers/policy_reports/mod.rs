@@ -345,6 +345,8 @@ pub async fn run_writer(
         if !held {
             writer.ledger.forget();
             writer.listed = None;
+            // The holder's counts are the holder's: a follower shows none.
+            writer.metrics.set_counts(0, 0);
             pending = true;
         }
         if held && pending {
@@ -461,4 +463,31 @@ pub fn start(
         }
         run_writer(client, api, &settings, feed, leadership, metrics, shutdown).await;
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_allows_a_burst_of_one_second_then_paces_at_qps() {
+        let start = Instant::now();
+        let mut budget = CallBudget::new(20.0);
+        let waits: Vec<Duration> = (0..22).map(|_| budget.take(start)).collect();
+        assert!(waits[..20].iter().all(|w| w.is_zero()), "{waits:?}");
+        assert_eq!(waits[20], Duration::from_millis(50));
+        assert_eq!(waits[21], Duration::from_millis(100));
+        // Time earns tokens back, never more than the burst.
+        let mut budget = CallBudget::new(20.0);
+        let later = start + Duration::from_secs(3600);
+        let free = (0..40).filter(|_| budget.take(later).is_zero()).count();
+        assert_eq!(free, 20);
+        // 0: no limit.
+        let mut unlimited = CallBudget::new(0.0);
+        assert!((0..1000).all(|_| unlimited.take(start).is_zero()));
+        // A fraction of a call a second still allows one call.
+        let mut slow = CallBudget::new(0.5);
+        assert!(slow.take(start).is_zero());
+        assert_eq!(slow.take(start), Duration::from_secs(2));
+    }
 }

@@ -13,14 +13,14 @@ fn finding(reason: Reason, kind: &'static str, namespace: &str, name: &str) -> F
     Finding {
         reason,
         kind,
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-        has: "class \"nginx\"".to_owned(),
-        wants: "class \"traefik\"".to_owned(),
-        why: format!("why {}", reason.as_str()),
-        fix: "kubectl patch".to_owned(),
+        namespace: namespace.into(),
+        name: name.into(),
+        has: "class \"nginx\"".into(),
+        wants: "class \"traefik\"".into(),
+        why: format!("why {}", reason.as_str()).into(),
+        fix: "kubectl patch".into(),
         settings: (kind == "Ingress").then_some("levels"),
-        decided_by: (kind == "Ingress").then(|| "cluster.ingress_class".to_owned()),
+        decided_by: (kind == "Ingress").then(|| "cluster.ingress_class".into()),
         mode: None,
     }
 }
@@ -256,7 +256,7 @@ fn equal_audits_give_equal_digests_and_a_change_a_new_one() {
     );
     assert_eq!(one, again);
     let mut changed = finding(Reason::WrongClass, "Ingress", "styrmin-web1", "api");
-    changed.has = "class \"haproxy\"".to_owned();
+    changed.has = "class \"haproxy\"".into();
     let other = build(
         vec![changed],
         ReportResults::Findings,
@@ -347,11 +347,11 @@ fn a_huge_class_is_cut_and_the_report_stays_within_its_bound() {
     let mut findings = Vec::new();
     for reason in Reason::INGRESS {
         let mut f = finding(reason, "Ingress", "styrmin-web1", "api");
-        f.has = format!("class {huge:?}");
-        f.wants = format!("class {huge:?}");
-        f.why = format!("spec.ingressClassName {huge:?} names no IngressClass");
-        f.fix = format!("kubectl patch ... {huge}");
-        f.decided_by = Some(huge.clone());
+        f.has = format!("class {huge:?}").into();
+        f.wants = format!("class {huge:?}").into();
+        f.why = format!("spec.ingressClassName {huge:?} names no IngressClass").into();
+        f.fix = format!("kubectl patch ... {huge}").into();
+        f.decided_by = Some(huge.as_str().into());
         findings.push(f);
     }
     let reports = build(findings, ReportResults::All, ReportApi::OpenReports);
