@@ -5,7 +5,8 @@
 //! alert or a dashboard panel names is one the `styrmin-webhook` binary exports (read from its
 //! `/metrics`, not from a hand-written list): with `--source policy-file`, and for the audit's
 //! metrics with `--source kubernetes` against the fake API server and the audit's recorded
-//! responses (`webhook/tests/data/apiserver/audit/`).
+//! responses (`webhook/tests/data/apiserver/audit/`), with `--policy-reports=openreports` for
+//! the report writer's.
 //!
 //! promtool missing fails these tests (run `make tools`); they are never skipped.
 
@@ -530,7 +531,8 @@ fn alerts_and_dashboard_name_only_metrics_the_webhook_exports() {
     // The audit runs only with --source kubernetes, and prometheus-client leaves a labelled
     // family without samples out of the exposition entirely, `# HELP` and `# TYPE` included
     // (styrmin_webhook_audit_nonconforming_ingresses is absent above). So the audit's names
-    // are read from a webhook that has completed an audit, against the fake API server.
+    // are read from a webhook that has completed an audit, against the fake API server, and
+    // the report writer's from the same webhook once it has written its PolicyReports.
     let audit_exposition = scrape_after_an_audit();
     let audited = exported_names(&audit_exposition);
     for name in [
@@ -538,6 +540,10 @@ fn alerts_and_dashboard_name_only_metrics_the_webhook_exports() {
         "styrmin_webhook_audit_last_complete_timestamp_seconds",
         "styrmin_webhook_controllers_stuck_deleting",
         "styrmin_webhook_stale_service_aliases",
+        "styrmin_webhook_policy_report_api",
+        "styrmin_webhook_policy_report_lease_held",
+        "styrmin_webhook_policy_reports_failing",
+        "styrmin_webhook_policy_report_writes_total",
     ] {
         assert!(audited.contains(name), "{name} not in:\n{audit_exposition}");
     }
@@ -561,35 +567,64 @@ fn alerts_and_dashboard_name_only_metrics_the_webhook_exports() {
     );
 }
 
-/// `/metrics` of `styrmin-webhook --source kubernetes` once its first audit is complete: the
-/// fake API server answers its lists with the recorded responses of `webhook/tests/data/apiserver/audit/`
+/// `/metrics` of `styrmin-webhook --source kubernetes --policy-reports=openreports` once its
+/// first audit is complete and it holds the Lease and has written the reports: the fake API
+/// server answers its lists with the recorded responses of `webhook/tests/data/apiserver/audit/`
 /// (an Ingress of each reason, a controller stuck DELETING, stale aliases; `e2e/tests/audit.rs`
-/// checks the findings) and holds its watches open.
+/// checks the findings), holds its watches open, serves the Open Reports API and stores the
+/// reports and the Lease (the report writer's labelled families have samples only then).
 fn scrape_after_an_audit() -> String {
     let api = FakeApiServer::scripted();
     answer_every_list(&api, "audit");
+    api.serve_object(
+        "/apis/openreports.io/v1alpha1",
+        &serde_json::json!({"kind": "APIResourceList", "apiVersion": "v1",
+            "groupVersion": "openreports.io/v1alpha1",
+            "resources": [{"name": "reports", "singularName": "report", "namespaced": true,
+                           "kind": "Report",
+                           "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}]}),
+    );
+    api.accept_writes("/apis/openreports.io/v1alpha1/");
+    api.accept_writes("/apis/coordination.k8s.io/v1/");
     let scratch = Scratch::new("alerts-kubeconfig");
     let kubeconfig = scratch.join("kubeconfig");
     api.write_kubeconfig(&kubeconfig, None);
     let (webhook, listening) = start_webhook_with(|cmd| {
-        cmd.args(["--source", "kubernetes"])
+        cmd.args(["--source", "kubernetes", "--policy-reports", "openreports"])
+            .args(["--policy-reports-lease-namespace", "styrmin-system"])
+            .args(["--policy-reports-lease-identity", "alerts-test"])
             .env("KUBECONFIG", &kubeconfig);
     });
+    let sample = |exposition: &str, series: &str| -> Option<f64> {
+        exposition.lines().find_map(|line| {
+            line.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let exposition = scrape(listening.metrics);
-        let audited = exposition.lines().any(|line| {
-            line.strip_prefix("styrmin_webhook_audit_last_complete_timestamp_seconds ")
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .is_some_and(|v| v > 0.0)
-        });
-        if audited {
+        let audited = sample(
+            &exposition,
+            "styrmin_webhook_audit_last_complete_timestamp_seconds",
+        )
+        .is_some_and(|v| v > 0.0);
+        let written = sample(&exposition, "styrmin_webhook_policy_report_lease_held") == Some(1.0)
+            && sample(
+                &exposition,
+                r#"styrmin_webhook_policy_report_writes_total{operation="apply",outcome="ok"}"#,
+            )
+            .is_some_and(|v| v > 0.0);
+        if audited && written {
             drop(webhook);
             return exposition;
         }
         assert!(
             Instant::now() < deadline,
-            "no complete audit within 30 s:\n{exposition}\nrequests: {:#?}",
+            "no complete audit and no reports written within 30 s:\n{exposition}\nrequests: {:#?}",
             api.requests()
         );
         std::thread::sleep(Duration::from_millis(100));
