@@ -114,7 +114,8 @@ fn helm3_template_flags_instead_of_config() {
         (&["--ingress-class=nginx"][..], Expect::Class("nginx")),
         (&["--dedicated-ingress"][..], Expect::Dedicated),
     ] {
-        let report = home.scratch().join("report.txt");
+        // A report per run: each run appends to its report.
+        let report = home.scratch().join(&format!("report{}.txt", args[0]));
         let mut pr_args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         pr_args.push(format!("--report={}", report.display()));
         let rendered = helm3_render(&home, &post_renderer_args(postrender_path(), &pr_args));
@@ -419,7 +420,8 @@ fn rendered_streams(helm: &str, column: usize) {
         for case in [DEDICATED, CLASS, EMPTY, LEVELS, DEDICATED_WINS] {
             let context = format!("{} with config {}", path.display(), case.name);
             let config = scratch.write("styrmin.yaml", case.config);
-            let report = scratch.join("report.txt");
+            // A report per run: each run appends to its report.
+            let report = scratch.join(&format!("report-{name}-{}.txt", case.name));
             let mut cmd = std::process::Command::new(postrender_path());
             cmd.arg(format!("--config={}", config.display()))
                 .arg(format!("--report={}", report.display()));
