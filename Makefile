@@ -6,7 +6,7 @@ TOOLS := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 
 .PHONY: all build tools demo test test-cluster lint cargo-test deny deny-advisories bench bench-webhook clean manifests \
-	fuzz-tools fuzz fuzz-smoke mutants image docs dist-tools dist publish test-dist actionlint
+	bench-scale fuzz-tools fuzz fuzz-smoke mutants image docs dist-tools dist publish test-dist actionlint
 
 all: build
 
@@ -110,6 +110,15 @@ bench: tools build
 
 bench-webhook:
 	webhook/bench/bench.sh
+
+# The audit and its PolicyReports at cluster scale (docs/benchmarks-scale.md): 10,000 unserved
+# Ingresses over 500 Styrmin namespaces on a real etcd + kube-apiserver from
+# $$KUBEBUILDER_ASSETS (skipped, with a message, without it), `serve --policy-reports` at
+# qps 200: writes to converge, writes in a steady window, requests by verb, stored size, RSS.
+# BENCH_SCALE_INGRESSES=100000 for the large run, BENCH_SCALE_STEADY_SECS for a quick one;
+# the table goes to target/bench-scale/<ingresses>.md.
+bench-scale: build
+	$(CARGO) run --release --locked -q -p styrmin-webhook-bench --bin bench_scale
 
 # Fuzzing (not part of `make test`: installing cargo-fuzz and building the instrumented
 # targets takes longer than a test run should; `cargo test` runs the targets' bodies over
