@@ -102,6 +102,7 @@ test: tools lint actionlint deny cargo-test
 # Each step without its variable says so and passes without running.
 test-cluster: tools build
 	$(CARGO) test --release --locked -p styrmin-e2e --test policy_reports_cluster -- --ignored --nocapture
+	$(CARGO) test --release --locked -p styrmin-e2e --test policy_reports_cluster_writer -- --ignored --nocapture
 	$(CARGO) test --release --locked -p styrmin-e2e --test release -- --nocapture
 
 # Benchmarks (not part of `make test`): ratios against a baseline measured in the same run.

@@ -231,3 +231,83 @@ pub async fn install_crds(client: &kube::Client) {
         apply_all(client, &std::fs::read_to_string(file).unwrap()).await;
     }
 }
+
+/// How long [`eventually`] waits.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// Polls `probe` every 250 ms until it gives a value; panics after [`WAIT`].
+pub async fn eventually<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        if let Some(found) = probe().await {
+            return found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The Open Reports `Report`s (`openreports.io/v1alpha1`) of every namespace.
+pub fn open_reports(client: &kube::Client) -> Api<DynamicObject> {
+    Api::all_with(
+        client.clone(),
+        &resource_of(
+            &serde_json::json!({"apiVersion": "openreports.io/v1alpha1", "kind": "Report"}),
+        ),
+    )
+}
+
+/// The report whose scope is the Ingress `name` in `namespace`.
+pub async fn report_of(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Option<DynamicObject> {
+    let list = open_reports(client)
+        .list(&kube::api::ListParams::default())
+        .await
+        .ok()?;
+    list.items
+        .into_iter()
+        .find(|r| r.data["scope"]["name"] == name && r.data["scope"]["namespace"] == namespace)
+}
+
+/// The holder of the Lease `name` in `namespace`.
+pub async fn lease_holder(client: &kube::Client, namespace: &str, name: &str) -> Option<String> {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), namespace);
+    leases.get_opt(name).await.ok()??.spec?.holder_identity
+}
+
+/// The value of an unlabelled series on a metrics listener of loopback (plain HTTP).
+pub fn scrape_value(port: u16, name: &str) -> Option<f64> {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    // HTTP/1.0: the answer is not chunked, and ends with the connection.
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    answer.lines().find_map(|line| {
+        let (metric, value) = line.split_once(' ')?;
+        (metric == name).then(|| value.trim().parse().ok())?
+    })
+}
+
+/// Waits (at most [`WAIT`]) until `identity` holds the Lease `name` in `namespace`.
+pub async fn until_lease_held_by(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    identity: &str,
+) {
+    eventually(
+        &format!("{identity} holding the Lease {namespace}/{name}"),
+        async || {
+            (lease_holder(client, namespace, name).await.as_deref() == Some(identity)).then_some(())
+        },
+    )
+    .await;
+}

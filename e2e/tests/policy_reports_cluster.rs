@@ -14,51 +14,27 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
-use styrmin_e2e::control_plane::{self, ControlPlane, Processes, apply, install_crds};
+use styrmin_e2e::control_plane::{
+    self, ControlPlane, Processes, WAIT, apply, eventually, install_crds, lease_holder,
+    open_reports, report_of, scrape_value, until_lease_held_by,
+};
 use styrmin_e2e::webhook::Certs;
 use styrmin_e2e::{
     HelmHome, Scratch, free_port, release_binary, run_ok, split_documents, utf8, workspace_root,
 };
 use styrmin_webhook::api::AppState;
 use styrmin_webhook::audit::AuditSettings;
-use styrmin_webhook::audit::policy_report::{ReportApi, ReportResults};
+use styrmin_webhook::audit::policy_report::ReportResults;
 use styrmin_webhook::kube_source::KubeSource;
 use styrmin_webhook::kube_source::reports::lease::{LEASE_NAME, LeaseSettings};
 use styrmin_webhook::kube_source::reports::{PolicyReportSettings, ReportTarget};
 use styrmin_webhook::view::ViewSource as _;
-
-const WAIT: Duration = Duration::from_secs(60);
-
-async fn eventually<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(found) = probe().await {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-fn reports(client: &kube::Client) -> Api<DynamicObject> {
-    let api = ReportApi::OpenReports;
-    Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(api.group(), api.version(), api.kind()),
-            api.plural(),
-        ),
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real API server: make test-cluster with KUBEBUILDER_ASSETS"]
@@ -115,7 +91,10 @@ async fn reports_on_a_real_api_server() {
 
     // The wrong class is reported, accepted by the API server as the CRD defines it.
     let report = eventually("the Ingress's report", async || {
-        let list = reports(&client).list(&ListParams::default()).await.ok()?;
+        let list = open_reports(&client)
+            .list(&ListParams::default())
+            .await
+            .ok()?;
         list.items
             .into_iter()
             .find(|r| r.data["scope"]["name"] == "web")
@@ -138,7 +117,10 @@ async fn reports_on_a_real_api_server() {
         .unwrap();
     if plane.garbage_collector {
         eventually("the report's garbage collection", async || {
-            let list = reports(&client).list(&ListParams::default()).await.ok()?;
+            let list = open_reports(&client)
+                .list(&ListParams::default())
+                .await
+                .ok()?;
             list.items.is_empty().then_some(())
         })
         .await;
@@ -247,40 +229,6 @@ async fn as_the_charts_service_account(client: &kube::Client, url: &str, dir: &P
     .unwrap();
 }
 
-/// The value of an unlabelled gauge on a replica's metrics listener (plain HTTP).
-fn gauge(metrics: u16, name: &str) -> Option<f64> {
-    let mut stream = TcpStream::connect(("127.0.0.1", metrics)).ok()?;
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).ok()?;
-    answer.lines().find_map(|line| {
-        let (metric, value) = line.split_once(' ')?;
-        (metric == name).then(|| value.trim().parse().ok())?
-    })
-}
-
-async fn lease_holder(client: &kube::Client) -> Option<String> {
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
-        Api::namespaced(client.clone(), "styrmin-system");
-    leases
-        .get_opt(LEASE_NAME)
-        .await
-        .ok()??
-        .spec?
-        .holder_identity
-}
-
-async fn report_of(client: &kube::Client, ingress: &str) -> Option<DynamicObject> {
-    let list = reports(client).list(&ListParams::default()).await.ok()?;
-    list.items
-        .into_iter()
-        .find(|r| r.data["scope"]["name"] == ingress)
-}
-
 /// Two replica processes: only the Lease holder writes; killed with SIGKILL (no release of
 /// the Lease), the other takes over within the lease duration and writes the next change.
 async fn two_replicas_one_writes_and_the_other_takes_over_when_it_is_killed(
@@ -301,37 +249,36 @@ async fn two_replicas_one_writes_and_the_other_takes_over_when_it_is_killed(
 
     let (metrics_a, metrics_b) = (free_port(), free_port());
     let a = Processes(vec![replica(dir, &certs, "replica-a", metrics_a)]);
-    eventually("replica-a holding the Lease", async || {
-        (lease_holder(client).await.as_deref() == Some("replica-a")).then_some(())
-    })
-    .await;
+    until_lease_held_by(client, "styrmin-system", LEASE_NAME, "replica-a").await;
     eventually("web2's report, written by replica-a", async || {
-        report_of(client, "web2").await
+        report_of(client, "styrmin-web1", "web2").await
     })
     .await;
     let _b = Processes(vec![replica(dir, &certs, "replica-b", metrics_b)]);
     eventually("replica-b's metrics", async || {
-        gauge(metrics_b, "styrmin_webhook_policy_report_lease_held")
+        scrape_value(metrics_b, "styrmin_webhook_policy_report_lease_held")
     })
     .await;
     tokio::time::sleep(REPLICA_LEASE * 2).await;
-    assert_eq!(lease_holder(client).await.as_deref(), Some("replica-a"));
     assert_eq!(
-        gauge(metrics_a, "styrmin_webhook_policy_report_lease_held"),
+        lease_holder(client, "styrmin-system", LEASE_NAME)
+            .await
+            .as_deref(),
+        Some("replica-a")
+    );
+    assert_eq!(
+        scrape_value(metrics_a, "styrmin_webhook_policy_report_lease_held"),
         Some(1.0)
     );
     assert_eq!(
-        gauge(metrics_b, "styrmin_webhook_policy_report_lease_held"),
+        scrape_value(metrics_b, "styrmin_webhook_policy_report_lease_held"),
         Some(0.0)
     );
 
     // SIGKILL: replica-a cannot give the Lease back; replica-b waits out its duration.
     let killed = Instant::now();
     drop(a);
-    eventually("replica-b holding the Lease", async || {
-        (lease_holder(client).await.as_deref() == Some("replica-b")).then_some(())
-    })
-    .await;
+    until_lease_held_by(client, "styrmin-system", LEASE_NAME, "replica-b").await;
     let took_over = killed.elapsed();
     println!("hand-over between processes after {took_over:?} (lease duration {REPLICA_LEASE:?})");
     assert!(
@@ -340,14 +287,15 @@ async fn two_replicas_one_writes_and_the_other_takes_over_when_it_is_killed(
     );
     // The gauge follows once replica-b's update of the Lease has been answered.
     eventually("replica-b's lease_held gauge at 1", async || {
-        (gauge(metrics_b, "styrmin_webhook_policy_report_lease_held") == Some(1.0)).then_some(())
+        (scrape_value(metrics_b, "styrmin_webhook_policy_report_lease_held") == Some(1.0))
+            .then_some(())
     })
     .await;
 
     // The new writer deletes the report once the Ingress conforms.
     apply(client, &wrong("traefik")).await;
     let deadline = Instant::now() + WAIT;
-    while let Some(report) = report_of(client, "web2").await {
+    while let Some(report) = report_of(client, "styrmin-web1", "web2").await {
         assert!(
             Instant::now() < deadline,
             "replica-b did not delete web2's report once it conformed: {}\n--- replica-b ---\n{}",
