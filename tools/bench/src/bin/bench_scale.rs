@@ -19,9 +19,11 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use clap::Parser;
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::networking::v1::Ingress;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
-use styrmin_e2e::control_plane::{self, ControlPlane, Processes, apply, install_crds, resource_of};
+use styrmin_e2e::control_plane::{
+    self, ControlPlane, Processes, apply, install_crds, open_reports, resource_of,
+};
 use styrmin_e2e::webhook::Certs;
 use styrmin_e2e::{Scratch, free_port, release_binary, workspace_root};
 
@@ -296,7 +298,7 @@ impl Bench<'_> {
         expected: usize,
         results: &mut Results,
     ) -> Result<()> {
-        let api = reports_api(client);
+        let api = open_reports(client);
         let apiserver_start = apiserver_requests(client).await?;
         let webhook = self.serve(true, &format!("on-{expected}"))?;
         let deadline = Duration::from_secs(self.args.converge_timeout_secs);
@@ -411,16 +413,9 @@ struct Memory {
     peak_kib: u64,
 }
 
-fn reports_api(client: &kube::Client) -> Api<DynamicObject> {
-    Api::all_with(
-        client.clone(),
-        &resource_of(&json!({"apiVersion": "openreports.io/v1alpha1", "kind": "Report"})),
-    )
-}
-
 /// The bytes of every stored report's JSON, read in pages of 500.
 async fn reports_json_size(client: &kube::Client) -> Result<(usize, u64)> {
-    let api = reports_api(client);
+    let api = open_reports(client);
     let (mut count, mut bytes) = (0, 0);
     let mut params = ListParams::default().limit(500);
     loop {
