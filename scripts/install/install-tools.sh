@@ -27,7 +27,7 @@
 # Environment: TOOLS_DIR (default <repo>/.tools), NPM (default npm).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TOOLS_DIR="${TOOLS_DIR:-$ROOT/.tools}"
 BIN="$TOOLS_DIR/bin"
 CACHE="$TOOLS_DIR/cache"
