@@ -323,7 +323,7 @@ impl Bench<'_> {
         // The benchmark's own polls of the report count are not the writer's.
         *results
             .converge_requests
-            .entry(("reports".to_owned(), "LIST".to_owned()))
+            .entry(("reports".to_owned(), "LIST".to_owned(), "200".to_owned()))
             .or_default() -= polls as f64;
         results.memory.push((
             run_label(expected, true, "every report written"),
@@ -431,23 +431,27 @@ async fn reports_json_size(client: &kube::Client) -> Result<(usize, u64)> {
     }
 }
 
-/// `apiserver_request_total` summed by (resource, verb).
-async fn apiserver_requests(client: &kube::Client) -> Result<BTreeMap<(String, String), f64>> {
+/// Requests by (resource, verb, response code).
+type Requests = BTreeMap<(String, String, String), f64>;
+
+/// `apiserver_request_total` summed by (resource, verb, code).
+async fn apiserver_requests(client: &kube::Client) -> Result<Requests> {
     let text = client
         .request_text(http::Request::get("/metrics").body(Vec::new())?)
         .await?;
     let mut counts = BTreeMap::new();
     for (labels, value) in series(&text, "apiserver_request_total") {
-        let key = (label(labels, "resource"), label(labels, "verb"));
+        let key = (
+            label(labels, "resource"),
+            label(labels, "verb"),
+            label(labels, "code"),
+        );
         *counts.entry(key).or_default() += value;
     }
     Ok(counts)
 }
 
-fn difference(
-    end: &BTreeMap<(String, String), f64>,
-    start: &BTreeMap<(String, String), f64>,
-) -> BTreeMap<(String, String), f64> {
+fn difference(end: &Requests, start: &Requests) -> Requests {
     end.iter()
         .map(|(key, value)| (key.clone(), value - start.get(key).copied().unwrap_or(0.0)))
         .filter(|(_, value)| *value > 0.0)
@@ -552,9 +556,9 @@ struct Results {
     memory: Vec<(String, Memory)>,
     converge_secs: f64,
     converge_writes: u64,
-    converge_requests: BTreeMap<(String, String), f64>,
+    converge_requests: Requests,
     steady_writes: u64,
-    steady_requests: BTreeMap<(String, String), f64>,
+    steady_requests: Requests,
     etcd_growth: u64,
     reports_in_etcd: u64,
     /// (reports, bytes of their JSON).
@@ -632,19 +636,20 @@ impl Results {
             mib(self.etcd_growth),
         );
         out.push('\n');
-        out.push_str("| API server requests | to converge | steady window |\n|---|---|---|\n");
+        out.push_str("| API server requests (response code) | to converge | steady window |\n|---|---|---|\n");
         let keys: std::collections::BTreeSet<_> = self
             .converge_requests
             .keys()
             .chain(self.steady_requests.keys())
-            .filter(|(resource, _)| !resource.is_empty())
+            .filter(|(resource, _, _)| !resource.is_empty())
             .collect();
         for key in keys {
-            let get = |map: &BTreeMap<(String, String), f64>| map.get(key).copied().unwrap_or(0.0);
+            let get = |map: &Requests| map.get(key).copied().unwrap_or(0.0);
             out.push_str(&format!(
-                "| {} {} | {} | {} |\n",
+                "| {} {} ({}) | {} | {} |\n",
                 key.1,
                 key.0,
+                key.2,
                 get(&self.converge_requests),
                 get(&self.steady_requests)
             ));
@@ -654,10 +659,10 @@ impl Results {
 }
 
 /// Write verbs on reports, as the API server counted them.
-fn writes(requests: &BTreeMap<(String, String), f64>) -> u64 {
+fn writes(requests: &Requests) -> u64 {
     requests
         .iter()
-        .filter(|((resource, verb), _)| {
+        .filter(|((resource, verb, _), _)| {
             resource == "reports"
                 && ["APPLY", "PATCH", "POST", "PUT", "DELETE"].contains(&verb.as_str())
         })
