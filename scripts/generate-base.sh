@@ -22,6 +22,17 @@ NAMESPACE=styrmin-system
 home="$(mktemp -d "${TMPDIR:-/tmp}/generate-base.XXXXXX")"
 trap 'rm -rf "$home"' EXIT
 
+# Helm 4.2 writes a blank line before every `---` (and, with --show-only, at the end), Helm 4.1
+# does not: one blank line right before a `---` line or the end is dropped, so that both give
+# the same files.
+drop_blank_before_document_start() {
+    awk '{
+        if (held) { if ($0 != "---" && $0 !~ /^--- /) print ""; held = 0 }
+        if ($0 == "") { held = 1; next }
+        print
+    }'
+}
+
 render() { # <values file> <header> <output> [helm template args...]
     local values="$1" header="$2" output="$3"
     shift 3
@@ -30,7 +41,7 @@ render() { # <values file> <header> <output> [helm template args...]
         printf '%s\n' "$header"
         HELM_CONFIG_HOME="$home" HELM_CACHE_HOME="$home" HELM_DATA_HOME="$home" \
             KUBECONFIG="$home/none" "$HELM" template "$RELEASE" "$CHART" \
-            --namespace "$NAMESPACE" --values "$values" "$@"
+            --namespace "$NAMESPACE" --values "$values" "$@" | drop_blank_before_document_start
     } >"$output.tmp"
     mv -f "$output.tmp" "$output"
 }

@@ -37,7 +37,7 @@ fn promtool() -> PathBuf {
         .find(|p| p.is_file())
         .unwrap_or_else(|| {
             panic!(
-                "promtool is not on the PATH: run `make tools` (scripts/install-tools.sh installs \
+                "promtool is not on the PATH: run `make tools` (scripts/install/install-tools.sh installs \
                  Debian's prometheus package), or install Prometheus's promtool"
             )
         })

@@ -1,5 +1,6 @@
-//! The FluxCD post-renderer under the real kustomize (`kubectl kustomize`, kustomize v5.7,
-//! installed by `make tools`): for every stream in `postrender/tests/data/rendered/` and every
+//! The FluxCD post-renderer under the real kustomize (`kubectl kustomize`, kustomize 5.8 of
+//! kubectl 1.36, installed by `make tools`; the oldest supported, kustomize 5.7 of
+//! `kubectl1.35`, on one stream as a smoke test): for every stream in `postrender/tests/data/rendered/` and every
 //! configuration of the resolution table, the Ingresses kustomize produces with the patches
 //! `styrmin-postrender flux` prints equal the Ingresses `styrmin-postrender` itself
 //! produces, as JSON values matched by apiVersion, kind, namespace and name; every other
@@ -69,8 +70,9 @@ fn flux_patches(scratch: &Scratch, config: &str, index: usize) -> Option<Vec<Val
     )
 }
 
-/// `kubectl kustomize` over a directory with the stream and a kustomization with `patches`.
-fn kustomize(dir: &Path, stream: &Path, patches: &[Value]) -> String {
+/// `kubectl kustomize` over a directory with the stream and a kustomization with `patches`,
+/// by the kubectl of `.tools/bin` named `kubectl`.
+fn kustomize(kubectl: &str, dir: &Path, stream: &Path, patches: &[Value]) -> String {
     std::fs::create_dir_all(dir).expect("kustomization dir");
     std::fs::copy(stream, dir.join("stream.yaml")).expect("copy the stream");
     // JSON is YAML: no YAML writer needed for the kustomization.
@@ -85,10 +87,7 @@ fn kustomize(dir: &Path, stream: &Path, patches: &[Value]) -> String {
         serde_json::to_string_pretty(&kustomization).expect("json"),
     )
     .expect("write kustomization");
-    let output = run_ok(
-        Command::new(tool("kubectl")).arg("kustomize").arg(dir),
-        None,
-    );
+    let output = run_ok(Command::new(tool(kubectl)).arg("kustomize").arg(dir), None);
     utf8(output.stdout, "kustomize output")
 }
 
@@ -134,7 +133,7 @@ fn kustomize_with_the_flux_patch_equals_the_post_renderer() {
                     let Some((name, path)) = streams.get(i) else {
                         break;
                     };
-                    match check_stream(&scratch, i, name, path, &patches) {
+                    match check_stream("kubectl", &scratch, i, name, path, &patches) {
                         Ok(n) => *checked.lock().expect("lock") += n,
                         Err(e) => failures.lock().expect("lock").push(e),
                     }
@@ -151,8 +150,32 @@ fn kustomize_with_the_flux_patch_equals_the_post_renderer() {
     );
 }
 
+/// The oldest supported kustomize (kubectl 1.35's) on one stream with every configuration:
+/// the newest runs every stream above.
+#[test]
+fn oldest_kustomize_with_the_flux_patch_equals_the_post_renderer() {
+    let scratch = Scratch::new("flux-kustomize-oldest");
+    let patches: Vec<Option<Vec<Value>>> = RESOLUTION_TABLE
+        .iter()
+        .enumerate()
+        .map(|(i, config)| flux_patches(&scratch, &config.config_yaml(), i))
+        .collect();
+    let streams = streams();
+    let (name, path) = streams
+        .iter()
+        .find(|(name, _)| name == "umbrella-mix.helm4-postrenderer-stdin.yaml")
+        .unwrap_or_else(|| panic!("no umbrella-mix stream among {streams:?}"));
+    let compared = check_stream("kubectl1.35", &scratch, 0, name, path, &patches)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        compared >= RESOLUTION_TABLE.len(),
+        "only {compared} Ingresses compared"
+    );
+}
+
 /// Every configuration on one stream; the number of Ingresses compared, or what differed.
 fn check_stream(
+    kubectl: &str,
     scratch: &Scratch,
     index: usize,
     name: &str,
@@ -172,7 +195,7 @@ fn check_stream(
         let n = kustomized.len();
         let out = kustomized.entry(key).or_insert_with(|| {
             let dir = scratch.join(&format!("k-{index}-{n}"));
-            objects_by_id(&kustomize(&dir, path, &these), &context)
+            objects_by_id(&kustomize(kubectl, &dir, path, &these), &context)
         });
 
         // The same objects come out of both, by id; Ingresses as the post-renderer's, the

@@ -1,8 +1,9 @@
 //! The post-renderer end to end, under real Helm: Helm 3.17 runs the binary itself
-//! (`--post-renderer <path>`), Helm 4.1 runs it through the `styrmin` plugin
-//! (`helm plugin install ./postrender/helm-plugin`, `--post-renderer styrmin`). The inputs are
-//! the test chart `e2e/tests/data/charts/styrmin-e2e` (see its README) and the real streams Helm
-//! writes to post-renderers, in `postrender/tests/data/rendered/`.
+//! (`--post-renderer <path>`), Helm 4.2 runs it through the `styrmin` plugin
+//! (`helm plugin install ./postrender/helm-plugin`, `--post-renderer styrmin`); the oldest
+//! supported Helm 4, 4.1 (`helm4.1`), runs the smoke case of `helm4_plugin_template`. The
+//! inputs are the test chart `e2e/tests/data/charts/styrmin-e2e` (see its README) and the real
+//! streams Helm writes to post-renderers, in `postrender/tests/data/rendered/`.
 //!
 //! Every run is compared with the same render without the post-renderer:
 //! - every Ingress (networking.k8s.io/v1, v1beta1, extensions/v1beta1; List items; with
@@ -114,7 +115,8 @@ fn helm3_template_flags_instead_of_config() {
         (&["--ingress-class=nginx"][..], Expect::Class("nginx")),
         (&["--dedicated-ingress"][..], Expect::Dedicated),
     ] {
-        let report = home.scratch().join("report.txt");
+        // A report per run: each run appends to its report.
+        let report = home.scratch().join(&format!("report{}.txt", args[0]));
         let mut pr_args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         pr_args.push(format!("--report={}", report.display()));
         let rendered = helm3_render(&home, &post_renderer_args(postrender_path(), &pr_args));
@@ -239,7 +241,7 @@ fn helm3_render(home: &HelmHome, extra: &[String]) -> String {
 #[test]
 fn helm4_plugin_install_dry_run_client() {
     for case in [CLASS, DEDICATED] {
-        let home = helm4_home_with_plugin(&format!("h4-install-{}", case.name));
+        let home = helm4_home_with_plugin("helm4", &format!("h4-install-{}", case.name));
         let config = home.scratch().write("styrmin.yaml", case.config);
         let report = home.scratch().join("report.txt");
         let install = |extra: &[String]| {
@@ -273,7 +275,7 @@ fn helm4_plugin_install_dry_run_client() {
 /// A config error: Helm 4 fails (it hides the message: the report file has it).
 #[test]
 fn helm4_plugin_bad_config_fails_and_reports() {
-    let home = helm4_home_with_plugin("h4-bad");
+    let home = helm4_home_with_plugin("helm4", "h4-bad");
     let config = home
         .scratch()
         .write("styrmin.yaml", "cluster:\n  dedicated_ingress: true\n");
@@ -296,17 +298,19 @@ fn helm4_plugin_bad_config_fails_and_reports() {
 
 /// `helm template` through the `styrmin` plugin, for each config, against the same render
 /// without.
+/// The newest Helm 4 runs every case; the oldest supported one (4.1) the smoke case.
 #[rstest]
-#[case::dedicated(DEDICATED)]
-#[case::class(CLASS)]
-#[case::empty_class_keeps_chart_and_warns(EMPTY)]
-#[case::most_specific_level_and_quoted_class(LEVELS)]
-fn helm4_plugin_template(#[case] case: Case) {
-    let home = helm4_home_with_plugin(&format!("h4-{}", case.name));
+#[case::dedicated("helm4", DEDICATED)]
+#[case::class("helm4", CLASS)]
+#[case::empty_class_keeps_chart_and_warns("helm4", EMPTY)]
+#[case::most_specific_level_and_quoted_class("helm4", LEVELS)]
+#[case::oldest_helm4_1_class("helm4.1", CLASS)]
+fn helm4_plugin_template(#[case] helm: &str, #[case] case: Case) {
+    let home = helm4_home_with_plugin(helm, &format!("{helm}-{}", case.name));
     let config = home.scratch().write("styrmin.yaml", case.config);
     let report = home.scratch().join("report.txt");
     let render = |extra: &[String]| {
-        let mut cmd = home.helm("helm4");
+        let mut cmd = home.helm(helm);
         cmd.args(template_args()).args(extra);
         utf8(run_ok(&mut cmd, None).stdout, "helm4 output")
     };
@@ -333,15 +337,119 @@ fn helm4_plugin_template(#[case] case: Case) {
         &read(&report),
         &seen,
         case.expect,
-        &format!("helm4 {}", case.name),
+        &format!("{helm} {}", case.name),
     );
 }
 
+/// Helm 4.2's `separate` PostRenderStrategy, which SDK callers such as a controller choose:
+/// the post-renderer runs twice for one release with the same arguments, on the manifests and
+/// then on the hooks. Helm's command line has no flag for it, so the test takes what Helm 4
+/// hands a post-renderer (recorded by a plugin that copies its stdin), splits it into the
+/// manifests and the hooks, and runs the `styrmin` plugin's command on each in that order.
+/// Both calls' lines stay in the one `--report` file, each ending with its summary.
+#[test]
+fn helm4_separate_strategy_keeps_both_calls_in_the_report() {
+    let home = helm4_home_with_plugin("helm4", "h4-separate");
+    let recorder = home.scratch().join("recorder");
+    std::fs::create_dir_all(&recorder).expect("recorder dir");
+    std::fs::write(
+        recorder.join("plugin.yaml"),
+        "apiVersion: v1\nname: recorder\ntype: postrenderer/v1\nruntime: subprocess\nversion: 0.1.0\nruntimeConfig:\n  platformCommand:\n    - os: linux\n      command: ${HELM_PLUGIN_DIR}/record.sh\n",
+    )
+    .expect("recorder plugin.yaml");
+    let script = recorder.join("record.sh");
+    std::fs::write(&script, "#!/bin/sh\nexec tee \"$1\"\n").expect("record.sh");
+    let mut permissions = std::fs::metadata(&script).expect("record.sh").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&script, permissions).expect("chmod record.sh");
+    let mut cmd = home.helm("helm4");
+    cmd.args(["plugin", "install"]).arg(&recorder);
+    run_ok(&mut cmd, None);
+    let recorded = home.scratch().join("postrenderer-stdin.yaml");
+    let mut cmd = home.helm("helm4");
+    cmd.args(template_args()).args(post_renderer_args(
+        "recorder",
+        &[recorded.display().to_string()],
+    ));
+    run_ok(&mut cmd, None);
+    let combined = read(&recorded);
+
+    let (mut manifests, mut hooks) = (String::new(), String::new());
+    for doc in split_documents(&combined) {
+        let part = if doc.value()["metadata"]["annotations"][HOOK_ANNOTATION].is_string() {
+            &mut hooks
+        } else {
+            &mut manifests
+        };
+        part.push_str("---\n");
+        part.push_str(&doc.text);
+    }
+    assert!(
+        hooks.contains("name: web-hook") && manifests.contains("name: web-both"),
+        "the recorded stream has no hook Ingress or no other Ingress:\n{combined}"
+    );
+
+    let config = home.scratch().write("styrmin.yaml", CLASS.config);
+    let command = workspace_root().join("postrender/helm-plugin/styrmin-postrender.sh");
+    let call = |stream: &str, report: &Path| {
+        // The Helm home's environment (no STYRMIN_ variables, the release build on PATH), as
+        // Helm runs the plugin's command.
+        let helm = home.helm("helm4");
+        let mut plugin = std::process::Command::new(&command);
+        for (key, value) in helm.get_envs() {
+            match value {
+                Some(value) => plugin.env(key, value),
+                None => plugin.env_remove(key),
+            };
+        }
+        plugin
+            .arg(format!("--config={}", config.display()))
+            .arg(format!("--report={}", report.display()));
+        utf8(
+            run_ok(&mut plugin, Some(stream.as_bytes())).stdout,
+            "styrmin plugin output",
+        )
+    };
+    let report = home.scratch().join("report.txt");
+    let rendered = format!("{}{}", call(&manifests, &report), call(&hooks, &report));
+    let seen = compare_streams(
+        &format!("{manifests}{hooks}"),
+        &rendered,
+        Compare::Bytes,
+        CLASS.expect,
+        true,
+    );
+    // Helm 4 hands a post-renderer a List's items as documents of their own: every Ingress of
+    // the chart, the hook's too, went through the rules in one of the two calls.
+    let chart: BTreeMap<String, String> = CHART_INGRESSES
+        .iter()
+        .map(|(name, api, _)| (name.to_string(), api.to_string()))
+        .collect();
+    assert_eq!(seen.rendered, chart, "the Ingresses the rules applied to");
+
+    // The same two calls, each with a report of its own: the shared report is both, in order.
+    let alone = |stream: &str, name: &str| {
+        let report = home.scratch().join(name);
+        call(stream, &report);
+        read(&report)
+    };
+    let (first, second) = (
+        alone(&manifests, "manifests.txt"),
+        alone(&hooks, "hooks.txt"),
+    );
+    assert!(
+        second.contains("Ingress web-hook")
+            && second.ends_with("1 Ingresses, 1 changed, 0 warnings\n"),
+        "the hooks' report:\n{second}"
+    );
+    assert_eq!(read(&report), format!("{first}{second}"));
+}
+
 /// A Helm home with `helm4 plugin install ./postrender/helm-plugin` done in it.
-fn helm4_home_with_plugin(label: &str) -> HelmHome {
+fn helm4_home_with_plugin(helm: &str, label: &str) -> HelmHome {
     let home = HelmHome::new(label);
     let plugin_dir = workspace_root().join("postrender").join("helm-plugin");
-    let mut cmd = home.helm("helm4");
+    let mut cmd = home.helm(helm);
     cmd.args(["plugin", "install"]).arg(&plugin_dir);
     run_ok(&mut cmd, None);
     // A directory is symlinked, under HELM_DATA_HOME (not HELM_PLUGINS).
@@ -353,7 +461,7 @@ fn helm4_home_with_plugin(label: &str) -> HelmHome {
         )
     });
     assert_eq!(target, plugin_dir, "{} points elsewhere", link.display());
-    let mut cmd = home.helm("helm4");
+    let mut cmd = home.helm(helm);
     cmd.args(["plugin", "list"]);
     let list = utf8(run_ok(&mut cmd, None).stdout, "helm4 plugin list");
     assert!(
@@ -419,7 +527,8 @@ fn rendered_streams(helm: &str, column: usize) {
         for case in [DEDICATED, CLASS, EMPTY, LEVELS, DEDICATED_WINS] {
             let context = format!("{} with config {}", path.display(), case.name);
             let config = scratch.write("styrmin.yaml", case.config);
-            let report = scratch.join("report.txt");
+            // A report per run: each run appends to its report.
+            let report = scratch.join(&format!("report-{name}-{}.txt", case.name));
             let mut cmd = std::process::Command::new(postrender_path());
             cmd.arg(format!("--config={}", config.display()))
                 .arg(format!("--report={}", report.display()));

@@ -1,4 +1,4 @@
-//! The Helm chart `charts/styrmin-webhook` under the real Helm 3.17 and Helm 4.1:
+//! The Helm chart `charts/styrmin-webhook` under the real Helm 3.17 and Helm 4.2:
 //! `helm lint --strict` in every certificate mode; the values schema refusing bad values with
 //! a message naming the key; every key of `values.yaml` documented; the kustomize manifests
 //! rendered from the chart (`scripts/generate-base.sh`) equal to the committed ones, and the

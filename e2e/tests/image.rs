@@ -1,4 +1,4 @@
-//! The container image of `scripts/build-image.sh` (`make image`): built twice to the same
+//! The container image of `scripts/image/build-image.sh` (`make image`): built twice to the same
 //! bytes, read back from its OCI archive (exactly the binaries, the libraries `ldd` names, the
 //! user 65532; the paths, user, entrypoint, ports and labels of the Dockerfile), loaded by
 //! podman from both archives, and run by podman the way the chart's Deployment runs it: the
@@ -56,7 +56,7 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 const INGRESS: &str =
     "kubewarden-ingress-policy__ingress-v1-create__multi-backend-partial-tls.request.json";
 
-/// What `scripts/build-image.sh` wrote into one directory.
+/// What `scripts/image/build-image.sh` wrote into one directory.
 struct Image {
     oci: PathBuf,
     docker: PathBuf,
@@ -70,7 +70,7 @@ impl Image {
     fn build(scratch: &Scratch, name: &str) -> Image {
         let out = scratch.join(name);
         run_ok(
-            Command::new(workspace_root().join("scripts/build-image.sh"))
+            Command::new(workspace_root().join("scripts/image/build-image.sh"))
                 .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
                 .env("RELEASE_DIR", release_dir())
                 .env("IMAGE_DIR", &out),

@@ -9,13 +9,17 @@
 //! - Over `helm template` of the e2e chart (subcharts, a `List`): every Ingress equals
 //!   Helm 3's `helm template --post-renderer styrmin-postrender`.
 //! - A bad plugin config fails the build naming the field, with nothing on stdout.
-//! - `examples/kustomize-plugin` builds as its README says.
+//! - `examples/kustomize-plugin` builds as its README says, under the newest kubectl (1.36,
+//!   kustomize 5.8) and the oldest supported one (`kubectl1.35`, kustomize 5.7): the smoke
+//!   set of the oldest. Every other test runs the newest.
 //!
 //! Kustomize unwraps `List`s, re-sorts, drops comments and reformats, so objects are compared
 //! parsed, never as bytes.
 
 use std::path::Path;
 use std::process::{Command, Output};
+
+use rstest::rstest;
 
 use styrmin_e2e::{Scratch, copy_dir, data, describe, release_binary, run, tool, utf8};
 use support::{
@@ -50,7 +54,12 @@ fn install_plugin(home: &Path) -> std::path::PathBuf {
 /// `kubectl kustomize --enable-alpha-plugins dir`, the plugin home set and no STYRMIN_
 /// variables.
 fn kubectl_kustomize(dir: &Path, home: &Path) -> Output {
-    let mut cmd = Command::new(tool("kubectl"));
+    kubectl_kustomize_with("kubectl", dir, home)
+}
+
+/// [`kubectl_kustomize`] with the kubectl of `.tools/bin` named `kubectl`.
+fn kubectl_kustomize_with(kubectl: &str, dir: &Path, home: &Path) -> Output {
+    let mut cmd = Command::new(tool(kubectl));
     cmd.args(["kustomize", "--enable-alpha-plugins"]).arg(dir);
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("STYRMIN_") {
@@ -64,7 +73,11 @@ fn kubectl_kustomize(dir: &Path, home: &Path) -> Output {
 }
 
 fn kubectl_kustomize_ok(dir: &Path, home: &Path) -> String {
-    let output = kubectl_kustomize(dir, home);
+    kubectl_kustomize_ok_with("kubectl", dir, home)
+}
+
+fn kubectl_kustomize_ok_with(kubectl: &str, dir: &Path, home: &Path) -> String {
+    let output = kubectl_kustomize_with(kubectl, dir, home);
     assert!(
         output.status.success(),
         "kubectl kustomize {} failed: {}",
@@ -75,16 +88,18 @@ fn kubectl_kustomize_ok(dir: &Path, home: &Path) -> String {
 }
 
 /// `examples/kustomize-plugin`, built with its README's command, the plugin installed as the
-/// README installs it.
-#[test]
-fn the_example_folder_builds_as_its_readme_says() {
-    let scratch = Scratch::new("exec-plugin-example");
+/// README installs it; by the newest kubectl and by the oldest supported one.
+#[rstest]
+#[case::newest("kubectl")]
+#[case::oldest_kubectl_1_35("kubectl1.35")]
+fn the_example_folder_builds_as_its_readme_says(#[case] kubectl: &str) {
+    let scratch = Scratch::new(&format!("exec-plugin-example-{kubectl}"));
     let compared = check_example_folder(
         "examples/kustomize-plugin",
         "exec plugin",
         "haproxy",
         &scratch,
-        |dir| kubectl_kustomize_ok(dir, scratch.path()),
+        |dir| kubectl_kustomize_ok_with(kubectl, dir, scratch.path()),
     );
     assert_eq!(compared, 2, "the example's two Ingresses");
 }

@@ -14,205 +14,35 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
-use serde_json::{Value, json};
+use kube::api::{Api, DeleteParams, ListParams};
+use serde_json::json;
+use styrmin_e2e::control_plane::{
+    self, ControlPlane, Processes, WAIT, apply, eventually, install_crds, lease_holder,
+    open_reports, report_of, scrape_value, until_lease_held_by,
+};
 use styrmin_e2e::webhook::Certs;
 use styrmin_e2e::{
-    HelmHome, Scratch, data, free_port, release_binary, run_ok, split_documents, utf8,
-    workspace_root,
+    HelmHome, Scratch, free_port, release_binary, run_ok, split_documents, utf8, workspace_root,
 };
 use styrmin_webhook::api::AppState;
 use styrmin_webhook::audit::AuditSettings;
 use styrmin_webhook::controllers::WithControllers;
 use styrmin_webhook::controllers::lease::{LEASE_NAME, LeaseSettings};
-use styrmin_webhook::controllers::policy_reports::content::{ReportApi, ReportResults};
+use styrmin_webhook::controllers::policy_reports::content::ReportResults;
 use styrmin_webhook::controllers::policy_reports::{
     PolicyReportSettings, RESYNC_EVERY, ReportTarget,
 };
 use styrmin_webhook::kube_source::KubeSource;
 use styrmin_webhook::view::ViewSource as _;
 
-const TOKEN: &str = "styrmin-test-admin";
-const WAIT: Duration = Duration::from_secs(60);
-
-/// Kills the processes it holds when dropped.
-struct Processes(Vec<Child>);
-
-impl Drop for Processes {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn spawn(binary: &Path, args: &[String], log: &Path) -> Child {
-    let log = std::fs::File::create(log).unwrap();
-    Command::new(binary)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()))
-}
-
-/// etcd, kube-apiserver (RBAC, a static admin token) and, when its binary is there,
-/// kube-controller-manager; the API server's URL.
-fn control_plane(assets: &Path, dir: &Path) -> (Processes, String) {
-    let etcd_port = free_port();
-    let api_port = free_port();
-    let etcd = spawn(
-        &assets.join("etcd"),
-        &[
-            format!("--data-dir={}", dir.join("etcd").display()),
-            format!("--listen-client-urls=http://127.0.0.1:{etcd_port}"),
-            format!("--advertise-client-urls=http://127.0.0.1:{etcd_port}"),
-            format!("--listen-peer-urls=http://127.0.0.1:{}", free_port()),
-        ],
-        &dir.join("etcd.log"),
-    );
-    let key = rcgen::KeyPair::generate().unwrap();
-    std::fs::write(dir.join("sa.key"), key.serialize_pem()).unwrap();
-    std::fs::write(dir.join("sa.pub"), key.public_key_pem()).unwrap();
-    std::fs::write(
-        dir.join("tokens.csv"),
-        format!("{TOKEN},admin,admin,system:masters\n"),
-    )
-    .unwrap();
-    let apiserver = spawn(
-        &assets.join("kube-apiserver"),
-        &[
-            format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
-            "--bind-address=127.0.0.1".to_owned(),
-            format!("--secure-port={api_port}"),
-            format!("--cert-dir={}", dir.join("certs").display()),
-            format!("--token-auth-file={}", dir.join("tokens.csv").display()),
-            "--authorization-mode=RBAC".to_owned(),
-            format!(
-                "--service-account-key-file={}",
-                dir.join("sa.pub").display()
-            ),
-            format!(
-                "--service-account-signing-key-file={}",
-                dir.join("sa.key").display()
-            ),
-            "--service-account-issuer=https://styrmin.test".to_owned(),
-            "--service-cluster-ip-range=10.96.0.0/16".to_owned(),
-        ],
-        &dir.join("kube-apiserver.log"),
-    );
-    let url = format!("https://127.0.0.1:{api_port}");
-    let mut processes = Processes(vec![etcd, apiserver]);
-    // For the processes started here: kube-controller-manager and the webhook replicas.
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {url}\n    insecure-skip-tls-verify: true\nusers:\n- name: t\n  user:\n    token: {TOKEN}\ncontexts:\n- name: t\n  context: {{cluster: t, user: t}}\ncurrent-context: t\n"
-        ),
-    )
-    .unwrap();
-    let manager = assets.join("kube-controller-manager");
-    if manager.exists() {
-        processes.0.push(spawn(
-            &manager,
-            &[
-                format!("--kubeconfig={}", kubeconfig.display()),
-                "--controllers=garbagecollector".to_owned(),
-                "--bind-address=127.0.0.1".to_owned(),
-                format!("--secure-port={}", free_port()),
-            ],
-            &dir.join("kube-controller-manager.log"),
-        ));
-    }
-    (processes, url)
-}
-
-fn client(url: &str) -> kube::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut config = kube::Config::new(url.parse().unwrap());
-    config.accept_invalid_certs = true;
-    config.auth_info.token = Some(TOKEN.to_owned().into());
-    kube::Client::try_from(config).unwrap()
-}
-
-async fn eventually<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(found) = probe().await {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// Server-side applies every document of `yaml` (its kind's plural: the lower-case kind + `s`,
-/// or the CRD's).
-async fn apply_all(client: &kube::Client, yaml: &str) {
-    for document in split_documents(yaml) {
-        let object = document.value();
-        if object.is_null() {
-            continue;
-        }
-        apply(client, &object).await;
-    }
-}
-
-async fn apply(client: &kube::Client, object: &Value) {
-    let (group, version) = match object["apiVersion"].as_str().unwrap().split_once('/') {
-        Some((g, v)) => (g.to_owned(), v.to_owned()),
-        None => (
-            String::new(),
-            object["apiVersion"].as_str().unwrap().to_owned(),
-        ),
-    };
-    let kind = object["kind"].as_str().unwrap();
-    let plural = match kind {
-        "Ingress" => "ingresses".to_owned(),
-        "IngressClass" => "ingressclasses".to_owned(),
-        _ => format!("{}s", kind.to_lowercase()),
-    };
-    let resource =
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, &version, kind), &plural);
-    let name = object["metadata"]["name"].as_str().unwrap();
-    let api: Api<DynamicObject> = match object["metadata"]["namespace"].as_str() {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
-    let params = PatchParams::apply("styrmin-test").force();
-    let mut tries = 0;
-    // A CRD's resources are served a moment after the CRD is created.
-    while let Err(error) = api.patch(name, &params, &Patch::Apply(object)).await {
-        tries += 1;
-        assert!(tries < 40, "applying {kind} {name}: {error}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-fn reports(client: &kube::Client) -> Api<DynamicObject> {
-    let api = ReportApi::OpenReports;
-    Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(api.group(), api.version(), api.kind()),
-            api.plural(),
-        ),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real API server: make test-cluster with KUBEBUILDER_ASSETS"]
 async fn reports_on_a_real_api_server() {
-    let Some(assets) = std::env::var_os("KUBEBUILDER_ASSETS").map(PathBuf::from) else {
+    let Some(assets) = control_plane::assets() else {
         eprintln!(
             "skipped: KUBEBUILDER_ASSETS is not set (a directory with etcd, kube-apiserver and \
              kube-controller-manager, as setup-envtest installs them); `make test-cluster` runs this"
@@ -220,28 +50,11 @@ async fn reports_on_a_real_api_server() {
         return;
     };
     let dir = Scratch::new("policy-reports-cluster");
-    let (_processes, url) = control_plane(&assets, dir.path());
-    let client = client(&url);
-    eventually("the API server", async || {
-        client.apiserver_version().await.ok()
-    })
-    .await;
+    let plane = ControlPlane::start(&assets, dir.path(), &[]);
+    let client = plane.ready().await;
 
     // The CRDs of Styrmin and of Open Reports, and a cluster with one finding.
-    for file in
-        std::fs::read_dir(workspace_root().join("charts/styrmin-webhook/files/crds")).unwrap()
-    {
-        apply_all(
-            &client,
-            &std::fs::read_to_string(file.unwrap().path()).unwrap(),
-        )
-        .await;
-    }
-    apply_all(
-        &client,
-        &std::fs::read_to_string(data("crds/openreports.io_reports.yaml")).unwrap(),
-    )
-    .await;
+    install_crds(&client).await;
     for object in [
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "styrmin-system"}}),
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "styrmin-web1"}}),
@@ -287,7 +100,10 @@ async fn reports_on_a_real_api_server() {
 
     // The wrong class is reported, accepted by the API server as the CRD defines it.
     let report = eventually("the Ingress's report", async || {
-        let list = reports(&client).list(&ListParams::default()).await.ok()?;
+        let list = open_reports(&client)
+            .list(&ListParams::default())
+            .await
+            .ok()?;
         list.items
             .into_iter()
             .find(|r| r.data["scope"]["name"] == "web")
@@ -308,9 +124,12 @@ async fn reports_on_a_real_api_server() {
         .delete("web", &DeleteParams::default())
         .await
         .unwrap();
-    if assets.join("kube-controller-manager").exists() {
+    if plane.garbage_collector {
         eventually("the report's garbage collection", async || {
-            let list = reports(&client).list(&ListParams::default()).await.ok()?;
+            let list = open_reports(&client)
+                .list(&ListParams::default())
+                .await
+                .ok()?;
             list.items.is_empty().then_some(())
         })
         .await;
@@ -321,7 +140,12 @@ async fn reports_on_a_real_api_server() {
     }
     task.abort();
 
-    two_replicas_one_writes_and_the_other_takes_over_when_it_is_killed(&client, dir.path()).await;
+    two_replicas_one_writes_and_the_other_takes_over_when_it_is_killed(
+        &client,
+        &plane.url,
+        dir.path(),
+    )
+    .await;
 }
 
 /// The lease of the replica processes: short, so that a hand-over takes a few seconds.
@@ -361,7 +185,7 @@ fn replica(dir: &Path, certs: &Certs, identity: &str, metrics: u16) -> Child {
 /// The chart's ServiceAccount and RBAC with `policyReports.mode=openreports`, applied as
 /// `helm template` renders them, and `replica-kubeconfig` in `dir` with a token of that
 /// ServiceAccount: the replicas run with exactly what the chart grants.
-async fn as_the_charts_service_account(client: &kube::Client, dir: &Path) {
+async fn as_the_charts_service_account(client: &kube::Client, url: &str, dir: &Path) {
     let helm = HelmHome::new("policy-reports-cluster-chart");
     let mut template = helm.helm("helm4");
     template
@@ -407,56 +231,22 @@ async fn as_the_charts_service_account(client: &kube::Client, dir: &Path) {
         .status
         .and_then(|status| status.token)
         .expect("a token for the chart's ServiceAccount");
-    let admin = std::fs::read_to_string(dir.join("kubeconfig")).unwrap();
     std::fs::write(
         dir.join("replica-kubeconfig"),
-        admin.replace(&format!("token: {TOKEN}"), &format!("token: {token}")),
+        control_plane::kubeconfig_text(url, &token),
     )
     .unwrap();
-}
-
-/// The value of an unlabelled gauge on a replica's metrics listener (plain HTTP).
-fn gauge(metrics: u16, name: &str) -> Option<f64> {
-    let mut stream = TcpStream::connect(("127.0.0.1", metrics)).ok()?;
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).ok()?;
-    answer.lines().find_map(|line| {
-        let (metric, value) = line.split_once(' ')?;
-        (metric == name).then(|| value.trim().parse().ok())?
-    })
-}
-
-async fn lease_holder(client: &kube::Client) -> Option<String> {
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
-        Api::namespaced(client.clone(), "styrmin-system");
-    leases
-        .get_opt(LEASE_NAME)
-        .await
-        .ok()??
-        .spec?
-        .holder_identity
-}
-
-async fn report_of(client: &kube::Client, ingress: &str) -> Option<DynamicObject> {
-    let list = reports(client).list(&ListParams::default()).await.ok()?;
-    list.items
-        .into_iter()
-        .find(|r| r.data["scope"]["name"] == ingress)
 }
 
 /// Two replica processes: only the Lease holder writes; killed with SIGKILL (no release of
 /// the Lease), the other takes over within the lease duration and writes the next change.
 async fn two_replicas_one_writes_and_the_other_takes_over_when_it_is_killed(
     client: &kube::Client,
+    url: &str,
     dir: &Path,
 ) {
     let certs = Certs::make(dir);
-    as_the_charts_service_account(client, dir).await;
+    as_the_charts_service_account(client, url, dir).await;
     // R4: both class fields, so that the Ingress conforms once its class is traefik.
     let wrong = |class: &str| {
         json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
@@ -468,37 +258,36 @@ async fn two_replicas_one_writes_and_the_other_takes_over_when_it_is_killed(
 
     let (metrics_a, metrics_b) = (free_port(), free_port());
     let a = Processes(vec![replica(dir, &certs, "replica-a", metrics_a)]);
-    eventually("replica-a holding the Lease", async || {
-        (lease_holder(client).await.as_deref() == Some("replica-a")).then_some(())
-    })
-    .await;
+    until_lease_held_by(client, "styrmin-system", LEASE_NAME, "replica-a").await;
     eventually("web2's report, written by replica-a", async || {
-        report_of(client, "web2").await
+        report_of(client, "styrmin-web1", "web2").await
     })
     .await;
     let _b = Processes(vec![replica(dir, &certs, "replica-b", metrics_b)]);
     eventually("replica-b's metrics", async || {
-        gauge(metrics_b, "styrmin_webhook_policy_report_lease_held")
+        scrape_value(metrics_b, "styrmin_webhook_policy_report_lease_held")
     })
     .await;
     tokio::time::sleep(REPLICA_LEASE * 2).await;
-    assert_eq!(lease_holder(client).await.as_deref(), Some("replica-a"));
     assert_eq!(
-        gauge(metrics_a, "styrmin_webhook_policy_report_lease_held"),
+        lease_holder(client, "styrmin-system", LEASE_NAME)
+            .await
+            .as_deref(),
+        Some("replica-a")
+    );
+    assert_eq!(
+        scrape_value(metrics_a, "styrmin_webhook_policy_report_lease_held"),
         Some(1.0)
     );
     assert_eq!(
-        gauge(metrics_b, "styrmin_webhook_policy_report_lease_held"),
+        scrape_value(metrics_b, "styrmin_webhook_policy_report_lease_held"),
         Some(0.0)
     );
 
     // SIGKILL: replica-a cannot give the Lease back; replica-b waits out its duration.
     let killed = Instant::now();
     drop(a);
-    eventually("replica-b holding the Lease", async || {
-        (lease_holder(client).await.as_deref() == Some("replica-b")).then_some(())
-    })
-    .await;
+    until_lease_held_by(client, "styrmin-system", LEASE_NAME, "replica-b").await;
     let took_over = killed.elapsed();
     println!("hand-over between processes after {took_over:?} (lease duration {REPLICA_LEASE:?})");
     assert!(
@@ -507,14 +296,15 @@ async fn two_replicas_one_writes_and_the_other_takes_over_when_it_is_killed(
     );
     // The gauge follows once replica-b's update of the Lease has been answered.
     eventually("replica-b's lease_held gauge at 1", async || {
-        (gauge(metrics_b, "styrmin_webhook_policy_report_lease_held") == Some(1.0)).then_some(())
+        (scrape_value(metrics_b, "styrmin_webhook_policy_report_lease_held") == Some(1.0))
+            .then_some(())
     })
     .await;
 
     // The new writer deletes the report once the Ingress conforms.
     apply(client, &wrong("traefik")).await;
     let deadline = Instant::now() + WAIT;
-    while let Some(report) = report_of(client, "web2").await {
+    while let Some(report) = report_of(client, "styrmin-web1", "web2").await {
         assert!(
             Instant::now() < deadline,
             "replica-b did not delete web2's report once it conformed: {}\n--- replica-b ---\n{}",

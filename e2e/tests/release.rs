@@ -1,5 +1,5 @@
-//! The release as a user consumes it (docs/releasing.md): what `scripts/dist.sh` writes,
-//! pushed by `scripts/publish.sh` to a real OCI registry on 127.0.0.1 (Debian's
+//! The release as a user consumes it (docs/releasing.md): what `scripts/release/dist.sh` writes,
+//! pushed by `scripts/release/publish.sh` to a real OCI registry on 127.0.0.1 (Debian's
 //! `docker-registry`, the CNCF distribution registry, plain HTTP), signed with a throwaway gpg
 //! key. Then, as a newcomer would:
 //!
@@ -13,7 +13,13 @@
 //! - `helm plugin install oci://...` verifies the plugin's signature, and `helm template
 //!   --post-renderer styrmin` with the archive's binary renders the test chart byte for byte
 //!   as the plugin of the source tree with the source build does; a tampered tarball is
-//!   refused.
+//!   refused;
+//! - the README's install lines, as a Helm 3 user without Rust runs them, from a plain HTTP
+//!   server on 127.0.0.1 that stands in for GitHub: the release key's lines make
+//!   `styrmin.gpg` from a `KEYS` file of the test key, with which Helm 3 verifies the chart;
+//!   the Helm 3 block downloads the host's archive and `SHA256SUMS`, checks them, puts the
+//!   binary in `~/.local/bin` and post-renders the test chart with `helm install` (made a
+//!   `--dry-run` against the stand-in API server). A changed archive stops it at `sha256sum`.
 //!
 //! In `make test` the release is the host's `make build` (DIST_PLATFORMS=native, one
 //! architecture, no SBOM). `make test-dist` runs this test on the full `make dist` output:
@@ -38,9 +44,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use styrmin_e2e::{
-    HelmHome, Scratch, data, release_dir, run, run_ok, split_documents, tool, utf8, workspace_root,
-    workspace_version,
+    HelmHome, Scratch, copy_dir, data, release_dir, run, run_ok, split_documents, tool, utf8,
+    workspace_root, workspace_version,
 };
+use styrmin_fake_apiserver::FakeApiServer;
 
 const KEY_NAME: &str = "Styrmin release test";
 const SOURCE_DATE_EPOCH: &str = "1700000000";
@@ -58,6 +65,33 @@ fn host_arch() -> &'static str {
 struct Keys {
     secret: PathBuf,
     public: PathBuf,
+}
+
+/// The release's public key as a `KEYS` file would publish it: the fingerprint, then the
+/// ASCII-armored key, from the binary keyring.
+fn keys_file(scratch: &Scratch, keyring: &Path) -> String {
+    let home = scratch.join("gnupg-keys-file");
+    std::fs::create_dir_all(&home).unwrap();
+    let gpg = |args: &[&str]| {
+        let mut cmd = Command::new("gpg");
+        cmd.arg("--homedir").arg(&home).arg("--batch").args(args);
+        cmd
+    };
+    run_ok(gpg(&["--import"]).arg(keyring), None);
+    let fingerprints = utf8(
+        run_ok(&mut gpg(&["--with-colons", "--fingerprint"]), None).stdout,
+        "gpg --fingerprint",
+    );
+    let fingerprint = fingerprints
+        .lines()
+        .find_map(|line| line.strip_prefix("fpr:"))
+        .map(|rest| rest.trim_matches(':').to_owned())
+        .unwrap();
+    let armored = utf8(
+        run_ok(&mut gpg(&["--armor", "--export"]), None).stdout,
+        "gpg --armor --export",
+    );
+    format!("# Styrmin release key, fingerprint {fingerprint}\n{armored}")
 }
 
 impl Keys {
@@ -156,7 +190,7 @@ fn free_loopback_address() -> String {
 }
 
 fn script(name: &str) -> Command {
-    let mut cmd = Command::new(workspace_root().join("scripts").join(name));
+    let mut cmd = Command::new(workspace_root().join("scripts/release").join(name));
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut dirs = vec![workspace_root().join(".tools/bin")];
     dirs.extend(std::env::split_paths(&path));
@@ -237,6 +271,7 @@ fn the_published_release_installs_as_a_user_would() {
     let digest = image_is_the_index(&scratch, &release, &registry, &version);
     chart_pins_the_image(&release, &registry, &version, &digest, &scratch);
     plugin_renders_as_the_source_build(&scratch, &release, &registry, &version, &archive_dir);
+    readme_installs_for_a_helm3_user(&scratch, &release, &registry, &version);
     installs_on_a_node(&scratch, &release, &registry, &version, &digest);
 }
 
@@ -434,7 +469,8 @@ fn chart_pins_the_image(
             "{name} template --verify {chart}: {}",
             String::from_utf8_lossy(&output.stderr)
         );
-        let images: Vec<String> = split_documents(&utf8(output.stdout, "helm template"))
+        let manifests = without_pull_lines(&utf8(output.stdout, "helm template"));
+        let images: Vec<String> = split_documents(&manifests)
             .iter()
             .map(|doc| doc.value())
             .filter(|value| value["kind"] == "Deployment")
@@ -455,10 +491,23 @@ fn chart_pins_the_image(
     let stranger = Keys::new(scratch, "stranger", "Someone else");
     let helm = HelmHome::new("release-chart-stranger");
     let output = template(&helm, "helm4", &stranger.public);
+    let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
-        !output.status.success() && output.stdout.is_empty(),
-        "helm4 template --verify accepted the chart with another key's keyring"
+        !output.status.success() && without_pull_lines(&stdout).is_empty(),
+        "helm4 template --verify accepted the chart with another key's keyring: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// `helm template oci://…`'s stdout without what Helm 4.2 prints there about the pull
+/// (`Pulled:`, `Digest:`) before the manifests; Helm 3.17 and 4.1 print it on stderr.
+fn without_pull_lines(stdout: &str) -> String {
+    stdout
+        .lines()
+        .skip_while(|line| line.starts_with("Pulled: ") || line.starts_with("Digest: "))
+        .map(|line| format!("{line}\n"))
+        .collect()
 }
 
 /// `helm plugin install oci://...` with the signature checked; the plugin with the archive's
@@ -749,4 +798,250 @@ fn installs_on_a_node(
         class.1
     );
     drop(installed);
+}
+
+/// `python3 -m http.server` serving a folder on a port of 127.0.0.1: GitHub's release
+/// downloads and raw files, as far as `curl` can tell. Stopped on drop.
+struct FileServer {
+    child: Child,
+    address: String,
+}
+
+impl FileServer {
+    fn start(scratch: &Scratch, root: &Path) -> FileServer {
+        let address = free_loopback_address();
+        let port = address.rsplit(':').next().unwrap();
+        let child = Command::new("python3")
+            .args(["-m", "http.server", "--bind", "127.0.0.1", "--directory"])
+            .arg(root)
+            .arg(port)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(scratch.join("http.log")).unwrap())
+            .spawn()
+            .expect("starting python3 -m http.server");
+        let server = FileServer { child, address };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(&server.address).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "python3 -m http.server did not answer on {}",
+                server.address
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        server
+    }
+}
+
+impl Drop for FileServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const README_RELEASES: &str = "https://github.com/styrmin/ingress-enforcement/releases/download";
+const README_RAW: &str = "https://raw.githubusercontent.com/styrmin/ingress-enforcement/main";
+
+/// The fenced block that follows `marker` in the README (the marker line itself excluded).
+fn readme_block<'a>(readme: &'a str, marker: &str) -> &'a str {
+    let after = &readme[readme
+        .find(marker)
+        .unwrap_or_else(|| panic!("the README has no {marker:?}"))..];
+    let start = after.find("```").unwrap();
+    let body = &after[start..];
+    let body = &body[body.find('\n').unwrap() + 1..];
+    &body[..body.find("```").unwrap()]
+}
+
+/// Runs `lines` with bash (`-eu -o pipefail`) in `dir`, with `helm` being Helm 3 and HOME in
+/// the scratch directory.
+fn run_as_user(helm: &HelmHome, home: &Path, dir: &Path, lines: &str) -> std::process::Output {
+    let bin = home.join("test-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    if !bin.join("helm").exists() {
+        std::os::unix::fs::symlink(tool("helm3"), bin.join("helm")).unwrap();
+    }
+    let mut cmd = Command::new("bash");
+    // Helm's homes, no STYRMIN_ variables; PATH without the source build.
+    for (key, value) in helm.helm("helm3").get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    let system = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![bin];
+    dirs.extend(std::env::split_paths(&system).filter(|d| *d != release_dir()));
+    cmd.env("PATH", std::env::join_paths(dirs).unwrap())
+        .env("HOME", home)
+        .env_remove("GNUPGHOME")
+        .args(["-eu", "-o", "pipefail", "-c", lines])
+        .current_dir(dir);
+    run(&mut cmd, None)
+}
+
+/// The README's release-key lines and its Helm 3 block against this release (see the module
+/// comment).
+fn readme_installs_for_a_helm3_user(
+    scratch: &Scratch,
+    release: &Release,
+    registry: &Registry,
+    version: &str,
+) {
+    let started = Instant::now();
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let helm = HelmHome::new("release-readme");
+
+    // What GitHub serves: the release's files, and KEYS at the repository's root.
+    let site = scratch.join("site");
+    let releases = site.join("releases");
+    std::fs::create_dir_all(site.join("repo")).unwrap();
+    std::fs::create_dir_all(&releases).unwrap();
+    std::os::unix::fs::symlink(&release.dir, releases.join(format!("v{version}"))).unwrap();
+    std::fs::write(site.join("repo/KEYS"), keys_file(scratch, &release.keyring)).unwrap();
+    let server = FileServer::start(scratch, &site);
+    let served = |lines: &str| {
+        lines
+            .replace(
+                README_RELEASES,
+                &format!("http://{}/releases", server.address),
+            )
+            .replace(README_RAW, &format!("http://{}/repo", server.address))
+    };
+
+    // The release key: the lines before the first Helm command make styrmin.gpg.
+    let key_block = readme_block(&readme, "## Install");
+    let key_lines: String = key_block
+        .lines()
+        .take_while(|line| !line.starts_with("helm "))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    assert!(key_lines.contains("KEYS"), "{key_block}");
+    let user_home = scratch.join("user-home");
+    let work = scratch.join("user-work");
+    std::fs::create_dir_all(&work).unwrap();
+    let output = run_as_user(&helm, &user_home, &work, &served(&key_lines));
+    assert!(
+        output.status.success(),
+        "the README's release-key lines failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut verify = helm.helm("helm3");
+    verify
+        .args(["template", "styrmin-webhook"])
+        .arg(format!("oci://{}/charts/styrmin-webhook", registry.address))
+        .args([
+            "--version",
+            version,
+            "--plain-http",
+            "--verify",
+            "--keyring",
+        ])
+        .arg(work.join("styrmin.gpg"));
+    run_ok(&mut verify, None);
+
+    // The Helm 3 block: the archive, the checksum, the binary in ~/.local/bin, helm install.
+    let block = readme_block(&readme, "<!-- e2e/tests/release.rs runs");
+    let first = format!("VERSION={version} PLATFORM=linux-amd64 ");
+    assert!(
+        block.starts_with(&first),
+        "the README's Helm 3 block does not start with {first:?}:\n{block}"
+    );
+    let server_api = FakeApiServer::with_discovery();
+    let kubeconfig = scratch.join("readme-kubeconfig");
+    server_api.write_kubeconfig(&kubeconfig, Some("apps"));
+    let install = "helm install web ./chart";
+    assert!(block.contains(install), "{block}");
+    let lines = served(block)
+        .replace(
+            &first,
+            &format!("VERSION={version} PLATFORM=linux-{} ", host_arch()),
+        )
+        .replace(
+            install,
+            &format!(
+                "KUBECONFIG={} {install} --dry-run --disable-openapi-validation",
+                kubeconfig.display()
+            ),
+        );
+    let config = readme_block(&readme, "```yaml\n# styrmin.yaml");
+    let prepare = |work: &Path| {
+        std::fs::create_dir_all(work).unwrap();
+        copy_dir(&data("charts/styrmin-e2e"), &work.join("chart"));
+        std::fs::write(work.join("styrmin.yaml"), config).unwrap();
+    };
+    let work = scratch.join("user-work-helm3");
+    prepare(&work);
+    let output = run_as_user(&helm, &user_home, &work, &lines);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the README's Helm 3 block failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        user_home.join(".local/bin/styrmin-postrender").is_file(),
+        "no ~/.local/bin/styrmin-postrender"
+    );
+    let manifest = stdout
+        .split_once("\nMANIFEST:\n")
+        .map(|(_, rest)| rest.split_once("\nNOTES:\n").map_or(rest, |(m, _)| m))
+        .unwrap_or_else(|| panic!("no MANIFEST: in the helm install output:\n{stdout}"));
+    let mut classes = Vec::new();
+    for doc in split_documents(manifest) {
+        let value = doc.value();
+        let items = match value["items"].as_array() {
+            Some(items) => items.clone(),
+            None => vec![value],
+        };
+        for object in items.iter().filter(|o| o["kind"] == "Ingress") {
+            classes.push(object["spec"]["ingressClassName"].clone());
+        }
+    }
+    assert!(classes.len() >= 5, "{classes:?}\n{manifest}");
+    assert!(
+        classes.iter().all(|class| class == "haproxy"),
+        "the README's config gives haproxy: {classes:?}"
+    );
+    let report = std::fs::read_to_string(work.join("styrmin-report.txt")).unwrap();
+    assert!(
+        report.contains(&format!("{} changed, 0 warnings", classes.len())),
+        "{report}"
+    );
+
+    // A changed archive: the block stops at sha256sum, before anything is installed.
+    let tampered = scratch.join(&format!("site/tampered/v{version}"));
+    std::fs::create_dir_all(&tampered).unwrap();
+    for entry in std::fs::read_dir(&release.dir).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), tampered.join(entry.file_name())).unwrap();
+    }
+    let archive = tampered.join(format!("styrmin-{version}-linux-{}.tar.gz", host_arch()));
+    let mut bytes = std::fs::read(&archive).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&archive, bytes).unwrap();
+    let lines = lines.replace(
+        &format!("http://{}/releases", server.address),
+        &format!("http://{}/tampered", server.address),
+    );
+    let other_home = scratch.join("user-home-tampered");
+    let work = scratch.join("user-work-tampered");
+    prepare(&work);
+    let output = run_as_user(&helm, &other_home, &work, &lines);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        !output.status.success() && stdout.contains("FAILED"),
+        "the README's Helm 3 block went on with a changed archive: {stdout}"
+    );
+    assert!(
+        !other_home.join(".local/bin/styrmin-postrender").exists(),
+        "the changed archive's binary was installed"
+    );
+    eprintln!(
+        "release: the README's lines ran in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }

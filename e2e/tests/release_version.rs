@@ -1,7 +1,7 @@
 //! One version (docs/releasing.md): `[workspace.package] version` in Cargo.toml is the source;
 //! every crate takes it, the chart's `version` and `appVersion`, the Helm 4 plugin's `version`
 //! and `--version` of every released binary say the same (the image tag and the archives'
-//! names are made from it by scripts/build-image.sh and scripts/dist.sh). CHANGELOG.md has an
+//! names are made from it by scripts/image/build-image.sh and scripts/release/dist.sh). CHANGELOG.md has an
 //! `Unreleased` section.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test

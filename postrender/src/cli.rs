@@ -71,6 +71,7 @@ pub struct Cli {
     kube_version: Option<KubernetesVersion>,
 
     /// Also write warnings, changes and errors to FILE (Helm 4 hides a post-renderer's stderr).
+    /// Each run appends to FILE, so two calls for one release both stay in it.
     #[arg(long, env = "STYRMIN_REPORT", global = true, value_name = "FILE")]
     report: Option<PathBuf>,
 
@@ -286,7 +287,7 @@ impl Cli {
                 let message = format!("styrmin-postrender: error: {error:#}");
                 eprintln!("{message}");
                 if let Some(path) = &report {
-                    let _ = std::fs::write(path, format!("error: {error:#}\n"));
+                    let _ = report::append(path, &format!("error: {error:#}\n"));
                 }
                 ExitCode::from(error_code)
             }
@@ -323,7 +324,7 @@ fn run_krm(
     // The report holds what stderr gets (kustomize shows a function's stderr only on failure).
     if let Some(path) = report_path {
         let lines: String = output.messages.iter().map(|m| format!("{m}\n")).collect();
-        std::fs::write(path, lines)
+        report::append(path, &lines)
             .with_context(|| format!("cannot write the report {}", path.display()))?;
     }
     let stdout = std::io::stdout();
@@ -353,7 +354,7 @@ fn filter(
     // written (a directory, a full disk) fails the run with stdout still empty.
     let mut report_file = report_path
         .map(|path| {
-            std::fs::File::create(path)
+            report::open(path)
                 .with_context(|| format!("cannot write the report {}", path.display()))
                 .map(|file| (path, file))
         })

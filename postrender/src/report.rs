@@ -1,12 +1,32 @@
 //! What the post-renderer tells its user besides the stream: R5 warnings, what it
 //! changed, and errors. Helm 3 shows a post-renderer's stderr only when it fails and
 //! Helm 4 never does, so the same lines can also go to a report file (`--report`).
+//!
+//! Each run appends its lines to the report, ending with its summary or error line: one
+//! release may call the post-renderer twice with the same arguments (Helm 4.2's `separate`
+//! PostRenderStrategy renders the manifests, then the hooks), and the second call must not
+//! erase what the first one reported.
 
 use std::fmt::Write as _;
+use std::fs::File;
+use std::io::Write as _;
+use std::path::Path;
 
 use styrmin_ingress_rules::ClassFields;
 
 use crate::render::{IngressOutcome, Rendered};
+
+/// The report file, opened for appending (created when missing).
+pub fn open(path: &Path) -> std::io::Result<File> {
+    File::options().create(true).append(true).open(path)
+}
+
+/// Appends `lines` to the report file in one write and syncs it.
+pub fn append(path: &Path, lines: &str) -> std::io::Result<()> {
+    let mut file = open(path)?;
+    file.write_all(lines.as_bytes())?;
+    file.sync_data()
+}
 
 /// The report of a successful run: one line per change and per warning, then a summary.
 pub fn success(rendered: &Rendered) -> String {

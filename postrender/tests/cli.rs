@@ -147,22 +147,26 @@ fn report_file_for_helm4_users() {
         &format!("{INGRESS}{BARE}"),
     );
     assert!(out.status.success());
-    let written = std::fs::read_to_string(&report).expect("report");
+    let first = std::fs::read_to_string(&report).expect("report");
     assert!(
-        written.contains("warning: document 2 (web/templates/bare.yaml): Ingress bare"),
-        "{written}"
+        first.contains("warning: document 2 (web/templates/bare.yaml): Ingress bare"),
+        "{first}"
     );
     assert!(
-        written.contains("2 Ingresses, 0 changed, 1 warnings"),
-        "{written}"
+        first.ends_with("2 Ingresses, 0 changed, 1 warnings\n"),
+        "{first}"
     );
 
+    // Each run appends its lines after the earlier runs' lines.
     let out = run(&[&report_arg, "--ingress-class=", "--strict"], &[], BARE);
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
     let written = std::fs::read_to_string(&report).expect("report");
+    let second = written
+        .strip_prefix(first.as_str())
+        .unwrap_or_else(|| panic!("the first run's lines were not kept:\n{written}"));
     assert!(
-        written.starts_with(
+        second.starts_with(
             "error: document 1 (web/templates/bare.yaml): R5 (--strict): Ingress bare"
         ),
         "{written}"
@@ -170,8 +174,47 @@ fn report_file_for_helm4_users() {
 
     let out = run(&[&report_arg], &[], INGRESS);
     assert!(out.status.success());
+    let third = std::fs::read_to_string(&report).expect("report");
+    let third = third
+        .strip_prefix(written.as_str())
+        .unwrap_or_else(|| panic!("the earlier runs' lines were not kept:\n{third}"));
+    assert!(third.starts_with("changed: document 1 (web/templates/ingress.yaml): Ingress web: spec.ingressClassName \"nginx\" -> \"traefik\""), "{third}");
+}
+
+/// Helm 4.2's `separate` PostRenderStrategy (used by SDK callers) runs the post-renderer twice
+/// per release with the same arguments: the manifests, then the hooks. The report holds both
+/// calls, in that order, each ending with its own summary.
+#[test]
+fn two_calls_for_one_release_both_stay_in_the_report() {
+    let hook = "---\n# Source: web/templates/hook.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: hook\n  annotations:\n    helm.sh/hook: pre-install\nspec:\n  rules: []\n";
+    let dir = tempfile::tempdir().expect("tmp");
+    let report = dir.path().join("report.txt");
+    let report_arg = format!("--report={}", report.display());
+    for (stream, document) in [(INGRESS, "web"), (hook, "hook")] {
+        let out = run(&[&report_arg, "--ingress-class=haproxy"], &[], stream);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stdout).contains("ingressClassName: \"haproxy\""),
+            "{document}: {}",
+            text(&out.stdout)
+        );
+    }
     let written = std::fs::read_to_string(&report).expect("report");
-    assert!(written.contains("changed: document 1 (web/templates/ingress.yaml): Ingress web: spec.ingressClassName \"nginx\" -> \"traefik\""), "{written}");
+    let lines: Vec<&str> = written.lines().collect();
+    assert_eq!(lines.len(), 4, "{written}");
+    assert!(
+        lines[0].starts_with("changed: document 1 (web/templates/ingress.yaml): Ingress web:"),
+        "{written}"
+    );
+    assert_eq!(
+        lines[1],
+        "styrmin-postrender: 1 documents, 1 Ingresses, 1 changed, 0 warnings"
+    );
+    assert!(
+        lines[2].starts_with("changed: document 1 (web/templates/hook.yaml): Ingress hook:"),
+        "{written}"
+    );
+    assert_eq!(lines[3], lines[1]);
 }
 
 #[test]

@@ -19,7 +19,7 @@
 # REGISTRY_PLAIN_HTTP, SKOPEO (default skopeo), HELM (default .tools/bin/helm4).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SKOPEO="${SKOPEO:-skopeo}"
 HELM="${HELM:-$ROOT/.tools/bin/helm4}"
 
@@ -29,7 +29,7 @@ die() {
 }
 say() { echo "publish: $*" >&2; }
 
-# shellcheck source=lib/workspace.sh
+# shellcheck source=../lib/workspace.sh
 . "$ROOT/scripts/lib/workspace.sh"
 VERSION="$(workspace_field "$ROOT" version)"
 [[ -n "$VERSION" ]] || die "no [workspace.package] version in $ROOT/Cargo.toml"

@@ -7,7 +7,7 @@
 set -euo pipefail
 N=${N:-10000}
 ROUNDS=${ROUNDS:-3}
-# shellcheck source=webhook/bench/setup.sh
+# shellcheck source=tools/bench/webhook/setup.sh
 source "$(dirname "$0")/setup.sh"
 API=18480
 "$BIN/bench_apiserver" "127.0.0.1:$API" "$N" 2>/dev/null &

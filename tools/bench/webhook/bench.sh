@@ -14,7 +14,7 @@ CONNECTIONS=${CONNECTIONS:-16}
 MAX_CONNECTIONS=${MAX_CONNECTIONS:-50}
 ROUNDS=${ROUNDS:-3}
 WARN=${WARN:-1}
-# shellcheck source=webhook/bench/setup.sh
+# shellcheck source=tools/bench/webhook/setup.sh
 source "$(dirname "$0")/setup.sh"
 {
   echo "cluster: {ingress_class: traefik}"
@@ -109,5 +109,5 @@ if [ "$WARN" = 1 ]; then
 fi
 echo "- webhook memory with $DEPLOYMENTS deployments in the view: RSS $((RSS_KB / 1024)) MiB now, peak $((HWM_KB / 1024)) MiB (target < 50 MB)"
 echo "- $ROUNDS rounds, $SECONDS_PER_RUN s per run, $CONNECTIONS keep-alive connections at a fixed rate and $MAX_CONNECTIONS at the maximum, TLS on loopback, $(nproc) cores shared by the servers and the load generator"
-webhook/bench/memory-kubernetes.sh
-webhook/bench/plan.sh
+tools/bench/webhook/memory-kubernetes.sh
+tools/bench/webhook/plan.sh

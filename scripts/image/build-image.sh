@@ -31,7 +31,7 @@
 # styrmin-webhook), SKOPEO (default skopeo).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TARGET_DIR="${TARGET_DIR:-$ROOT/target}"
 RELEASE_DIR="${RELEASE_DIR:-$TARGET_DIR/release}"
 IMAGE_NAME="${IMAGE_NAME:-styrmin-webhook}"
@@ -50,7 +50,7 @@ for tool in tar gzip sha256sum ldd; do
 done
 
 # [workspace.package] version in Cargo.toml: the version the binaries print.
-# shellcheck source=lib/workspace.sh
+# shellcheck source=../lib/workspace.sh
 . "$ROOT/scripts/lib/workspace.sh"
 VERSION="$(workspace_field "$ROOT" version)"
 [[ -n "$VERSION" ]] || die "no [workspace.package] version in $ROOT/Cargo.toml"
@@ -178,7 +178,7 @@ build_platform() {
 \"Entrypoint\":[\"/usr/local/bin/styrmin-webhook\"],\
 \"WorkingDir\":\"/\",\"Labels\":$labels},\
 \"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"sha256:$diff_id\"]},\
-\"history\":[{\"created\":\"$CREATED\",\"created_by\":\"scripts/build-image.sh\"}]}" >"$work/config.json"
+\"history\":[{\"created\":\"$CREATED\",\"created_by\":\"scripts/image/build-image.sh\"}]}" >"$work/config.json"
     config="$(add_blob "$work/config.json")"
 
     printf '%s' "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\

@@ -13,7 +13,7 @@
 # Environment: TOOLS_DIR (default <repo>/.tools), CARGO (default cargo).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TOOLS_DIR="${TOOLS_DIR:-$ROOT/.tools}"
 BIN="$TOOLS_DIR/bin"
 CACHE="$TOOLS_DIR/cache"

@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # STYRMIN_BENCH_BIN measures another build (say, the one before a change) in the same conditions.
 BIN = os.environ.get("STYRMIN_BENCH_BIN") or os.path.join(ROOT, "target", "release", "styrmin-postrender")
 # STYRMIN_BENCH_BASE_BIN adds another build as a third side of the interleaved floor runs.

@@ -8,7 +8,7 @@
 #   PROGRAM-VERSION-PLATFORM.cdx.json   CycloneDX SBOM of each program on each platform: the
 #                                       crates it links for that target (cargo-cyclonedx)
 #   styrmin-webhook-VERSION.oci.tar     the image: an OCI image index, one manifest per linux
-#   styrmin-webhook-VERSION.digest      platform (scripts/build-image.sh), and its digest
+#   styrmin-webhook-VERSION.digest      platform (scripts/image/build-image.sh), and its digest
 #   styrmin-webhook-VERSION.tgz(.prov)  the chart, its image pinned by that digest in REGISTRY;
 #                                       signed (helm package --sign)
 #   styrmin-VERSION.tgz(.prov)          the Helm 4 plugin, signed (helm plugin package --sign)
@@ -18,7 +18,7 @@
 # darwin-arm64 and windows-amd64 (the post-renderer). Every target is built by the pinned
 # toolchain with its own standard library (rustup target add) and linked by zig through
 # cargo-zigbuild: one linker and C compiler (for ring) for all five, with the libc and macOS
-# stubs zig ships. scripts/install-dist-tools.sh installs them.
+# stubs zig ships. scripts/install/install-dist-tools.sh installs them.
 #
 # DIST_PLATFORMS=native (the registry test in make test) builds nothing: it packs the host's
 # `make build` binaries (target/release) as linux-<arch> (dynamically linked, a test build, not a release) and
@@ -32,7 +32,7 @@
 # SOURCE_DATE_EPOCH (default: the commit time of HEAD), CARGO, HELM (default .tools/bin/helm4).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TARGET_DIR="${TARGET_DIR:-$ROOT/target}"
 TOOLS="$ROOT/.tools/bin"
 CARGO="${CARGO:-cargo}"
@@ -51,7 +51,7 @@ die() {
 }
 say() { echo "dist: $*" >&2; }
 
-# shellcheck source=lib/workspace.sh
+# shellcheck source=../lib/workspace.sh
 . "$ROOT/scripts/lib/workspace.sh"
 VERSION="$(workspace_field "$ROOT" version)"
 [[ -n "$VERSION" ]] || die "no [workspace.package] version in $ROOT/Cargo.toml"
@@ -194,7 +194,7 @@ for platform in "${PLATFORMS[@]}"; do
     [[ "$platform" == linux-* ]] && image_platforms+="${platform#linux-}=$(binary_dir "$platform") "
 done
 IMAGE_PLATFORMS="$image_platforms" IMAGE_DIR="$work/image" TARGET_DIR="$TARGET_DIR" \
-    "$ROOT/scripts/build-image.sh" >&2
+    "$ROOT/scripts/image/build-image.sh" >&2
 image="styrmin-webhook-$VERSION"
 mv -f "$work/image/$image.oci.tar" "$work/image/$image.digest" "$DIST/"
 digest="$(cat "$DIST/$image.digest")"

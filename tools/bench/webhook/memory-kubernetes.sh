@@ -6,7 +6,7 @@
 # with N=0. Target: < 64 MB with N = 10,000. Called by bench.sh; runs alone too.
 set -euo pipefail
 N=${N:-10000}
-# shellcheck source=webhook/bench/setup.sh
+# shellcheck source=tools/bench/webhook/setup.sh
 source "$(dirname "$0")/setup.sh"
 
 # measure N API_PORT METRICS_PORT -> "rss_kib peak_kib ingresses seconds_to_audit"

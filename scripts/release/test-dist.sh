@@ -9,14 +9,14 @@
 #   the arm64 image: its entrypoint (--version) and its post-renderer, from its unpacked
 #     layer, under qemu-aarch64; the amd64 image's the same way, natively
 #   windows-amd64: the post-renderer under wine64 (with a shim of bcryptprimitives.dll for a
-#     Wine that lacks it, scripts/wine/bcryptprimitives.c)
+#     Wine that lacks it, scripts/release/wine/bcryptprimitives.c)
 #   darwin-*: built only (nothing runs Mach-O binaries here); checked to be Mach-O files of
 #     the right architecture when `file` is installed
 #
 # Prints how long `make dist` took. Environment: TARGET_DIR (default <repo>/target).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TARGET_DIR="${TARGET_DIR:-$ROOT/target}"
 export PATH="$ROOT/.tools/bin:$PATH"
 QEMU=/usr/bin/qemu-aarch64-static
@@ -28,7 +28,7 @@ die() {
 }
 say() { echo "test-dist: $*" >&2; }
 
-# shellcheck source=lib/workspace.sh
+# shellcheck source=../lib/workspace.sh
 . "$ROOT/scripts/lib/workspace.sh"
 VERSION="$(workspace_field "$ROOT" version)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/styrmin-test-dist.XXXXXX")"
@@ -46,7 +46,7 @@ dist="$TARGET_DIR/dist-test/$VERSION"
 
 start=$SECONDS
 REGISTRY="$registry" SIGNING_KEY='Styrmin dist test' SIGNING_KEYRING="$work/secring.gpg" \
-    DIST_DIR="$dist" "$ROOT/scripts/dist.sh"
+    DIST_DIR="$dist" "$ROOT/scripts/release/dist.sh"
 seconds=$((SECONDS - start))
 say "make dist took ${seconds}s"
 
@@ -120,11 +120,11 @@ if [[ -x "$WINE" ]] && WINEPREFIX="$work/wine" WINEDEBUG=-all "$WINE" wineboot -
     exe="$(bin windows-amd64 styrmin-postrender.exe)"
     # Rust's standard library takes ProcessPrng from bcryptprimitives.dll (Windows 10 and
     # later); Wine releases before 9 lack the DLL. A shim of it, built by zig from
-    # scripts/wine/bcryptprimitives.c, goes beside the program only for such a Wine.
+    # scripts/release/wine/bcryptprimitives.c, goes beside the program only for such a Wine.
     if [[ ! -e "$work/wine/drive_c/windows/system32/bcryptprimitives.dll" ]]; then
         say "this Wine has no bcryptprimitives.dll: the program runs with the shim of it"
         "$ROOT/.tools/zig/ziglang/zig" cc -target x86_64-windows-gnu -shared -O2 \
-            -o "$(dirname "$exe")/bcryptprimitives.dll" "$ROOT/scripts/wine/bcryptprimitives.c" -ladvapi32
+            -o "$(dirname "$exe")/bcryptprimitives.dll" "$ROOT/scripts/release/wine/bcryptprimitives.c" -ladvapi32
     fi
     same_version "windows-amd64 (wine)" styrmin-postrender env WINEPREFIX="$work/wine" WINEDEBUG=-all "$WINE" "$exe"
     same_render "windows-amd64 (wine)" env WINEPREFIX="$work/wine" WINEDEBUG=-all "$WINE" "$exe" \
