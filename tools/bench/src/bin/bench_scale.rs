@@ -641,7 +641,9 @@ impl Results {
             .converge_requests
             .keys()
             .chain(self.steady_requests.keys())
-            .filter(|(resource, _, _)| !resource.is_empty())
+            // Watches are long-running (their count is reconnections, most of them
+            // kube-controller-manager's); calls without a resource are the metrics scrapes.
+            .filter(|(resource, verb, _)| !resource.is_empty() && verb != "WATCH")
             .collect();
         for key in keys {
             let get = |map: &Requests| map.get(key).copied().unwrap_or(0.0);
