@@ -304,7 +304,6 @@ impl ViewSource for KubeSource {
     }
 
     async fn run(self, sink: ViewSink) -> anyhow::Result<()> {
-        let name = self.name();
         let KubeSource {
             client,
             confirm_interval,
@@ -313,77 +312,35 @@ impl ViewSource for KubeSource {
             audits,
             rounds,
         } = self;
-        // The StyrminCluster keeps its last-applied configuration: the `null` trap shows only
-        // there, and there is one such object.
-        let (clusters, cluster_events) = watch_trimmed::<StyrminCluster>(
-            &client,
-            WatchedResource::StyrminClusters,
-            watcher::Config::default(),
-            |_| true,
-            without_managed_fields::<StyrminCluster>,
-        )?;
-        let (environments, environment_events) =
-            watch::<StyrminEnvironment>(&client, WatchedResource::StyrminEnvironments)?;
-        let (deployments, deployment_events) =
-            watch::<StyrminDeployment>(&client, WatchedResource::StyrminDeployments)?;
-        let (ingresses, ingress_events) = watch_trimmed::<AuditedIngress>(
-            &client,
-            WatchedResource::Ingresses,
-            watcher::Config::default(),
-            |i| namespace_owner(i.namespace()).is_some(),
-            AuditedIngress::trim,
-        )?;
-        let (aliases, alias_events) = watch_trimmed::<AliasService>(
-            &client,
-            WatchedResource::Services,
-            watcher::Config::default().labels(SERVICE_ALIAS_SELECTOR),
-            |_| true,
-            AliasService::trim,
-        )?;
-        let (namespaces, namespace_events) = watch_trimmed::<NamespaceName>(
-            &client,
-            WatchedResource::Namespaces,
-            watcher::Config::default(),
-            |_| true,
-            NamespaceName::trim,
-        )?;
-        let (ingress_classes, ingress_class_events) = watch_trimmed::<IngressClass>(
-            &client,
-            WatchedResource::IngressClasses,
-            watcher::Config::default(),
-            |_| true,
-            trim_ingress_class,
-        )?;
-        let mut events = futures::stream::select_all([
-            cluster_events,
-            environment_events,
-            deployment_events,
-            ingress_events,
-            alias_events,
-            namespace_events,
-            ingress_class_events,
-        ]);
-        let mut auditor = Auditor {
-            settings: audit_settings,
-            store: audits,
-            ingresses,
-            aliases,
-            namespaces,
-            ingress_classes,
-            deployments: deployments.clone(),
-            rounds,
-            stuck: HashSet::new(),
-            relists: 0,
-            changed_since_round: true,
+        let (stores, mut events) = start_watches(&client)?;
+        let mut source = Running {
+            name: "kubernetes",
+            sink,
+            auditor: Auditor {
+                settings: audit_settings,
+                store: audits,
+                ingresses: stores.ingresses,
+                aliases: stores.aliases,
+                namespaces: stores.namespaces,
+                ingress_classes: stores.ingress_classes,
+                deployments: stores.deployments.clone(),
+                rounds,
+                stuck: HashSet::new(),
+                relists: 0,
+                changed_since_round: true,
+            },
+            clusters: stores.clusters,
+            environments: stores.environments,
+            deployments: stores.deployments,
+            progress: Progress::default(),
+            published: false,
+            first_seen_deleting: HashMap::new(),
         };
         let mut audit_ticker = tokio::time::interval(audit_interval);
         audit_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut first_seen_deleting = HashMap::new();
         let version = read_version(client).fuse();
         tokio::pin!(version);
         let mut kubernetes_version = ServerVersion::NotReadYet;
-        let mut progress = Progress::default();
-        let mut published = false;
         let mut ticker = tokio::time::interval(confirm_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
@@ -406,38 +363,12 @@ impl ViewSource for KubeSource {
                             _ => break,
                         }
                     }
-                    for (resource, step) in batch {
-                        match step {
-                            Step::Changed { relisted } => {
-                                if relisted && !progress.listed[resource] {
-                                    tracing::info!(resource = resource.plural(), "listed");
-                                } else if relisted {
-                                    auditor.relists += 1;
-                                }
-                                auditor.changed_since_round = true;
-                                progress.listed[resource] |= relisted;
-                                progress.last_error[resource] = None;
-                                dirty = true;
-                            }
-                            Step::Pending => {}
-                            Step::Failed(error) => {
-                                tracing::warn!(resource = resource.plural(), %error,
-                                    "watch failed; keeping the last view, retrying with backoff");
-                                progress.last_error[resource] = Some(Instant::now());
-                                progress.last_message[resource] = Some(error);
-                                sink.report_error(name);
-                            }
-                        }
-                    }
+                    dirty = source.note(batch);
                 }
-                _ = ticker.tick() => {
-                    if published && progress.all_healthy(Instant::now()) {
-                        sink.confirm();
-                    }
-                }
+                _ = ticker.tick() => source.confirm(),
                 _ = audit_ticker.tick() => {
-                    if published {
-                        auditor.run(&sink, &progress);
+                    if source.published {
+                        source.auditor.run(&source.sink, &source.progress);
                     }
                 }
             }
@@ -446,40 +377,172 @@ impl ViewSource for KubeSource {
                 ServerVersion::Unknown => None,
                 ServerVersion::Known(version) => Some(version),
             };
-            if !dirty || !progress.all_listed() {
-                continue;
+            if dirty && source.progress.all_listed() {
+                source.rebuild(version);
             }
-            match build_view(
-                &clusters.state(),
-                &environments.state(),
-                &deployments.state(),
-                version,
-            ) {
-                Ok(BuiltView { mut view, ignored }) => {
-                    view.note_removals(&mut first_seen_deleting, unix_now());
-                    for why in &ignored {
-                        tracing::warn!("{why}");
+        }
+    }
+}
+
+/// The stores of the seven watches.
+struct Stores {
+    clusters: Store<StyrminCluster>,
+    environments: Store<StyrminEnvironment>,
+    deployments: Store<StyrminDeployment>,
+    ingresses: Store<AuditedIngress>,
+    aliases: Store<AliasService>,
+    namespaces: Store<NamespaceName>,
+    ingress_classes: Store<IngressClass>,
+}
+
+/// Starts a watcher and reflector on every [`WatchedResource`]: their stores, and their
+/// events in one stream.
+fn start_watches(client: &Client) -> anyhow::Result<(Stores, futures::stream::SelectAll<Events>)> {
+    // The StyrminCluster keeps its last-applied configuration: the `null` trap shows only
+    // there, and there is one such object.
+    let (clusters, cluster_events) = watch_trimmed::<StyrminCluster>(
+        client,
+        WatchedResource::StyrminClusters,
+        watcher::Config::default(),
+        |_| true,
+        without_managed_fields::<StyrminCluster>,
+    )?;
+    let (environments, environment_events) =
+        watch::<StyrminEnvironment>(client, WatchedResource::StyrminEnvironments)?;
+    let (deployments, deployment_events) =
+        watch::<StyrminDeployment>(client, WatchedResource::StyrminDeployments)?;
+    let (ingresses, ingress_events) = watch_trimmed::<AuditedIngress>(
+        client,
+        WatchedResource::Ingresses,
+        watcher::Config::default(),
+        |i| namespace_owner(i.namespace()).is_some(),
+        AuditedIngress::trim,
+    )?;
+    let (aliases, alias_events) = watch_trimmed::<AliasService>(
+        client,
+        WatchedResource::Services,
+        watcher::Config::default().labels(SERVICE_ALIAS_SELECTOR),
+        |_| true,
+        AliasService::trim,
+    )?;
+    let (namespaces, namespace_events) = watch_trimmed::<NamespaceName>(
+        client,
+        WatchedResource::Namespaces,
+        watcher::Config::default(),
+        |_| true,
+        NamespaceName::trim,
+    )?;
+    let (ingress_classes, ingress_class_events) = watch_trimmed::<IngressClass>(
+        client,
+        WatchedResource::IngressClasses,
+        watcher::Config::default(),
+        |_| true,
+        trim_ingress_class,
+    )?;
+    let events = futures::stream::select_all([
+        cluster_events,
+        environment_events,
+        deployment_events,
+        ingress_events,
+        alias_events,
+        namespace_events,
+        ingress_class_events,
+    ]);
+    let stores = Stores {
+        clusters,
+        environments,
+        deployments,
+        ingresses,
+        aliases,
+        namespaces,
+        ingress_classes,
+    };
+    Ok((stores, events))
+}
+
+/// The source while it runs: the stores the view is built from, the auditor, and where
+/// each watch stands.
+struct Running {
+    name: &'static str,
+    sink: ViewSink,
+    auditor: Auditor,
+    clusters: Store<StyrminCluster>,
+    environments: Store<StyrminEnvironment>,
+    deployments: Store<StyrminDeployment>,
+    progress: Progress,
+    published: bool,
+    first_seen_deleting: HashMap<String, i64>,
+}
+
+impl Running {
+    /// Notes a batch of watch events; `true` when a store changed.
+    fn note(&mut self, batch: Vec<(WatchedResource, Step)>) -> bool {
+        let mut dirty = false;
+        for (resource, step) in batch {
+            match step {
+                Step::Changed { relisted } => {
+                    if relisted && !self.progress.listed[resource] {
+                        tracing::info!(resource = resource.plural(), "listed");
+                    } else if relisted {
+                        self.auditor.relists += 1;
                     }
-                    if published {
-                        tracing::debug!(deployments = view.deployment_count(), "view updated");
-                    } else {
-                        tracing::info!(
-                            deployments = view.deployment_count(),
-                            "first complete view: ready"
-                        );
-                    }
-                    sink.publish(view);
-                    if !published {
-                        // The first audit right away, not an interval later.
-                        auditor.run(&sink, &progress);
-                    }
-                    published = true;
+                    self.auditor.changed_since_round = true;
+                    self.progress.listed[resource] |= relisted;
+                    self.progress.last_error[resource] = None;
+                    dirty = true;
                 }
-                Err(error) => {
-                    tracing::error!(error = %ErrorChain(&error),
-                        "invalid Styrmin object; keeping the last good view");
-                    sink.report_error(name);
+                Step::Pending => {}
+                Step::Failed(error) => {
+                    tracing::warn!(resource = resource.plural(), %error,
+                        "watch failed; keeping the last view, retrying with backoff");
+                    self.progress.last_error[resource] = Some(Instant::now());
+                    self.progress.last_message[resource] = Some(error);
+                    self.sink.report_error(self.name);
                 }
+            }
+        }
+        dirty
+    }
+
+    /// Resets the view's age while every watch is healthy.
+    fn confirm(&self) {
+        if self.published && self.progress.all_healthy(Instant::now()) {
+            self.sink.confirm();
+        }
+    }
+
+    /// Builds the view from the three Styrmin stores and publishes it; the first one is
+    /// audited right away, not an interval later.
+    fn rebuild(&mut self, version: Option<KubernetesVersion>) {
+        match build_view(
+            &self.clusters.state(),
+            &self.environments.state(),
+            &self.deployments.state(),
+            version,
+        ) {
+            Ok(BuiltView { mut view, ignored }) => {
+                view.note_removals(&mut self.first_seen_deleting, unix_now());
+                for why in &ignored {
+                    tracing::warn!("{why}");
+                }
+                if self.published {
+                    tracing::debug!(deployments = view.deployment_count(), "view updated");
+                } else {
+                    tracing::info!(
+                        deployments = view.deployment_count(),
+                        "first complete view: ready"
+                    );
+                }
+                self.sink.publish(view);
+                if !self.published {
+                    self.auditor.run(&self.sink, &self.progress);
+                }
+                self.published = true;
+            }
+            Err(error) => {
+                tracing::error!(error = %ErrorChain(&error),
+                    "invalid Styrmin object; keeping the last good view");
+                self.sink.report_error(self.name);
             }
         }
     }
