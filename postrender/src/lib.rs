@@ -21,7 +21,6 @@ pub mod go_readers;
 pub mod held_memory;
 pub mod ingress_edit;
 pub mod krm;
-mod read_back;
 pub mod render;
 pub mod report;
 pub mod streaming;
