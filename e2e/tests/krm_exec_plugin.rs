@@ -21,10 +21,10 @@ use std::process::{Command, Output};
 
 use rstest::rstest;
 
-use styrmin_e2e::{Scratch, copy_dir, data, describe, release_binary, run, tool, utf8};
+use styrmin_e2e::{Scratch, copy_dir, data, release_binary, run, tool, utf8};
 use support::{
-    RESOLUTION_TABLE, check_example_folder, compare_with_post_renderer, is_ingress, objects_by_id,
-    post_render, rendered_streams,
+    RESOLUTION_TABLE, built, check_example_folder, helm_template, is_ingress, kustomization_with,
+    objects_by_id, route_over_rendered_streams, styrmin_post_render, without_styrmin_variables,
 };
 
 mod support;
@@ -32,11 +32,7 @@ mod support;
 /// The plugin's config: a `StyrminPostRender` whose spec is the config file's sections (no
 /// function annotation: kustomize looks the kind up among its plugins).
 fn plugin_config(config_yaml: &str) -> String {
-    let spec: String = config_yaml.lines().map(|l| format!("  {l}\n")).collect();
-    format!(
-        "apiVersion: styrmin.io/v1alpha1\nkind: StyrminPostRender\nmetadata:\n  name: styrmin\nspec:{}\n{spec}",
-        if spec.is_empty() { " {}" } else { "" }
-    )
+    styrmin_post_render(config_yaml, None)
 }
 
 /// The plugin installed the documented way, a link to the program, under `home`.
@@ -61,12 +57,8 @@ fn kubectl_kustomize(dir: &Path, home: &Path) -> Output {
 fn kubectl_kustomize_with(kubectl: &str, dir: &Path, home: &Path) -> Output {
     let mut cmd = Command::new(tool(kubectl));
     cmd.args(["kustomize", "--enable-alpha-plugins"]).arg(dir);
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("STYRMIN_") {
-            cmd.env_remove(&key);
-        }
-    }
-    cmd.env("XDG_CONFIG_HOME", install_plugin(home))
+    without_styrmin_variables(&mut cmd)
+        .env("XDG_CONFIG_HOME", install_plugin(home))
         .env("HOME", home)
         .env("KUBECONFIG", home.join("no-such-kubeconfig"));
     run(&mut cmd, None)
@@ -77,14 +69,11 @@ fn kubectl_kustomize_ok(dir: &Path, home: &Path) -> String {
 }
 
 fn kubectl_kustomize_ok_with(kubectl: &str, dir: &Path, home: &Path) -> String {
-    let output = kubectl_kustomize_with(kubectl, dir, home);
-    assert!(
-        output.status.success(),
-        "kubectl kustomize {} failed: {}",
-        dir.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    utf8(output.stdout, "kubectl kustomize output")
+    built(
+        kubectl_kustomize_with(kubectl, dir, home),
+        "kubectl kustomize",
+        dir,
+    )
 }
 
 /// `examples/kustomize-plugin`, built with its README's command, the plugin installed as the
@@ -110,45 +99,13 @@ const SOME_CONFIGS: [usize; 5] = [0, 2, 9, 10, 11];
 #[test]
 fn plugin_over_rendered_streams_equals_the_post_renderer() {
     let scratch = Scratch::new("exec-plugin-plain");
-    let mut compared = 0;
-    let mut failures = Vec::new();
-    for (s, (name, path)) in rendered_streams().iter().enumerate() {
-        let stream = std::fs::read(path).expect("read stream");
-        let dir = scratch.join(&format!("s{s}"));
-        std::fs::create_dir_all(&dir).expect("dir");
-        std::fs::write(dir.join("stream.yaml"), &stream).expect("stream");
-        std::fs::write(dir.join("kustomization.yaml"), "resources: [stream.yaml]\n")
-            .expect("kustomization");
-        let without = objects_by_id(&kubectl_kustomize_ok(&dir, scratch.path()), name);
-        for c in SOME_CONFIGS {
-            let config = &RESOLUTION_TABLE[c];
-            let context = format!("{name} with config {config:?}");
-            let config_path = scratch.write(&format!("config-{c}.yaml"), &config.config_yaml());
-            let post_rendered = objects_by_id(&post_render(&stream, &config_path), &context);
-            std::fs::write(
-                dir.join("styrmin.yaml"),
-                plugin_config(&config.config_yaml()),
-            )
-            .expect("plugin config");
-            std::fs::write(
-                dir.join("kustomization.yaml"),
-                "resources: [stream.yaml]\ntransformers: [styrmin.yaml]\n",
-            )
-            .expect("kustomization");
-            let with_plugin = objects_by_id(&kubectl_kustomize_ok(&dir, scratch.path()), &context);
-            match compare_with_post_renderer(
-                &context,
-                "exec plugin",
-                &with_plugin,
-                &without,
-                &post_rendered,
-            ) {
-                Ok(n) => compared += n,
-                Err(e) => failures.push(e),
-            }
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    let compared = route_over_rendered_streams(
+        "exec plugin",
+        &scratch,
+        |_| SOME_CONFIGS.to_vec(),
+        plugin_config,
+        |dir| kubectl_kustomize_ok(dir, scratch.path()),
+    );
     assert!(compared >= 100, "only {compared} Ingresses compared");
 }
 
@@ -160,30 +117,7 @@ fn plugin_over_helm_template_equals_helm_with_the_post_renderer() {
     let scratch = Scratch::new("exec-plugin-helm");
     let chart = scratch.join("chart");
     copy_dir(&data("charts/styrmin-e2e"), &chart);
-    let helm = |helm: &str, extra: &[&str]| {
-        let mut cmd = Command::new(tool(helm));
-        cmd.args(["template", "web"])
-            .arg(&chart)
-            .args(["--namespace", "apps"])
-            .args(extra)
-            .env("HELM_CONFIG_HOME", scratch.join("config"))
-            .env("HELM_CACHE_HOME", scratch.join("cache"))
-            .env("HELM_DATA_HOME", scratch.join("data"))
-            .env("KUBECONFIG", scratch.join("no-such-kubeconfig"));
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("STYRMIN_") {
-                cmd.env_remove(&key);
-            }
-        }
-        let output = run(&mut cmd, None);
-        assert!(
-            output.status.success(),
-            "{}: {}",
-            describe(&cmd),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        utf8(output.stdout, "helm template")
-    };
+    let helm = |helm: &str, extra: &[&str]| helm_template(helm, &chart, &scratch, extra);
     let dir = scratch.join("k");
     std::fs::create_dir_all(&dir).expect("dir");
     let mut compared = 0;
@@ -244,22 +178,14 @@ fn plugin_over_helm_template_equals_helm_with_the_post_renderer() {
 fn a_bad_plugin_config_fails_the_build_naming_the_field() {
     let scratch = Scratch::new("exec-plugin-bad-config");
     let dir = scratch.join("k");
-    std::fs::create_dir_all(&dir).expect("dir");
-    std::fs::write(
-        dir.join("res.yaml"),
-        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  ingressClassName: nginx\n",
-    )
-    .expect("resources");
-    std::fs::write(
-        dir.join("styrmin.yaml"),
-        plugin_config("deployment: {ingress_class: nginx, dedicated_ingress: true}\n"),
-    )
-    .expect("plugin config");
-    std::fs::write(
-        dir.join("kustomization.yaml"),
-        "resources: [res.yaml]\ntransformers: [styrmin.yaml]\n",
-    )
-    .expect("kustomization");
+    kustomization_with(
+        &dir,
+        (
+            "res.yaml",
+            "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  ingressClassName: nginx\n",
+        ),
+        &plugin_config("deployment: {ingress_class: nginx, dedicated_ingress: true}\n"),
+    );
     let output = kubectl_kustomize(&dir, scratch.path());
     assert!(!output.status.success(), "kubectl kustomize succeeded");
     assert!(output.stdout.is_empty(), "{:?}", output.stdout);

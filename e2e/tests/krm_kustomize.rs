@@ -20,12 +20,11 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use styrmin_e2e::{
-    Scratch, copy_dir, data, describe, release_binary, release_dir, run, tool, utf8,
-};
+use styrmin_e2e::{Scratch, copy_dir, data, release_binary, release_dir, run, tool, utf8};
 use support::{
-    RESOLUTION_TABLE, check_example_folder, compare_with_post_renderer, is_ingress, objects_by_id,
-    post_render, rendered_streams,
+    RESOLUTION_TABLE, built, check_example_folder, compare_with_post_renderer, helm_template,
+    is_ingress, kustomization_with, objects_by_id, post_render, route_over_rendered_streams,
+    styrmin_post_render, without_styrmin_variables,
 };
 
 mod support;
@@ -33,12 +32,7 @@ mod support;
 /// The function's config: a `StyrminPostRender` whose spec is the config file's sections,
 /// run as an exec function.
 fn function_config(config_yaml: &str) -> String {
-    let spec: String = config_yaml.lines().map(|l| format!("  {l}\n")).collect();
-    format!(
-        "apiVersion: styrmin.io/v1alpha1\nkind: StyrminPostRender\nmetadata:\n  name: styrmin\n  annotations:\n    config.kubernetes.io/function: |\n      exec:\n        path: {}\nspec:{}\n{spec}",
-        release_binary("styrmin-postrender").display(),
-        if spec.is_empty() { " {}" } else { "" }
-    )
+    styrmin_post_render(config_yaml, Some(&release_binary("styrmin-postrender")))
 }
 
 /// `kustomize build` of `dir`, with Helm's homes inside `home` and no STYRMIN_ variables.
@@ -53,9 +47,9 @@ fn kustomize(dir: &Path, home: &Path, helm: bool) -> Output {
             .arg(tool("helm3"));
     }
     cmd.arg(dir);
+    without_styrmin_variables(&mut cmd);
     for (key, _) in std::env::vars_os() {
-        let name = key.to_string_lossy();
-        if name.starts_with("HELM_") || name.starts_with("STYRMIN_") {
+        if key.to_string_lossy().starts_with("HELM_") {
             cmd.env_remove(&key);
         }
     }
@@ -74,14 +68,7 @@ fn kustomize(dir: &Path, home: &Path, helm: bool) -> Output {
 }
 
 fn kustomize_ok(dir: &Path, home: &Path, helm: bool) -> String {
-    let output = kustomize(dir, home, helm);
-    assert!(
-        output.status.success(),
-        "kustomize build {} failed: {}",
-        dir.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    utf8(output.stdout, "kustomize output")
+    built(kustomize(dir, home, helm), "kustomize build", dir)
 }
 
 /// Configurations for every stream: the default class, R5 (no class), classes YAML would
@@ -91,51 +78,17 @@ const SOME_CONFIGS: [usize; 5] = [0, 2, 9, 10, 11];
 #[test]
 fn transformer_over_plain_resources_equals_the_post_renderer() {
     let scratch = Scratch::new("krm-plain");
-    let streams = rendered_streams();
-    let mut compared = 0;
-    let mut failures = Vec::new();
-    for (s, (name, path)) in streams.iter().enumerate() {
-        let stream = std::fs::read(path).expect("read stream");
-        let dir = scratch.join(&format!("s{s}"));
-        std::fs::create_dir_all(&dir).expect("dir");
-        std::fs::write(dir.join("stream.yaml"), &stream).expect("stream");
-        std::fs::write(dir.join("kustomization.yaml"), "resources: [stream.yaml]\n")
-            .expect("kustomization");
-        let without = objects_by_id(&kustomize_ok(&dir, scratch.path(), false), name);
-        let configs: Vec<usize> = if name == "umbrella-mix.yaml" {
+    let configs = |name: &str| -> Vec<usize> {
+        if name == "umbrella-mix.yaml" {
             (0..RESOLUTION_TABLE.len()).collect()
         } else {
             SOME_CONFIGS.to_vec()
-        };
-        for c in configs {
-            let config = &RESOLUTION_TABLE[c];
-            let context = format!("{name} with config {config:?}");
-            let config_path = scratch.write(&format!("config-{c}.yaml"), &config.config_yaml());
-            let post_rendered = objects_by_id(&post_render(&stream, &config_path), &context);
-            std::fs::write(
-                dir.join("styrmin.yaml"),
-                function_config(&config.config_yaml()),
-            )
-            .expect("function config");
-            std::fs::write(
-                dir.join("kustomization.yaml"),
-                "resources: [stream.yaml]\ntransformers: [styrmin.yaml]\n",
-            )
-            .expect("kustomization");
-            let with_function = objects_by_id(&kustomize_ok(&dir, scratch.path(), false), &context);
-            match compare_with_post_renderer(
-                &context,
-                "KRM function",
-                &with_function,
-                &without,
-                &post_rendered,
-            ) {
-                Ok(n) => compared += n,
-                Err(e) => failures.push(e),
-            }
         }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    };
+    let compared =
+        route_over_rendered_streams("KRM function", &scratch, configs, function_config, |dir| {
+            kustomize_ok(dir, scratch.path(), false)
+        });
     assert!(compared >= 100, "only {compared} Ingresses compared");
 }
 
@@ -161,30 +114,7 @@ fn transformer_over_helm_charts_equals_helm_template_with_the_post_renderer() {
         without.keys().any(|k| k.contains("/web-list-item")),
         "the List's Ingress is in kustomize's output"
     );
-    let helm = |extra: &[&str]| {
-        let mut cmd = Command::new(tool("helm3"));
-        cmd.args(["template", "web"])
-            .arg(&chart)
-            .args(["--namespace", "apps"])
-            .args(extra)
-            .env("HELM_CONFIG_HOME", scratch.join("config"))
-            .env("HELM_CACHE_HOME", scratch.join("cache"))
-            .env("HELM_DATA_HOME", scratch.join("data"))
-            .env("KUBECONFIG", scratch.join("no-such-kubeconfig"));
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("STYRMIN_") {
-                cmd.env_remove(&key);
-            }
-        }
-        let output = run(&mut cmd, None);
-        assert!(
-            output.status.success(),
-            "{}: {}",
-            describe(&cmd),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        utf8(output.stdout, "helm template")
-    };
+    let helm = |extra: &[&str]| helm_template("helm3", &chart, &scratch, extra);
     let rendered = helm(&[]);
     let mut compared = 0;
     for (c, config) in RESOLUTION_TABLE.iter().enumerate() {
@@ -251,14 +181,7 @@ fn the_example_folder_builds_as_its_readme_says() {
 
 fn failing_build(scratch: &Scratch, resources: &str, function_config: &str) -> (String, String) {
     let dir = scratch.join("k");
-    std::fs::create_dir_all(&dir).expect("dir");
-    std::fs::write(dir.join("res.yaml"), resources).expect("resources");
-    std::fs::write(dir.join("styrmin.yaml"), function_config).expect("function config");
-    std::fs::write(
-        dir.join("kustomization.yaml"),
-        "resources: [res.yaml]\ntransformers: [styrmin.yaml]\n",
-    )
-    .expect("kustomization");
+    kustomization_with(&dir, ("res.yaml", resources), function_config);
     let output = kustomize(&dir, scratch.path(), false);
     assert!(!output.status.success(), "kustomize build succeeded");
     (utf8(output.stdout, "stdout"), utf8(output.stderr, "stderr"))

@@ -1,19 +1,16 @@
 //! The command line.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
-use styrmin_ingress_rules::{
-    EnforcementMode, IngressTarget, KubernetesVersion, Level, ResolvedMode,
-};
+use styrmin_ingress_rules::{EnforcementMode, IngressTarget, KubernetesVersion, Level};
 
 use crate::config::StyrminConfig;
 use crate::flux::{FluxError, FluxOutput, HelmReleaseRef};
 use crate::render::RenderRules;
-use crate::{check, explain, flux, krm, report, streaming};
+use crate::{explain, flux, krm, report, route};
 
 /// Gives every Ingress of a rendered Helm chart the ingress class Styrmin's rules decide.
 ///
@@ -221,19 +218,19 @@ impl Cli {
             match command {
                 None => {
                     let mut stdin = std::io::stdin().lock();
-                    let prefix = read_prefix(&mut stdin)?;
+                    let prefix = route::read_prefix(&mut stdin)?;
                     if krm::looks_like_resource_list(prefix.get_ref()) {
-                        run_krm(
+                        route::krm_function::run(
                             prefix.chain(stdin),
                             function_config(),
                             config_given,
                             report.as_ref(),
                         )
                     } else {
-                        filter(prefix.chain(stdin), &rules, mode, report.as_ref())
+                        route::helm::filter(prefix.chain(stdin), &rules, mode, report.as_ref())
                     }
                 }
-                Some(Command::Krm) => run_krm(
+                Some(Command::Krm) => route::krm_function::run(
                     std::io::stdin().lock(),
                     function_config(),
                     config_given,
@@ -246,25 +243,13 @@ impl Cli {
                             plugin_config.display()
                         );
                     }
-                    let text = std::fs::read_to_string(&plugin_config).with_context(|| {
-                        format!("cannot read the plugin config {}", plugin_config.display())
-                    })?;
-                    let plugin = krm::read_plugin_config(&text)
-                        .with_context(|| format!("plugin config {}", plugin_config.display()))?;
-                    let rules = RenderRules {
-                        resolved: plugin.config.settings(&default_cluster).resolved,
-                        kubernetes: plugin.kubernetes,
-                        strict: plugin.strict,
-                    };
-                    // The plugin filters a stream, so warn works as for Helm.
-                    let mode = plugin.config.mode(&default_cluster);
-                    filter(std::io::stdin().lock(), &rules, mode, report.as_ref())
+                    route::kustomize_plugin::run(&plugin_config, report.as_ref())
                 }
                 Some(Command::Explain) => {
                     print!("{}", explain::explain(&config, &settings));
                     Ok(ExitCode::SUCCESS)
                 }
-                Some(Command::Check) => check(&rules),
+                Some(Command::Check) => route::helm::check(&rules),
                 Some(Command::Flux {
                     output,
                     name,
@@ -295,135 +280,6 @@ impl Cli {
     }
 }
 
-/// The first bytes of the input (up to a few hundred, fewer at its end), to tell a
-/// ResourceList from a rendered stream; the rest is read after them.
-fn read_prefix(input: &mut impl Read) -> anyhow::Result<std::io::Cursor<Vec<u8>>> {
-    let mut prefix = Vec::with_capacity(PREFIX_BYTES);
-    input
-        .take(PREFIX_BYTES as u64)
-        .read_to_end(&mut prefix)
-        .context("reading the rendered stream from stdin")?;
-    Ok(std::io::Cursor::new(prefix))
-}
-
-const PREFIX_BYTES: usize = 512;
-
-const KRM_INPUT_RESERVE: usize = 64 << 20;
-
-fn run_krm(
-    input: impl Read,
-    fallback: krm::FunctionConfig,
-    fallback_given: bool,
-    report_path: Option<&PathBuf>,
-) -> anyhow::Result<ExitCode> {
-    // Room for most ResourceLists at once: reading a long one into a growing buffer copies
-    // it again at every doubling (pages not written to are never touched).
-    let (text, cut) =
-        krm::read(input, KRM_INPUT_RESERVE).context("reading the ResourceList from stdin")?;
-    let output = krm::run_cut(text, cut, fallback, fallback_given);
-    // The report holds what stderr gets (kustomize shows a function's stderr only on failure).
-    if let Some(path) = report_path {
-        let lines: String = output.messages.iter().map(|m| format!("{m}\n")).collect();
-        report::append(path, &lines)
-            .with_context(|| format!("cannot write the report {}", path.display()))?;
-    }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, &mut out);
-    output
-        .write(&mut out)
-        .and_then(|()| out.flush())
-        .context("writing the ResourceList to stdout")?;
-    for message in &output.messages {
-        eprintln!("styrmin-postrender: {message}");
-    }
-    Ok(if output.failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
-}
-
-fn filter(
-    input: impl Read,
-    rules: &RenderRules,
-    mode: ResolvedMode,
-    report_path: Option<&PathBuf>,
-) -> anyhow::Result<ExitCode> {
-    // The report is opened first and written before the stream: a report that cannot be
-    // written (a directory, a full disk) fails the run with stdout still empty.
-    let mut report_file = report_path
-        .map(|path| {
-            report::open(path)
-                .with_context(|| format!("cannot write the report {}", path.display()))
-                .map(|file| (path, file))
-        })
-        .transpose()?;
-    // Warn writes the input as it came, so it keeps the input; enforce keeps only the output.
-    let keep = if mode.mode.is_warn() {
-        streaming::Keep::Input
-    } else {
-        streaming::Keep::Output
-    };
-    let mut stream = streaming::render_stream_keeping(input, rules, streaming::BLOCK_BYTES, keep)?;
-    if mode.mode.is_warn() {
-        // Warn: the edits are dropped, so what is written is the input as it came.
-        let edits = std::mem::take(&mut stream.rendered.changed);
-        drop(edits);
-        let rendered = &stream.rendered;
-        let decided_by = rules.resolved.decided_by().to_string();
-        let would = report::would_change(rendered, &decided_by);
-        let mut lines = would.clone();
-        lines.push_str(&report::warnings(rendered));
-        if rules.strict && !would.is_empty() {
-            let error = format!(
-                "--strict: enforcement_mode warn (decided by {}) and enforcing would change {} Ingresses",
-                mode.decided_by(),
-                rendered.ingresses.iter().filter(|o| o.edited).count()
-            );
-            if let Some((_, file)) = &mut report_file {
-                let _ = file.write_all(format!("{lines}error: {error}\n").as_bytes());
-            }
-            eprint!("{lines}");
-            eprintln!("styrmin-postrender: error: {error}");
-            return Ok(ExitCode::from(1));
-        }
-        lines.push_str(&report::warn_summary(rendered));
-        lines.push('\n');
-        if let Some((path, file)) = &mut report_file {
-            file.write_all(lines.as_bytes())
-                .and_then(|()| file.sync_data())
-                .with_context(|| format!("cannot write the report {}", path.display()))?;
-        }
-        let stdout = std::io::stdout();
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-        stream
-            .write(&mut out)
-            .and_then(|()| out.flush())
-            .context("writing the stream to stdout")?;
-        eprint!("{would}");
-        eprint!("{}", report::warnings(rendered));
-        return Ok(ExitCode::SUCCESS);
-    }
-    let rendered = &stream.rendered;
-    if let Some((path, file)) = &mut report_file {
-        file.write_all(report::success(rendered).as_bytes())
-            .and_then(|()| file.sync_data())
-            .with_context(|| format!("cannot write the report {}", path.display()))?;
-    }
-    // Everything is decided before the first byte goes out: no half-written stream.
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-    // Flushed here, not on drop, which would swallow the error (a closed stdout): a stream
-    // that was not all written is a failure.
-    stream
-        .write(&mut out)
-        .and_then(|()| out.flush())
-        .context("writing the stream to stdout")?;
-    eprint!("{}", report::warnings(rendered));
-    Ok(ExitCode::SUCCESS)
-}
-
 fn print_flux(
     rules: &RenderRules,
     output: FluxOutput,
@@ -442,20 +298,4 @@ fn print_flux(
         flux::render(&renderer, &rules.resolved, output, release)?
     );
     Ok(ExitCode::SUCCESS)
-}
-
-fn check(rules: &RenderRules) -> anyhow::Result<ExitCode> {
-    // The same pipeline as the filter, diffed instead of written.
-    let stream = streaming::render_stream(std::io::stdin().lock(), rules, streaming::BLOCK_BYTES)?;
-    let diff = check::diff(&stream);
-    let rendered = &stream.rendered;
-    eprint!("{}", report::warnings(rendered));
-    if diff.is_empty() {
-        eprintln!("{}: every Ingress conforms", report::summary(rendered));
-        Ok(ExitCode::SUCCESS)
-    } else {
-        print!("{diff}");
-        eprintln!("{}", report::summary(rendered));
-        Ok(ExitCode::from(1))
-    }
 }

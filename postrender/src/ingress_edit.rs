@@ -69,22 +69,6 @@ pub fn with_shared_text(mut edit: Edit) -> Edit {
     edit
 }
 
-/// Applies non-overlapping edits, in any order, to `text`.
-pub fn apply(text: &str, edits: &[Edit]) -> String {
-    let mut edits: Vec<&Edit> = edits.iter().collect();
-    edits.sort_by_key(|e| (e.range.start, e.range.end));
-    let mut out =
-        String::with_capacity(text.len() + edits.iter().map(|e| e.text.len()).sum::<usize>());
-    let mut at = 0;
-    for edit in edits {
-        out.push_str(&text[at..edit.range.start]);
-        out.push_str(&edit.text);
-        at = edit.range.end;
-    }
-    out.push_str(&text[at..]);
-    out
-}
-
 /// The class fields of an Ingress node. An explicit `null` counts as not there.
 pub fn read_class_fields(ingress: &Node<'_>) -> Result<ClassFields, EditError> {
     Ok(ClassFields {
@@ -815,12 +799,13 @@ mod tests {
     use styrmin_ingress_rules::example_targets::fields;
 
     use super::*;
+    use crate::render::splice::spliced_text;
     use crate::yaml_tree::parse_document;
 
     fn rewrite(text: &str, desired: &ClassFields) -> String {
         let root = parse_document(text).unwrap().unwrap();
         let edits = plan(text, &root, desired).unwrap();
-        let out = apply(text, &edits);
+        let out = spliced_text(text, &edits);
         // Whatever the layout, the result must read back as the desired fields, and
         // rewriting again must change nothing (R8).
         let again = parse_document(&out)
@@ -967,7 +952,7 @@ mod tests {
             panic!()
         };
         let edits = plan(text, &items[0], &fields(Some("nginx"), Some("nginx"))).unwrap();
-        let out = apply(text, &edits);
+        let out = spliced_text(text, &edits);
         assert_eq!(
             out,
             "items:\n- apiVersion: networking.k8s.io/v1\n  kind: Ingress\n  metadata:\n    annotations:\n      kubernetes.io/ingress.class: \"nginx\"\n    name: a\n  spec:\n    ingressClassName: \"nginx\"\n    rules: []\n"
@@ -981,7 +966,7 @@ mod tests {
         let NodeValue::Sequence { items, .. } = &root.get("items").unwrap().value else {
             panic!()
         };
-        let out = apply(
+        let out = spliced_text(
             text,
             &plan(text, &items[0], &fields(None, Some("traefik"))).unwrap(),
         );

@@ -5,7 +5,7 @@
 //!
 //! The items are not re-serialised, nor copied. The `ResourceList`'s text is cut into its
 //! items by lines, and each item is read where it lies as one document of the post-renderer's
-//! own pipeline ([`streaming::render_documents_apart`]; its leading `-` turned into a space
+//! own pipeline ([`render::render_documents_apart`]; its leading `-` turned into a space
 //! for that time, so every byte keeps its column and its offset): the same pre-filter, the
 //! same Go-reader classification and refusals, the same byte-level edit and self-check. The
 //! edits come back as byte ranges of the items and are spliced into the `ResourceList`'s text
@@ -34,7 +34,7 @@
 //! was refused. This module runs them and writes the `ResourceList` out ([`ResourceListOutput`]).
 
 use crate::held_memory::HeldBytes;
-use crate::streaming;
+use crate::render;
 
 mod cut;
 mod error;
@@ -125,7 +125,7 @@ pub fn run_cut(
             let (tail, messages) = results::warnings(&input, &rendered, &warned);
             // The edits go into the held text itself, and then go: what is written is held
             // once, as the post-renderer holds its blocks.
-            streaming::splice_in_place(&mut input, &rendered.changed);
+            render::splice::splice_in_place(&mut input, &rendered.changed);
             drop(rendered);
             ResourceListOutput {
                 text: input,

@@ -1,15 +1,13 @@
-//! `styrmin-postrender`: a Helm post-renderer that gives every Ingress of a rendered
-//! chart the class Styrmin's rules decide (which rules: docs/rules.md, "Which part applies
-//! which rules").
+//! `styrmin-postrender`: gives every Ingress a chart renders the class Styrmin's rules decide
+//! (docs/rules.md), changing only those bytes. Two routes, one renderer of documents:
 //!
-//! The pipeline: [`documents::split`] cuts the stream into documents by bytes, a byte
-//! pre-filter skips every document that cannot be an Ingress or a List to Go's readers,
-//! the rest are parsed whole into a [`yaml_tree::Node`] tree with byte spans and
-//! classified as Go reads them ([`go_readers`]), [`styrmin_ingress_rules::enforce`] decides the
-//! class fields, and [`ingress_edit`] splices only those bytes. Every edited document is read
-//! back before anything is written. One pipeline runs it all: [`streaming::render_stream`]
-//! renders the stream in blocks as it arrives, for the filter, `check` and the fuzz targets
-//! alike.
+//! - **The stream** (Helm 3 and 4, `check`, the kustomize exec plugin): [`streaming`] keeps
+//!   stdin in blocks that end at a document boundary and renders each on its own thread.
+//! - **The KRM function** (kustomize, kpt): [`krm`] cuts a `ResourceList` into its items by
+//!   lines and renders each where it lies.
+//!
+//! [`render`] renders one document: classified as Go reads it, edited ([`ingress_edit`]) and
+//! read back before anything is written. [`route`] runs each route from stdin to stdout.
 
 pub mod check;
 pub mod cli;
@@ -21,8 +19,8 @@ pub mod go_readers;
 pub mod held_memory;
 pub mod ingress_edit;
 pub mod krm;
-mod read_back;
 pub mod render;
 pub mod report;
+pub mod route;
 pub mod streaming;
 pub mod yaml_tree;

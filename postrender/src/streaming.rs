@@ -16,7 +16,12 @@ use std::io::{self, Read, Write};
 
 use crate::documents::{self, Document};
 use crate::held_memory::{self, HeldBytes, Pages};
+use crate::render::splice::{self, splice_in_place};
+use crate::render::threads::{self, join, on_render_stack};
 use crate::render::{self, RenderError, RenderRules, Rendered};
+
+/// The rendering threads' stack, and the program run on such a thread.
+pub use crate::render::threads::{RENDER_STACK_BYTES, with_render_stack};
 
 /// A block is handed to a renderer once it holds this many bytes and a complete document:
 /// a block and the growth of its edits fit one huge page.
@@ -83,11 +88,8 @@ pub fn render_stream_keeping(
     block_bytes: usize,
     keep: Keep,
 ) -> Result<StreamRendered, StreamError> {
-    // At most this many blocks render at once: a long stream must not start a thread per
-    // block (each block's renderer may use a few threads of its own).
-    let in_flight = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, MAX_BLOCKS_IN_FLIGHT);
+    // A long stream must not start a thread per block.
+    let in_flight = threads::in_flight();
     std::thread::scope(|scope| {
         let mut handles = std::collections::VecDeque::new();
         // Each block's result is merged as soon as it is in, in stream order, so that the
@@ -147,45 +149,6 @@ pub fn render_stream_keeping(
 
 /// How much is read from the input at a time.
 const READ_BYTES: usize = 1 << 20;
-
-/// At most this many blocks are rendered at once (fewer on a machine with fewer cores).
-const MAX_BLOCKS_IN_FLIGHT: usize = 4;
-
-/// The stack of every thread that renders: room for the deepest walk over a tree of
-/// [`crate::yaml_tree::MAX_NESTING`] levels (about 1.3 MiB at that depth, measured by the `deep_nesting`
-/// tests, which render at the bound on threads of this size), with room to spare for a walk
-/// that grows. Reserved, not touched: only what a walk uses becomes resident.
-pub const RENDER_STACK_BYTES: usize = 64 << 20;
-
-/// Runs `render` on a thread of its own with [`RENDER_STACK_BYTES`] of stack, in `scope`.
-/// Rendering never runs on the caller's thread, whose stack may be smaller (2 MiB for a
-/// spawned thread, often less under a test harness or in a container).
-pub(crate) fn on_render_stack<'scope, T: Send + 'scope>(
-    scope: &'scope std::thread::Scope<'scope, '_>,
-    render: impl FnOnce() -> T + Send + 'scope,
-) -> std::thread::ScopedJoinHandle<'scope, T> {
-    std::thread::Builder::new()
-        .name("styrmin-render".to_owned())
-        .stack_size(RENDER_STACK_BYTES)
-        .spawn_scoped(scope, render)
-        // Reserving address space fails only when the process has none left: as fatal as
-        // an allocation failure, which aborts too.
-        .unwrap_or_else(|e| panic!("cannot start a rendering thread: {e}"))
-}
-
-/// Runs `work` on a thread with [`RENDER_STACK_BYTES`] of stack and waits for it: for the
-/// program as a whole, so that a walk outside the pipeline (a refused KRM item's reference,
-/// say) has the same stack as rendering, whatever the platform gives the main thread (8 MiB
-/// on Linux and macOS, 1 MiB on Windows).
-pub fn with_render_stack<T: Send>(work: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|scope| join(on_render_stack(scope, work)))
-}
-
-fn join<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
-    handle
-        .join()
-        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-}
 
 /// Renders a block on its own and hands it back with its result, to be kept until the whole
 /// stream is checked. `documents` are the block's documents when the search for its end
@@ -302,133 +265,6 @@ impl Merge {
     }
 }
 
-/// Renders documents of a text already in memory, each where it lies and on its own, side
-/// by side: for a caller that has found the documents and set aside those that cannot hold
-/// an Ingress while it read them (the KRM function, its items while they were in cache),
-/// so that the rest of the text is not read again. Documents keep their numbers and ranges
-/// (gaps between them are never read); lines are counted from each document's start.
-pub fn render_documents_apart(
-    text: &[u8],
-    documents: &[Document],
-    rules: &RenderRules,
-) -> Result<Rendered, RenderError> {
-    let render_part = |part: &[Document]| -> Result<Rendered, RenderError> {
-        let mut rendered = Rendered::default();
-        // Most documents a caller picks are Ingresses, and most of those change: room for
-        // all at once rather than growing by doubling (a copy each time, and up to twice
-        // the room kept).
-        rendered.changed.reserve_exact(part.len());
-        for document in part {
-            let before = document.index - 1;
-            let alone = Document {
-                index: 1,
-                range: 0..document.range.len(),
-            };
-            let mut one =
-                render::render_block(&text[document.range.clone()], Some(vec![alone]), rules)
-                    .map_err(|mut error| {
-                        error.renumber(before, 0, document.range.start);
-                        error
-                    })?;
-            one.ingresses.renumber(before, 0);
-            // One part for all the documents, not one each.
-            rendered.ingresses.absorb(one.ingresses);
-            rendered
-                .changed
-                .extend(
-                    one.changed
-                        .into_iter()
-                        .map(|changed| render::ChangedDocument {
-                            document: document.clone(),
-                            edits: changed.edits,
-                        }),
-                );
-        }
-        Ok(rendered)
-    };
-    let in_flight = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, MAX_BLOCKS_IN_FLIGHT);
-    let per_part = documents.len().div_ceil(in_flight).max(1);
-    std::thread::scope(|scope| {
-        // The parts side by side (all started before any is joined); the first error in
-        // document order is the one reported.
-        let handles: Vec<_> = documents
-            .chunks(per_part)
-            .map(|part| on_render_stack(scope, move || render_part(part)))
-            .collect();
-        let mut parts = handles.into_iter();
-        let mut rendered = match parts.next() {
-            Some(first) => join(first)?,
-            None => render_part(&[])?,
-        };
-        for handle in parts {
-            let mut next = join(handle)?;
-            rendered.ingresses.append(next.ingresses);
-            rendered.changed.append(&mut next.changed);
-        }
-        Ok(rendered)
-    })
-}
-
-/// Splices the edits of the changed documents of `block` (ranges counted from the block's
-/// start, in order, not overlapping; the documents in order) into `block` itself: what the
-/// filter writes, and the KRM route's `ResourceList`, is held once, never as input and
-/// output side by side. The block grows or shrinks by their net size, and every kept byte
-/// moves at most once. Kept runs that move toward the
-/// block's start are moved first, front to back; then those that move toward its end,
-/// back to front; then the edits' texts are written between them. A run's new place never
-/// covers bytes of a run not yet moved: runs before it that move the same way are already
-/// in place, and a run that moves the other way lies on its far side.
-pub(crate) fn splice_in_place(block: &mut HeldBytes, changed: &[render::ChangedDocument]) {
-    let edits = || {
-        changed.iter().flat_map(|c| {
-            let start = c.document.range.start;
-            c.edits.iter().map(move |e| {
-                (
-                    start + e.range.start..start + e.range.end,
-                    e.text.as_bytes(),
-                )
-            })
-        })
-    };
-    let old_len = block.len();
-    let added: usize = edits().map(|(_, text)| text.len()).sum();
-    let removed: usize = edits().map(|(range, _)| range.len()).sum();
-    let new_len = old_len + added - removed;
-    if new_len > old_len {
-        block.resize(new_len);
-    }
-    let delta =
-        |range: &std::ops::Range<usize>, text: &[u8]| text.len() as isize - range.len() as isize;
-    // The kept run after each edit: where it starts now, its length, and how far it moves.
-    let mut shift = 0isize;
-    let mut forward = edits().peekable();
-    while let Some((range, text)) = forward.next() {
-        shift += delta(&range, text);
-        let end = forward.peek().map_or(old_len, |(next, _)| next.start);
-        if shift < 0 {
-            block.copy_within(range.end..end, range.end.wrapping_add_signed(shift));
-        }
-    }
-    let mut end = old_len;
-    for (range, text) in edits().rev() {
-        if shift > 0 {
-            block.copy_within(range.end..end, range.end.wrapping_add_signed(shift));
-        }
-        shift -= delta(&range, text);
-        end = range.start;
-    }
-    debug_assert_eq!(shift, 0);
-    let mut shift = 0isize;
-    for (range, text) in edits() {
-        let at = range.start.wrapping_add_signed(shift);
-        block[at..at + text.len()].copy_from_slice(text);
-        shift += delta(&range, text);
-    }
-    block.truncate(new_len);
-}
-
 impl StreamRendered {
     /// Writes the stream with the changed documents' edits spliced in.
     pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
@@ -438,7 +274,7 @@ impl StreamRendered {
             }
             return out.flush();
         }
-        render::write_spliced(
+        splice::write_spliced(
             self.blocks.iter().map(|block| &block[..]),
             &self.rendered.changed,
             out,

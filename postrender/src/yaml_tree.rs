@@ -16,6 +16,7 @@ mod common_layout;
 mod common_layout_tests;
 mod node;
 
+pub use common_layout::{ReadOnce, plain_list_read_once};
 pub use node::{MAX_NESTING, Node, NodeValue, PlainList, ScalarTag};
 
 /// A parse failure, with the position in the parsed text.
@@ -466,10 +467,11 @@ fn collect_tab_exempt(text: &str, node: &Node<'_>, indent: usize, exempt: &mut T
 /// that form. Never holds the tree of more than one item: the general parser builds none,
 /// the common-layout reader one item's at a time.
 pub fn plain_list(text: &str) -> Result<Option<PlainList>, SyntaxError> {
-    if let Some(list) = common_layout::read_plain_list(text) {
-        return Ok(list);
+    match plain_list_read_once(text, &mut |_, _| true) {
+        ReadOnce::Plain(list) => Ok(Some(list)),
+        ReadOnce::NotPlain => Ok(None),
+        ReadOnce::Unsettled => plain_list_parsed(text),
     }
-    plain_list_parsed(text)
 }
 
 /// [`plain_list`] by the general parser alone.
@@ -564,23 +566,6 @@ pub fn plain_list_parsed(text: &str) -> Result<Option<PlainList>, SyntaxError> {
         kind: kind.clone(),
         items,
     }))
-}
-
-/// [`plain_list`] and [`for_each_list_item`] in one reading, for a document in the common
-/// layout: each item goes to `each`, with its index, as soon as it is read, and the top level
-/// is judged when the reading ends (a List's `kind` may come after its items). `None` when
-/// the document is not in that layout or `each` stopped the reading (it returned `false`):
-/// the two functions, each reading the document once, then give the answer.
-pub fn plain_list_read_once<'a>(
-    text: &'a str,
-    each: &mut dyn FnMut(usize, Node<'a>) -> bool,
-) -> Option<Option<PlainList>> {
-    let mut index = 0;
-    common_layout::read_plain_list_with(text, &mut |item| {
-        let go_on = each(index, item);
-        index += 1;
-        go_on
-    })
 }
 
 /// Why reading the items of a List one at a time stopped.

@@ -83,6 +83,30 @@ pub fn flag_table(command: &Command) -> String {
     out
 }
 
+/// The flag table of `command` and of every visible subcommand under it, each named by its
+/// path from the program (`styrmin-webhook serve`); a command with no flag of its own has
+/// none. The tables come from walking clap's command tree, so a new subcommand's flags need
+/// a place in the document, or [`with_flag_tables`] names the one missing.
+pub fn flag_tables(command: &Command) -> Vec<(String, String)> {
+    let mut tables = Vec::new();
+    walk(command, command.get_name().to_owned(), &mut tables);
+    tables
+}
+
+fn walk(command: &Command, path: String, tables: &mut Vec<(String, String)>) {
+    let table = flag_table(command);
+    let subcommands = command.get_subcommands().filter(|s| !s.is_hide_set());
+    let paths: Vec<_> = subcommands
+        .map(|sub| (sub, format!("{path} {}", sub.get_name())))
+        .collect();
+    if !table.is_empty() {
+        tables.push((path, table));
+    }
+    for (sub, path) in paths {
+        walk(sub, path, tables);
+    }
+}
+
 /// `document` with the table between each `<!-- flags: NAME -->` and the next
 /// `<!-- end flags -->` replaced by `tables`' table of that name; an error names a marker
 /// without its table, or a table without its marker.
@@ -169,6 +193,23 @@ mod tests {
              \nOutput:\n\n| flag | environment | default | meaning |\n|---|---|---|---|\n\
              | `--json` |  | off | JSON. |\n"
         );
+    }
+
+    #[test]
+    fn every_subcommand_with_flags_of_its_own_gets_a_table() {
+        let program = Command::new("p")
+            .subcommand(command())
+            .subcommand(Command::new("bare"))
+            .subcommand(Command::new("deep").subcommand(
+                Command::new("t").arg(Arg::new("x").long("x").action(ArgAction::SetTrue)),
+            ))
+            .subcommand(
+                Command::new("hidden")
+                    .hide(true)
+                    .arg(Arg::new("y").long("y")),
+            );
+        let names: Vec<_> = flag_tables(&program).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["p t", "p deep t"]);
     }
 
     #[test]

@@ -208,27 +208,30 @@ impl Plan {
 
 const NO_ENVIRONMENT: &str = "(none)";
 
-/// Makes the plan.
-pub fn plan(input: &PlanInput<'_>) -> Plan {
-    let classes: HashMap<&str, &ClassInfo> = input
-        .ingress_classes
-        .iter()
-        .map(|c| (c.name.as_str(), c))
-        .collect();
-    let default_classes: Vec<&ClassInfo> = input
-        .ingress_classes
-        .iter()
-        .filter(|c| c.is_default)
-        .collect();
-    // The controller that serves an Ingress with these fields: its IngressClass's
-    // `spec.controller`, else the class name itself; with no class, the default class's.
-    let controller_of = |fields: &Fields| -> Option<String> {
+/// The cluster's IngressClasses, by name, and those marked default.
+struct Classes<'a> {
+    by_name: HashMap<&'a str, &'a ClassInfo>,
+    defaults: Vec<&'a ClassInfo>,
+}
+
+impl<'a> Classes<'a> {
+    fn of(classes: &'a [ClassInfo]) -> Self {
+        Classes {
+            by_name: classes.iter().map(|c| (c.name.as_str(), c)).collect(),
+            defaults: classes.iter().filter(|c| c.is_default).collect(),
+        }
+    }
+
+    /// The controller that serves an Ingress with these fields: its IngressClass's
+    /// `spec.controller`, else the class name itself; with no class, the default class's.
+    fn controller_of(&self, fields: &Fields) -> Option<String> {
         let class = fields
             .class()
             .map(str::to_owned)
-            .or_else(|| default_classes.first().map(|c| c.name.clone()))?;
+            .or_else(|| self.defaults.first().map(|c| c.name.clone()))?;
         Some(
-            match classes
+            match self
+                .by_name
                 .get(class.as_str())
                 .and_then(|c| c.controller.clone())
             {
@@ -236,109 +239,155 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 None => format!("class {class}"),
             },
         )
-    };
+    }
+}
 
+/// What the Ingresses show that the preflight reports, gathered while they are planned.
+#[derive(Default)]
+struct Findings {
+    /// Class names that no IngressClass has → the environments whose Ingresses get them.
+    missing: BTreeMap<String, BTreeSet<String>>,
+    /// Ingresses left with no class.
+    classless: Vec<String>,
+    /// Targets the API server rejects for an Ingress (R9) → how many Ingresses.
+    cannot_enforce: BTreeMap<String, usize>,
+    changes_controller: Vec<Preflight>,
+}
+
+/// Makes the plan.
+pub fn plan(input: &PlanInput<'_>) -> Plan {
+    let classes = Classes::of(input.ingress_classes);
     let mut plan = Plan::default();
-    let mut missing: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut classless: Vec<String> = Vec::new();
-    let mut cannot_enforce: BTreeMap<String, usize> = BTreeMap::new();
-    let mut changes_controller = Vec::new();
+    let mut findings = Findings::default();
     for ingress in input.ingresses {
         let Some(owner) = namespace_owner(ingress.namespace()) else {
             continue;
         };
-        let current = ingress.class_fields();
-        let settings = input.proposed.settings_for_deployment(owner);
-        let mode = resolve_mode(&input.proposed.levels_for_deployment(owner)).mode;
-        let record = settings.source() == styrmin_ingress_rules::SettingsSource::Record;
-        let kubernetes = input.proposed.kubernetes_version();
-        let mut enforced = |target: &IngressTarget| match styrmin_ingress_rules::enforce(
-            target, &current, kubernetes,
-        ) {
-            Ok(enforcement) => Fields::from(&enforcement.fields),
-            Err(_) => {
-                *cannot_enforce.entry(target.to_string()).or_default() += 1;
-                Fields::from(&current)
-            }
-        };
-        let now = Fields::from(&current);
-        let after = enforced(&settings.resolved.target);
-        let next = if record {
-            enforced(&settings.levels.target)
-        } else {
-            after.clone()
-        };
-        let (right_after, next_deploy, would) = match mode {
-            EnforcementMode::Enforce => (after, next, None),
-            EnforcementMode::Warn => (now.clone(), now.clone(), Some(next)),
-        };
-        let moves = if right_after != now {
-            Move::RightAfter
-        } else if next_deploy != now {
-            Move::NextDeploy
-        } else {
-            Move::No
-        };
-        let environment = input
-            .proposed
-            .deployment(owner)
-            .and_then(|d| d.environment.clone())
-            .unwrap_or_else(|| NO_ENVIRONMENT.to_owned());
-        let subject = format!("Ingress {}/{}", ingress.namespace(), ingress.name());
-        for fields in [&right_after, &next_deploy] {
-            if let Some(class) = &fields.ingress_class_name
-                && !classes.contains_key(class.as_str())
-            {
-                missing
-                    .entry(class.clone())
-                    .or_default()
-                    .insert(environment.clone());
-            }
-        }
-        if next_deploy.class().is_none() {
-            classless.push(subject.clone());
-        }
-        let (before, after) = (controller_of(&now), controller_of(&next_deploy));
-        if before != after {
-            changes_controller.push(Preflight {
-                reason: PreflightReason::ChangesController,
-                subject,
-                detail: format!(
-                    "served by {} now, by {} {}: its address changes, and DNS must follow",
-                    before.as_deref().unwrap_or("nobody"),
-                    after.as_deref().unwrap_or("nobody"),
-                    moves.as_str(),
-                ),
-            });
-        }
-        let decided_by = if record {
-            settings.levels.decided_by().to_string()
-        } else {
-            settings.resolved.decided_by().to_string()
-        };
+        let (environment, planned) = plan_ingress(input, ingress, owner, &classes, &mut findings);
         plan.environments
             .entry(environment)
             .or_default()
-            .push(PlannedIngress {
-                namespace: ingress.namespace().to_owned(),
-                name: ingress.name().to_owned(),
-                deployment: owner.to_owned(),
-                mode,
-                record,
-                now,
-                right_after,
-                next_deploy,
-                moves,
-                would,
-                decided_by,
-            });
+            .push(planned);
     }
     for ingresses in plan.environments.values_mut() {
         ingresses.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     }
+    plan.preflight = preflight(findings, &classes, input.proposed);
+    plan
+}
 
+/// One Ingress of deployment `owner`: its environment and what happens to it. What the
+/// preflight reports of it goes to `findings`.
+fn plan_ingress(
+    input: &PlanInput<'_>,
+    ingress: &AuditedIngress,
+    owner: &str,
+    classes: &Classes<'_>,
+    findings: &mut Findings,
+) -> (String, PlannedIngress) {
+    let current = ingress.class_fields();
+    let settings = input.proposed.settings_for_deployment(owner);
+    let mode = resolve_mode(&input.proposed.levels_for_deployment(owner)).mode;
+    let record = settings.source() == styrmin_ingress_rules::SettingsSource::Record;
+    let kubernetes = input.proposed.kubernetes_version();
+    let mut enforced =
+        |target: &IngressTarget| match styrmin_ingress_rules::enforce(target, &current, kubernetes)
+        {
+            Ok(enforcement) => Fields::from(&enforcement.fields),
+            Err(_) => {
+                *findings
+                    .cannot_enforce
+                    .entry(target.to_string())
+                    .or_default() += 1;
+                Fields::from(&current)
+            }
+        };
+    let now = Fields::from(&current);
+    let after = enforced(&settings.resolved.target);
+    let next = if record {
+        enforced(&settings.levels.target)
+    } else {
+        after.clone()
+    };
+    let (right_after, next_deploy, would) = match mode {
+        EnforcementMode::Enforce => (after, next, None),
+        EnforcementMode::Warn => (now.clone(), now.clone(), Some(next)),
+    };
+    let moves = if right_after != now {
+        Move::RightAfter
+    } else if next_deploy != now {
+        Move::NextDeploy
+    } else {
+        Move::No
+    };
+    let environment = input
+        .proposed
+        .deployment(owner)
+        .and_then(|d| d.environment.clone())
+        .unwrap_or_else(|| NO_ENVIRONMENT.to_owned());
+    let subject = format!("Ingress {}/{}", ingress.namespace(), ingress.name());
+    for fields in [&right_after, &next_deploy] {
+        if let Some(class) = &fields.ingress_class_name
+            && !classes.by_name.contains_key(class.as_str())
+        {
+            findings
+                .missing
+                .entry(class.clone())
+                .or_default()
+                .insert(environment.clone());
+        }
+    }
+    if next_deploy.class().is_none() {
+        findings.classless.push(subject.clone());
+    }
+    let (before, after) = (
+        classes.controller_of(&now),
+        classes.controller_of(&next_deploy),
+    );
+    if before != after {
+        findings.changes_controller.push(Preflight {
+            reason: PreflightReason::ChangesController,
+            subject,
+            detail: format!(
+                "served by {} now, by {} {}: its address changes, and DNS must follow",
+                before.as_deref().unwrap_or("nobody"),
+                after.as_deref().unwrap_or("nobody"),
+                moves.as_str(),
+            ),
+        });
+    }
+    let decided_by = if record {
+        settings.levels.decided_by().to_string()
+    } else {
+        settings.resolved.decided_by().to_string()
+    };
+    let planned = PlannedIngress {
+        namespace: ingress.namespace().to_owned(),
+        name: ingress.name().to_owned(),
+        deployment: owner.to_owned(),
+        mode,
+        record,
+        now,
+        right_after,
+        next_deploy,
+        moves,
+        would,
+        decided_by,
+    };
+    (environment, planned)
+}
+
+/// The preflight findings, in the order they are reported.
+fn preflight(findings: Findings, classes: &Classes<'_>, proposed: &View) -> Vec<Preflight> {
+    let Findings {
+        missing,
+        classless,
+        cannot_enforce,
+        changes_controller,
+    } = findings;
+    let mut out = Vec::new();
     for (class, environments) in missing {
-        plan.preflight.push(Preflight {
+        out.push(Preflight {
             reason: PreflightReason::MissingIngressClass,
             subject: format!("IngressClass {class}"),
             detail: format!(
@@ -347,11 +396,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             ),
         });
     }
-    plan.preflight
-        .extend(controllers_not_running(input.proposed));
+    out.extend(controllers_not_running(proposed));
     if !classless.is_empty() {
-        for class in &default_classes {
-            plan.preflight.push(Preflight {
+        for class in &classes.defaults {
+            out.push(Preflight {
                 reason: PreflightReason::DefaultClassPicksUp,
                 subject: format!("IngressClass {}", class.name),
                 detail: format!(
@@ -364,7 +412,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         }
     }
     for (target, count) in cannot_enforce {
-        plan.preflight.push(Preflight {
+        out.push(Preflight {
             reason: PreflightReason::CannotEnforce,
             subject: target.clone(),
             detail: format!(
@@ -372,8 +420,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             ),
         });
     }
-    plan.preflight.extend(changes_controller);
-    plan
+    out.extend(changes_controller);
+    out
 }
 
 /// Environments whose proposed levels turn the dedicated controller on while it is not

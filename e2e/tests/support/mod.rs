@@ -183,16 +183,23 @@ pub fn objects_by_id(stream: &str, what: &str) -> std::collections::BTreeMap<Str
     map
 }
 
-/// `styrmin-postrender --config config_path` over `stream`, without the caller's STYRMIN_
-/// variables; its output.
-pub fn post_render(stream: &[u8], config_path: &Path) -> String {
-    let mut cmd = std::process::Command::new(styrmin_e2e::release_binary("styrmin-postrender"));
-    cmd.arg("--config").arg(config_path);
+/// `cmd` without the caller's STYRMIN_ variables, so that only what a test gives configures
+/// the program.
+pub fn without_styrmin_variables(cmd: &mut std::process::Command) -> &mut std::process::Command {
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("STYRMIN_") {
             cmd.env_remove(&key);
         }
     }
+    cmd
+}
+
+/// `styrmin-postrender --config config_path` over `stream`, without the caller's STYRMIN_
+/// variables; its output.
+pub fn post_render(stream: &[u8], config_path: &Path) -> String {
+    let mut cmd = std::process::Command::new(styrmin_e2e::release_binary("styrmin-postrender"));
+    cmd.arg("--config").arg(config_path);
+    without_styrmin_variables(&mut cmd);
     let output = styrmin_e2e::run(&mut cmd, Some(stream));
     assert!(
         output.status.success(),
@@ -201,6 +208,124 @@ pub fn post_render(stream: &[u8], config_path: &Path) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     styrmin_e2e::utf8(output.stdout, "post-renderer output")
+}
+
+/// `helm template web CHART --namespace apps EXTRA` with `helm` (a tool of `make tools`:
+/// `helm3`, `helm4`), Helm's homes inside `scratch` and no STYRMIN_ variables; its output.
+pub fn helm_template(
+    helm: &str,
+    chart: &Path,
+    scratch: &styrmin_e2e::Scratch,
+    extra: &[&str],
+) -> String {
+    let mut cmd = std::process::Command::new(styrmin_e2e::tool(helm));
+    cmd.args(["template", "web"])
+        .arg(chart)
+        .args(["--namespace", "apps"])
+        .args(extra)
+        .env("HELM_CONFIG_HOME", scratch.join("config"))
+        .env("HELM_CACHE_HOME", scratch.join("cache"))
+        .env("HELM_DATA_HOME", scratch.join("data"))
+        .env("KUBECONFIG", scratch.join("no-such-kubeconfig"));
+    without_styrmin_variables(&mut cmd);
+    let output = styrmin_e2e::run(&mut cmd, None);
+    assert!(
+        output.status.success(),
+        "{}: {}",
+        styrmin_e2e::describe(&cmd),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    styrmin_e2e::utf8(output.stdout, "helm template")
+}
+
+/// Writes a kustomization in `dir` whose `resources:` is `resources` (the file's name and
+/// text) and whose one transformer is `transformer`, a `StyrminPostRender`.
+pub fn kustomization_with(dir: &Path, resources: (&str, &str), transformer: &str) {
+    std::fs::create_dir_all(dir).expect("dir");
+    std::fs::write(dir.join(resources.0), resources.1).expect("resources");
+    std::fs::write(dir.join("styrmin.yaml"), transformer).expect("transformer config");
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "resources: [{}]\ntransformers: [styrmin.yaml]\n",
+            resources.0
+        ),
+    )
+    .expect("kustomization");
+}
+
+/// The output of a kustomize build of `dir` (`what` runs it), which must succeed.
+pub fn built(output: std::process::Output, what: &str, dir: &Path) -> String {
+    assert!(
+        output.status.success(),
+        "{what} {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    styrmin_e2e::utf8(output.stdout, what)
+}
+
+/// A `StyrminPostRender` whose spec is the config file's sections: run as an exec KRM
+/// function when `exec` names the program, else looked up by kustomize among its exec
+/// plugins by its kind.
+pub fn styrmin_post_render(config_yaml: &str, exec: Option<&Path>) -> String {
+    let spec: String = config_yaml.lines().map(|l| format!("  {l}\n")).collect();
+    let annotations = exec.map_or(String::new(), |program| {
+        format!(
+            "  annotations:\n    config.kubernetes.io/function: |\n      exec:\n        path: {}\n",
+            program.display()
+        )
+    });
+    format!(
+        "apiVersion: styrmin.io/v1alpha1\nkind: StyrminPostRender\nmetadata:\n  name: styrmin\n{annotations}spec:{}\n{spec}",
+        if spec.is_empty() { " {}" } else { "" }
+    )
+}
+
+/// A kustomize route (the KRM function, the exec plugin) over every rendered stream: each
+/// stream the `resources:` of a kustomization built by `build`, without a transformer and
+/// then with `transformer(config)` for each of `configs(stream's name)` of the resolution
+/// table. Every Ingress must equal the post-renderer's output for the same config, every other
+/// object kustomize's output without the transformer. The number of Ingresses compared.
+pub fn route_over_rendered_streams(
+    route: &str,
+    scratch: &styrmin_e2e::Scratch,
+    configs: impl Fn(&str) -> Vec<usize>,
+    transformer: impl Fn(&str) -> String,
+    build: impl Fn(&Path) -> String,
+) -> usize {
+    let mut compared = 0;
+    let mut failures = Vec::new();
+    for (s, (name, path)) in rendered_streams().iter().enumerate() {
+        let stream = std::fs::read(path).expect("read stream");
+        let dir = scratch.join(&format!("s{s}"));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("stream.yaml"), &stream).expect("stream");
+        std::fs::write(dir.join("kustomization.yaml"), "resources: [stream.yaml]\n")
+            .expect("kustomization");
+        let without = objects_by_id(&build(&dir), name);
+        for c in configs(name) {
+            let config = &RESOLUTION_TABLE[c];
+            let context = format!("{name} with config {config:?}");
+            let config_path = scratch.write(&format!("config-{c}.yaml"), &config.config_yaml());
+            let post_rendered = objects_by_id(&post_render(&stream, &config_path), &context);
+            std::fs::write(dir.join("styrmin.yaml"), transformer(&config.config_yaml()))
+                .expect("transformer config");
+            std::fs::write(
+                dir.join("kustomization.yaml"),
+                "resources: [stream.yaml]\ntransformers: [styrmin.yaml]\n",
+            )
+            .expect("kustomization");
+            let with_route = objects_by_id(&build(&dir), &context);
+            match compare_with_post_renderer(&context, route, &with_route, &without, &post_rendered)
+            {
+                Ok(n) => compared += n,
+                Err(e) => failures.push(e),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    compared
 }
 
 /// Ingresses equal the post-renderer's, everything else equals kustomize's output without

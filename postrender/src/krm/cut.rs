@@ -56,10 +56,7 @@ const OPEN: usize = usize::MAX;
 /// the checks are done by the time the input is.
 #[derive(Debug)]
 struct Cutter {
-    out: ListParts,
-    section: Section,
-    seen: Vec<Section>,
-    item_column: Option<usize>,
+    state: CutState,
     /// Lines read so far.
     number: usize,
     checker: Option<LineChecker>,
@@ -93,10 +90,12 @@ pub(super) struct ItemsSeen {
 impl Cutter {
     fn new(checked: bool) -> Self {
         Self {
-            out: ListParts::default(),
-            section: Section::Prologue,
-            seen: Vec::new(),
-            item_column: None,
+            state: CutState {
+                out: ListParts::default(),
+                section: Section::Prologue,
+                seen: Vec::new(),
+                item_column: None,
+            },
             number: 0,
             checker: checked.then(LineChecker::default),
             skip_plain: true,
@@ -138,7 +137,7 @@ impl Cutter {
     fn see_items(&mut self, piece: &[u8], base: usize) {
         let end = base + piece.len();
         let seen = &mut self.items_seen;
-        let items = &self.out.items;
+        let items = &self.state.out.items;
         seen.may_hold_ingress.resize(items.len(), false);
         while let Some(range) = items.get(seen.next) {
             let (from, to) = (range.start.max(base), range.end.min(end));
@@ -188,7 +187,9 @@ impl Cutter {
         if let Some(error) = self.tab.or(self.line_break).or(self.cut) {
             return Err(error);
         }
-        if !self.seen.contains(&Section::Kind) || !self.seen.contains(&Section::ApiVersion) {
+        if !self.state.seen.contains(&Section::Kind)
+            || !self.state.seen.contains(&Section::ApiVersion)
+        {
             return Err(shape(
                 1,
                 format!(
@@ -196,17 +197,84 @@ impl Cutter {
                 ),
             ));
         }
-        let mut out = self.out;
+        let mut out = self.state.out;
         let end = self.bytes;
         for range in out.items.iter_mut().chain(out.function_config.as_mut()) {
             if range.end == OPEN {
                 range.end = end;
             }
         }
-        out.item_column = self.item_column.unwrap_or(0);
+        out.item_column = self.state.item_column.unwrap_or(0);
         // Kept until the output is written: no spare room.
         out.items.shrink_to_fit();
         Ok(out)
+    }
+
+    /// Cuts the lines of one piece that starts at byte `base`, checking each with the
+    /// checker when there is one.
+    fn cut_lines(&mut self, base: usize, text: &[u8], utf8: bool) -> Result<(), KrmError> {
+        let state = &mut self.state;
+        // Lines are counted only for a message: a line's number is found when one is made.
+        let lines_before = self.number;
+        let line_at =
+            |start: usize| lines_before + memchr::memchr_iter(b'\n', &text[..start]).count() + 1;
+        let mut checker = self.checker.as_mut();
+        let mut offset = 0;
+        let result = (|| -> Result<(), KrmError> {
+            while offset < text.len() {
+                let items_in_column_0 =
+                    state.section == Section::Items && state.item_column == Some(0);
+                if self.skip_plain {
+                    offset = skip_runs(text, offset, items_in_column_0, checker.as_deref());
+                }
+                if offset == text.len() {
+                    break;
+                }
+                let start = offset;
+                let end = memchr::memchr(b'\n', &text[start..]).map_or(text.len(), |i| start + i);
+                offset = (end + 1).min(text.len());
+                let line = &text[start..end];
+                if self.skip_plain
+                    && items_in_column_0
+                    && let Some(checker) = checker.as_deref_mut()
+                    && (utf8 || line.is_ascii())
+                    && take_common_line(checker, &mut state.out.items, base + start, line)
+                {
+                    continue;
+                }
+                if line.first() == Some(&b' ')
+                    && passed_over(line, state.section, state.item_column, checker.as_deref())
+                {
+                    continue;
+                }
+                let content = std::str::from_utf8(line).map_err(|e| KrmError::NotUtf8 {
+                    offset: base + start + e.valid_up_to(),
+                })?;
+                if checker
+                    .as_mut()
+                    .is_some_and(|c| c.in_block_scalar(content.as_bytes()))
+                {
+                    continue;
+                }
+                state.read_line(content, base + start, checker.as_deref_mut(), || {
+                    line_at(start)
+                })?;
+            }
+            Ok(())
+        })();
+        self.number = lines_before
+            + memchr::memchr_iter(b'\n', text).count()
+            + usize::from(text.last().is_some_and(|b| *b != b'\n'));
+        result
+    }
+
+    /// The cut, and what it saw of the items.
+    fn into_cut(mut self) -> ListCut {
+        let seen = std::mem::take(&mut self.items_seen);
+        ListCut {
+            parts: self.finish(),
+            seen,
+        }
     }
 }
 
@@ -248,146 +316,106 @@ fn quick_cut(text: &str) -> Option<ListParts> {
     Some(parts)
 }
 
-impl Cutter {
-    /// Cuts the lines of one piece that starts at byte `base`, checking each with the
-    /// checker when there is one.
-    fn cut_lines(&mut self, base: usize, text: &[u8], utf8: bool) -> Result<(), KrmError> {
-        let mut out = std::mem::take(&mut self.out);
-        let mut section = self.section;
-        let mut seen = std::mem::take(&mut self.seen);
-        let mut item_column = self.item_column;
-        // Lines are counted only for a message: a line's number is found when one is made.
-        let lines_before = self.number;
-        let line_at =
-            |start: usize| lines_before + memchr::memchr_iter(b'\n', &text[..start]).count() + 1;
-        let mut checker = self.checker.as_mut();
-        let mut offset = 0;
-        let result = (|| -> Result<(), KrmError> {
-            while offset < text.len() {
-                let items_in_column_0 = section == Section::Items && item_column == Some(0);
-                if self.skip_plain {
-                    offset = skip_runs(text, offset, items_in_column_0, checker.as_deref());
-                }
-                if offset == text.len() {
-                    break;
-                }
-                let start = offset;
-                let end = memchr::memchr(b'\n', &text[start..]).map_or(text.len(), |i| start + i);
-                offset = (end + 1).min(text.len());
-                let line = &text[start..end];
-                if self.skip_plain
-                    && items_in_column_0
-                    && let Some(checker) = checker.as_deref_mut()
-                    && (utf8 || line.is_ascii())
-                    && take_common_line(checker, &mut out.items, base + start, line)
-                {
-                    continue;
-                }
-                if line.first() == Some(&b' ')
-                    && passed_over(line, section, item_column, checker.as_deref())
-                {
-                    continue;
-                }
-                let content = std::str::from_utf8(line).map_err(|e| KrmError::NotUtf8 {
-                    offset: base + start + e.valid_up_to(),
-                })?;
-                if checker
-                    .as_mut()
-                    .is_some_and(|c| c.in_block_scalar(content.as_bytes()))
-                {
-                    continue;
-                }
-                let indent = content.len() - content.trim_start_matches(' ').len();
-                let rest = &content[indent..];
-                if rest.is_empty() || rest.starts_with('#') {
-                    continue;
-                }
-                if indent == 0 && (rest == "---" || rest == "..." || rest.starts_with("--- ")) {
-                    if section == Section::Prologue && rest == "---" {
-                        continue;
-                    }
-                    return Err(shape(line_at(start), "more than one YAML document"));
-                }
-                // An item of `items`: a `-` line in the items' column.
-                if section == Section::Items && (rest.starts_with("- ") || rest == "-") {
-                    let column = *item_column.get_or_insert(indent);
-                    if indent == column {
-                        if rest == "-" {
-                            return Err(shape(
-                                line_at(start),
-                                "an item that starts on the line after its `-`",
-                            ));
-                        }
-                        start_item(&mut out.items, base + start);
-                        if let Some(checker) = checker.as_mut() {
-                            checker
-                                .check(content, 0)
-                                .map_err(|e| e.on_line(line_at(start)))?;
-                        }
-                        continue;
-                    }
-                }
-                if indent == 0 && rest.starts_with('-') {
-                    return Err(shape(line_at(start), "a sequence entry outside `items`"));
-                }
-                if indent > 0 {
-                    if section == Section::Prologue {
-                        return Err(shape(
-                            line_at(start),
-                            "the ResourceList is not a block mapping",
-                        ));
-                    }
-                    if section == Section::Items && item_column.is_none_or(|c| indent < c) {
-                        return Err(shape(line_at(start), "a line of `items` outside its items"));
-                    }
-                    // The functionConfig is read by a YAML parser: a construct cut at a column-0
-                    // line does not parse, so its lines need no check.
-                    if section != Section::FunctionConfig
-                        && let Some(checker) = checker.as_mut()
-                    {
-                        checker
-                            .check(content, 0)
-                            .map_err(|e| e.on_line(line_at(start)))?;
-                    }
-                    continue;
-                }
-                // A top-level key.
-                if let Some(last) = out.items.last_mut().filter(|_| section == Section::Items) {
-                    last.end = base + start;
-                }
-                if let Some(range) = out.function_config.as_mut()
-                    && section == Section::FunctionConfig
-                {
-                    range.end = base + start;
-                }
-                let (key, next) = top_level_key(rest).map_err(|why| shape(line_at(start), why))?;
-                section = next;
-                if section == Section::FunctionConfig {
-                    out.function_config = Some(base + start..OPEN);
-                }
-                if seen.contains(&section) {
+/// Where the cut is: the parts found so far, and the part and the items' column it is in.
+#[derive(Debug)]
+struct CutState {
+    out: ListParts,
+    section: Section,
+    seen: Vec<Section>,
+    item_column: Option<usize>,
+}
+
+impl CutState {
+    /// Reads one line that no run passed over and that is not in a block scalar: a document
+    /// marker, an item's `-` line, an indented line or a top-level key, starting at byte `at`
+    /// of the input (`line_at` gives its number, for a message).
+    fn read_line(
+        &mut self,
+        content: &str,
+        at: usize,
+        mut checker: Option<&mut LineChecker>,
+        line_at: impl Fn() -> usize,
+    ) -> Result<(), KrmError> {
+        let indent = content.len() - content.trim_start_matches(' ').len();
+        let rest = &content[indent..];
+        if rest.is_empty() || rest.starts_with('#') {
+            return Ok(());
+        }
+        if indent == 0 && (rest == "---" || rest == "..." || rest.starts_with("--- ")) {
+            if self.section == Section::Prologue && rest == "---" {
+                return Ok(());
+            }
+            return Err(shape(line_at(), "more than one YAML document"));
+        }
+        // An item of `items`: a `-` line in the items' column.
+        if self.section == Section::Items && (rest.starts_with("- ") || rest == "-") {
+            let column = *self.item_column.get_or_insert(indent);
+            if indent == column {
+                if rest == "-" {
                     return Err(shape(
-                        line_at(start),
-                        format!("`{key}` appears more than once"),
+                        line_at(),
+                        "an item that starts on the line after its `-`",
                     ));
                 }
-                seen.push(section);
-                if let Some(checker) = checker.as_mut() {
+                start_item(&mut self.out.items, at);
+                if let Some(checker) = checker.as_deref_mut() {
                     checker
                         .check(content, 0)
-                        .map_err(|e| e.on_line(line_at(start)))?;
+                        .map_err(|e| e.on_line(line_at()))?;
                 }
+                return Ok(());
             }
-            Ok(())
-        })();
-        self.out = out;
-        self.section = section;
-        self.seen = seen;
-        self.item_column = item_column;
-        self.number = lines_before
-            + memchr::memchr_iter(b'\n', text).count()
-            + usize::from(text.last().is_some_and(|b| *b != b'\n'));
-        result
+        }
+        if indent == 0 && rest.starts_with('-') {
+            return Err(shape(line_at(), "a sequence entry outside `items`"));
+        }
+        if indent > 0 {
+            if self.section == Section::Prologue {
+                return Err(shape(line_at(), "the ResourceList is not a block mapping"));
+            }
+            if self.section == Section::Items && self.item_column.is_none_or(|c| indent < c) {
+                return Err(shape(line_at(), "a line of `items` outside its items"));
+            }
+            // The functionConfig is read by a YAML parser: a construct cut at a column-0
+            // line does not parse, so its lines need no check.
+            if self.section != Section::FunctionConfig
+                && let Some(checker) = checker.as_deref_mut()
+            {
+                checker
+                    .check(content, 0)
+                    .map_err(|e| e.on_line(line_at()))?;
+            }
+            return Ok(());
+        }
+        // A top-level key.
+        if let Some(last) = self
+            .out
+            .items
+            .last_mut()
+            .filter(|_| self.section == Section::Items)
+        {
+            last.end = at;
+        }
+        if let Some(range) = self.out.function_config.as_mut()
+            && self.section == Section::FunctionConfig
+        {
+            range.end = at;
+        }
+        let (key, next) = top_level_key(rest).map_err(|why| shape(line_at(), why))?;
+        self.section = next;
+        if self.section == Section::FunctionConfig {
+            self.out.function_config = Some(at..OPEN);
+        }
+        if self.seen.contains(&self.section) {
+            return Err(shape(line_at(), format!("`{key}` appears more than once")));
+        }
+        self.seen.push(self.section);
+        if let Some(checker) = checker {
+            checker
+                .check(content, 0)
+                .map_err(|e| e.on_line(line_at()))?;
+        }
+        Ok(())
     }
 }
 
@@ -531,17 +559,6 @@ impl ListCut {
         let mut cutter = Cutter::new(true);
         cutter.feed(text);
         cutter.into_cut()
-    }
-}
-
-impl Cutter {
-    /// The cut, and what it saw of the items.
-    fn into_cut(mut self) -> ListCut {
-        let seen = std::mem::take(&mut self.items_seen);
-        ListCut {
-            parts: self.finish(),
-            seen,
-        }
     }
 }
 

@@ -10,7 +10,7 @@ use super::error::{ItemRef, KrmError};
 use super::function_config::{FunctionConfig, read_function_config};
 use super::results::{ItemInfo, ResourceRef, reference_of};
 use crate::documents::Document;
-use crate::render::{RenderError, RenderRules, Rendered};
+use crate::render::{self, RenderError, RenderRules, Rendered};
 use crate::streaming;
 
 /// What the pipeline found, its edits moved to the items (each counted from its item's
@@ -45,6 +45,38 @@ fn render_items(
     fallback: FunctionConfig,
     fallback_given: bool,
 ) -> Result<Processed, KrmError> {
+    let rules = rules_of(text, parts, fallback, fallback_given)?;
+    let rendered = render_where_they_lie(text, parts, seen, &rules);
+    let text = &*text;
+    let mut rendered = rendered.map_err(|error| render_error(text, parts, &rules, error))?;
+    move_edits_to_items(text, parts, &mut rendered)?;
+    // Each warning's item, in the order of the warnings.
+    let warned = rendered
+        .warnings()
+        .map(|o| {
+            let index = o.document.index - 1;
+            ItemInfo {
+                at: item_ref(text, parts, index),
+                reference: parts
+                    .items
+                    .get(index)
+                    .map_or_else(ResourceRef::default, |r| {
+                        reference_of(&item_document(text, r, parts.item_column))
+                    }),
+            }
+        })
+        .collect();
+    Ok((rendered, warned))
+}
+
+/// The rules of the `ResourceList`'s functionConfig, else of `fallback`; both at once is an
+/// error, and so is warn (a KRM function cannot pass its input through and warn).
+fn rules_of(
+    text: &[u8],
+    parts: &ListParts,
+    fallback: FunctionConfig,
+    fallback_given: bool,
+) -> Result<RenderRules, KrmError> {
     let function_config = parts
         .function_config
         .as_ref()
@@ -65,17 +97,24 @@ fn render_items(
         });
     }
     let settings = config.config.settings(&Level::default());
-    let rules = RenderRules {
+    Ok(RenderRules {
         resolved: settings.resolved,
         kubernetes: config.kubernetes,
         strict: config.strict,
-    };
+    })
+}
 
-    // Each item is a document of the pipeline read where it lies: its `-` turned into a
-    // space for the time of the rendering, so that every byte keeps its column and its
-    // offset, and nothing is copied. Only the items the pre-filter lets through are
-    // rendered (the others are set aside by the pipeline all the same), unless some text is
-    // not UTF-8, which the pipeline names in whichever item it is.
+/// Renders the items, each a document of the pipeline read where it lies: its `-` turned
+/// into a space for the time of the rendering, so that every byte keeps its column and its
+/// offset, and nothing is copied. Only the items the pre-filter lets through are rendered
+/// (the others are set aside by the pipeline all the same), unless some text is not UTF-8,
+/// which the pipeline names in whichever item it is.
+fn render_where_they_lie(
+    text: &mut [u8],
+    parts: &ListParts,
+    seen: &ItemsSeen,
+    rules: &RenderRules,
+) -> Result<Rendered, RenderError> {
     let column = parts.item_column;
     let mut documents: Vec<Document> = Vec::with_capacity(parts.items.len());
     documents.extend(
@@ -92,22 +131,31 @@ fn render_items(
     for document in &documents {
         text[document.range.start + column] = b' ';
     }
-    let rendered = streaming::render_documents_apart(text, &documents, &rules);
+    let rendered = render::render_documents_apart(text, &documents, rules);
     for document in &documents {
         text[document.range.start + column] = b'-';
     }
-    drop(documents);
-    let text = &*text;
-    let item_ref = |index: usize| ItemRef {
+    rendered
+}
+
+/// Item `index` and its line.
+fn item_ref(text: &[u8], parts: &ListParts, index: usize) -> ItemRef {
+    ItemRef {
         index,
         line: line_of(text, parts.items[index].start),
-    };
-    let mut rendered = rendered.map_err(|error| render_error(text, parts, &rules, error))?;
+    }
+}
 
-    // The edits, moved from the items read as documents to the ResourceList's items: the
-    // same bytes, but for an edit before the first key. They are rewritten where they lie,
-    // each still counted from its item's first byte: a large ResourceList has two edits for
-    // every Ingress item, and they are spliced into its text from there.
+/// The edits, moved from the items read as documents to the ResourceList's items: the
+/// same bytes, but for an edit before the first key. They are rewritten where they lie,
+/// each still counted from its item's first byte: a large ResourceList has two edits for
+/// every Ingress item, and they are spliced into its text from there.
+fn move_edits_to_items(
+    text: &[u8],
+    parts: &ListParts,
+    rendered: &mut Rendered,
+) -> Result<(), KrmError> {
+    let column = parts.item_column;
     let dash = column + 2;
     for changed in &mut rendered.changed {
         let index = changed.document.index - 1;
@@ -115,6 +163,12 @@ fn render_items(
         if changed.edits.iter().all(|e| e.range.start >= dash) {
             continue;
         }
+        let refused = |error: &str| KrmError::Render {
+            item: item_ref(text, parts, index),
+            error: format!(
+                "internal check failed: {error}. Please report this with the ResourceList."
+            ),
+        };
         // An item whose edit moves is checked against the document the pipeline edited.
         let mut document = text_of(text, range.clone())?.to_owned();
         document.replace_range(column..column + 1, " ");
@@ -133,10 +187,7 @@ fn render_items(
                 edit.range = dash..dash;
                 edit.text = format!("{}{}", &edit.text[dash..], " ".repeat(dash)).into();
             } else {
-                return Err(KrmError::Render {
-                    item: item_ref(index),
-                    error: "internal check failed: an edit of the item's `-`. Please report this with the ResourceList.".to_owned(),
-                });
+                return Err(refused("an edit of the item's `-`"));
             }
         }
         // Sorted as the spliced text needs them (the moved key stays before an edit at the
@@ -147,29 +198,10 @@ fn render_items(
         let mut edited = changed.text(text_of(text, range)?);
         edited.replace_range(column..column + 1, " ");
         if document_edited != edited {
-            return Err(KrmError::Render {
-                item: item_ref(index),
-                error: "internal check failed: the edited item differs from the edited document. Please report this with the ResourceList.".to_owned(),
-            });
+            return Err(refused("the edited item differs from the edited document"));
         }
     }
-    // Each warning's item, in the order of the warnings.
-    let warned = rendered
-        .warnings()
-        .map(|o| {
-            let index = o.document.index - 1;
-            ItemInfo {
-                at: item_ref(index),
-                reference: parts
-                    .items
-                    .get(index)
-                    .map_or_else(ResourceRef::default, |r| {
-                        reference_of(&item_document(text, r, column))
-                    }),
-            }
-        })
-        .collect();
-    Ok((rendered, warned))
+    Ok(())
 }
 
 /// A refusal, named by the item and the line of the `ResourceList`: the item that failed is

@@ -12,8 +12,22 @@ use styrmin_test_support::ingress_gen::{self, WORDS};
 use styrmin_test_support::rendered::rendered_streams;
 use styrmin_test_support::resolution_table::RESOLUTION_TABLE;
 
+use styrmin_ingress_rules::{ClassFields, IngressTarget, ResolvedIngress};
+
+use super::document::*;
+use super::enforce::enforce_one;
+use super::go_lines::go_lines;
+use super::read_back;
+use super::read_back::{Checked, ReadBack, Tally};
+use super::splice::{spliced_text, write_spliced};
+use super::verify::*;
 use super::*;
 use crate::config::StyrminConfig;
+use crate::go_readers::{self, Anchors};
+use std::sync::Arc;
+
+use crate::ingress_edit::Edit;
+use crate::{documents, yaml_tree};
 
 fn rules(target: IngressTarget) -> RenderRules {
     RenderRules {
@@ -284,7 +298,7 @@ fn slips_are_caught(text: &str, rules: &RenderRules) {
             Ok(Checked::Locally) => assert!(
                 full.is_ok(),
                 "the local proof accepted what the full check refuses ({full:?}):\n{}",
-                ingress_edit::apply(text, &sorted)
+                spliced_text(text, &sorted)
             ),
             other => assert_eq!(other.is_ok(), full.is_ok()),
         }

@@ -56,49 +56,61 @@ pub(super) fn for_each_list_item<'a>(
     whole.map(drop).ok_or(handed)
 }
 
-/// [`super::plain_list`] for a document in the common layout (`None` when it is not):
-/// the top level read with its items counted, one item's tree at a time.
-pub(super) fn read_plain_list(text: &str) -> Option<Option<PlainList>> {
-    read_plain_list_with(text, &mut |_| true)
+/// What reading a document in the common layout, items and all, settled.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReadOnce {
+    /// A List in the plain form.
+    Plain(PlainList),
+    /// Not a List in the plain form.
+    NotPlain,
+    /// Not in the common layout, or the reading was stopped.
+    Unsettled,
 }
 
-/// [`read_plain_list`], each item handed to `each` as soon as it is read; `None` also when
-/// `each` stopped the reading (it returned `false`).
-pub(super) fn read_plain_list_with<'a>(
+/// Reads a document's top level as [`PlainList`] describes, in the common layout, one item's
+/// tree at a time: each item goes to `each` with its index as soon as it is read, and the top
+/// level is judged when the reading ends (a List's `kind` may come after its items). Where the
+/// reading does not settle it ([`ReadOnce::Unsettled`]: the document is not in the layout, or
+/// `each` returned `false`), [`super::plain_list_parsed`] and [`super::for_each_list_item`]
+/// give the answer, each reading the document once.
+pub fn plain_list_read_once<'a>(
     text: &'a str,
-    each: Items<'_, 'a>,
-) -> Option<Option<PlainList>> {
+    each: &mut dyn FnMut(usize, Node<'a>) -> bool,
+) -> ReadOnce {
     let mut items = 0;
     let root = list_top_level(text, &mut |item| {
+        let go_on = each(items, item);
         items += 1;
-        each(item)
-    })?;
-    let entries = root.entries()?;
+        go_on
+    });
+    let Some(entries) = root.as_ref().and_then(Node::entries) else {
+        return ReadOnce::Unsettled;
+    };
     let (mut api_version, mut kind, mut seen_items) = (Vec::new(), Vec::new(), false);
     for (key, value) in entries {
         if key.is_plain() && key.as_str() == Some("<<") {
-            return Some(None);
+            return ReadOnce::NotPlain;
         }
         match (key.as_str(), value.as_str()) {
-            (Some("kind"), Some(k)) if !k.ends_with("List") => return Some(None),
+            (Some("kind"), Some(k)) if !k.ends_with("List") => return ReadOnce::NotPlain,
             (Some("kind"), Some(k)) => kind.push(k),
             (Some("apiVersion"), Some(v)) => api_version.push(v),
-            (Some("apiVersion" | "kind"), None) => return Some(None),
+            (Some("apiVersion" | "kind"), None) => return ReadOnce::NotPlain,
             // Only a block sequence reaches here under `items` (the rest gave up above).
-            (Some("items"), _) if seen_items => return Some(None),
+            (Some("items"), _) if seen_items => return ReadOnce::NotPlain,
             (Some("items"), _) => seen_items = true,
             _ => {}
         }
     }
     let ([api_version], [kind], true) = (api_version.as_slice(), kind.as_slice(), seen_items)
     else {
-        return Some(None);
+        return ReadOnce::NotPlain;
     };
-    Some(Some(PlainList {
+    ReadOnce::Plain(PlainList {
         api_version: (*api_version).to_owned(),
         kind: (*kind).to_owned(),
         items,
-    }))
+    })
 }
 
 /// The top-level block mapping of a document in the common layout, the items of its

@@ -13,7 +13,7 @@ use granit_parser::ScalarStyle;
 /// deeper than 10,000 (measured: docs/postrender-yaml.md, "How deep a document may nest").
 /// Every walk over a tree (the readers', the rules', the read-back's, dropping it) recurses
 /// at most this deep, and every thread that renders has a stack sized for that
-/// ([`crate::streaming::RENDER_STACK_BYTES`]).
+/// ([`crate::render::threads::RENDER_STACK_BYTES`]).
 pub const MAX_NESTING: usize = 10_000;
 
 /// One YAML node.

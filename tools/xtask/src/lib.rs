@@ -1,11 +1,14 @@
 //! The project's own checks that no ready-made tool does (`cargo run -p xtask -- help`).
 //!
+//! `function-lengths`: the longest functions of every crate's `src/`, none over 120 lines.
+//!
 //! `module-cycles`: no module of any crate of the workspace may name, directly or through
 //! others, a module that names it back. A ready-made tool (cargo-modules) was tried first:
 //! its `dependencies --acyclic` counts a type and its own methods as a cycle, and it takes
 //! minutes to build.
 
 pub mod cycles;
+pub mod lengths;
 pub mod modules;
 
 use std::path::{Path, PathBuf};
@@ -56,6 +59,24 @@ pub fn workspace_crates(manifest: Option<&Path>) -> anyhow::Result<Vec<CrateRoot
         }
     }
     Ok(crates)
+}
+
+/// Each package of the workspace with the `src/` folder its targets' roots are in, once.
+pub fn source_dirs(manifest: Option<&Path>) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let mut dirs: Vec<(String, PathBuf)> = Vec::new();
+    for krate in workspace_crates(manifest)? {
+        let Some(src) = krate
+            .root
+            .ancestors()
+            .find(|dir| dir.file_name().is_some_and(|name| name == "src"))
+        else {
+            continue;
+        };
+        if !dirs.iter().any(|(_, dir)| dir == src) {
+            dirs.push((krate.package, src.to_path_buf()));
+        }
+    }
+    Ok(dirs)
 }
 
 /// The cycles of one crate, as text; empty when there is none.

@@ -59,6 +59,10 @@ struct Args {
     /// Where the Markdown table goes (default `target/bench-scale/<ingresses>.md`).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Fail (exit 1) unless the writes are what the writer promises: one per report to
+    /// converge, none in the steady window (`make test-cluster` runs it so).
+    #[arg(long, env = "BENCH_SCALE_CHECK")]
+    check: bool,
 }
 
 const NAMESPACE: &str = "styrmin-system";
@@ -134,6 +138,10 @@ async fn main() -> Result<()> {
     }
     std::fs::write(&out, table).with_context(|| format!("writing {}", out.display()))?;
     println!("written to {}", out.display());
+    if args.check {
+        results.check(args.ingresses)?;
+        println!("check passed: one write per report to converge, none in the steady window");
+    }
     Ok(())
 }
 
@@ -579,6 +587,36 @@ fn kib_as_mib(kib: u64) -> String {
 }
 
 impl Results {
+    /// The writer's promises at this scale: every Ingress reported, at most one write per
+    /// report to converge, no write while nothing changes.
+    fn check(&self, reports: usize) -> Result<()> {
+        let mut broken = Vec::new();
+        if self.reports_json.0 != reports {
+            broken.push(format!(
+                "{} reports stored, {reports} expected",
+                self.reports_json.0
+            ));
+        }
+        let converge = writes(&self.converge_requests);
+        if converge > reports as u64 {
+            broken.push(format!(
+                "{converge} writes to converge to {reports} reports"
+            ));
+        }
+        let steady = writes(&self.steady_requests);
+        if self.steady_writes > 0 || steady > 0 {
+            broken.push(format!(
+                "{steady} writes in the steady window ({} by the webhook's count)",
+                self.steady_writes
+            ));
+        }
+        if broken.is_empty() {
+            Ok(())
+        } else {
+            bail!("check failed: {}", broken.join("; "))
+        }
+    }
+
     fn markdown(&self, args: &Args) -> String {
         let mut out = String::new();
         let mut row = |what: &str, value: String| out.push_str(&format!("| {what} | {value} |\n"));
