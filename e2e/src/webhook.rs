@@ -500,7 +500,7 @@ impl Connection {
     }
 }
 
-/// The resident memory of a process (`VmRSS` of /proc/<pid>/status), in KiB.
+/// The resident memory of a process (`VmRSS` of `/proc/<pid>/status`), in KiB.
 pub fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status

@@ -5,7 +5,7 @@
 //!   and the end-to-end ones;
 //! - [`flag_docs`]: docs/config.md's flag tables, written from the programs' clap commands;
 //! - [`ingress_gen`]: the property tests' generators of rendered streams and configurations;
-//! - [`recorded_cluster`] (feature `recorded-cluster`): the webhook's `--source kubernetes`
+//! - `recorded_cluster` (feature `recorded-cluster`): the webhook's `--source kubernetes`
 //!   against the recorded API server answers of `webhook/tests/data/apiserver/`.
 //!
 //! Paths to test data start at the workspace root.

@@ -6,7 +6,7 @@
 //!
 //! - [`view`], the in-memory view and the seam its sources plug into, and [`clock`];
 //! - [`decide`], the decisions as pure functions of a view and one request ([`admission`]
-//!   its wire types, [`patch`] and [`flux`] the patches it answers with), and beside it
+//!   its wire types, [`patch`] and [`helm_release`] the patches it answers with), and beside it
 //!   [`audit`], the pure judging of what is already in a cluster;
 //! - the view sources: [`policy_file`] and [`kube_source`] (which also runs the audit);
 //! - [`api`], the HTTP surface (routers, handlers, their shared state), and [`server`], the

@@ -28,7 +28,7 @@
 //!
 //! The body budget and body timeout are the request's ([`crate::budget`]).
 //!
-//! Shutdown ([`shutdown`]): on SIGTERM `/readyz` turns 503 and every answer carries
+//! Shutdown ([`shutdown_signal`]): on SIGTERM `/readyz` turns 503 and every answer carries
 //! `Connection: close`, while the listener keeps accepting for the shutdown delay (endpoints
 //! are removed meanwhile); then the listener closes, idle connections are closed at once,
 //! in-flight requests finish, up to the drain timeout.

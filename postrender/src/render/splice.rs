@@ -18,7 +18,7 @@ use crate::ingress_edit::Edit;
 #[derive(Debug, Clone)]
 pub struct ChangedDocument {
     /// The document, its range counted in the whole stream (its name is its Ingresses'
-    /// [`IngressOutcome::document`]).
+    /// [`super::outcomes::IngressOutcome::document`]).
     pub document: Document,
     /// Sorted, non-overlapping, relative to the document's first byte. Most documents are
     /// one Ingress with an edit or two, kept without an allocation of their own.
