@@ -82,7 +82,7 @@ lint:
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	RUSTDOCFLAGS="-D warnings -A rustdoc::private-intra-doc-links" $(CARGO) doc --no-deps --workspace --locked -q
 	$(CARGO) run --release --locked -q -p xtask -- module-cycles
-	$(CARGO) run --release --locked -q -p xtask -- function-lengths --report-only
+	$(CARGO) run --release --locked -q -p xtask -- function-lengths
 
 # Licences, bans (serde_yaml and its forks, openssl) and sources. Offline-capable.
 deny: tools

@@ -133,86 +133,105 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let requests = Family::<RequestLabels, Counter>::default();
-        // 50 µs .. ~1.6 s.
-        let request_duration = Histogram::new(exponential_buckets(0.000_05, 2.0, 16));
-        let view_age_seconds = Gauge::<f64, AtomicU64>::default();
-        let view_changed_timestamp_seconds = Gauge::<f64, AtomicU64>::default();
-        let view_ready = Gauge::default();
-        let view_deployments = Gauge::default();
-        let view_update_failures = Family::<SourceLabels, Counter>::default();
-        let view_source_valid = Gauge::default();
-        let certificate_expiry_timestamp_seconds = Gauge::<f64, AtomicU64>::default();
-        let certificate_reloads = Counter::default();
-        let certificate_reload_failures = Counter::default();
-        let open_connections = Family::<ListenerLabels, Gauge>::default();
-        let connections_rejected = Family::<RejectLabels, Counter>::default();
-        let request_body_bytes_in_flight = Gauge::default();
-        let flux_budget_exceeded = Counter::default();
-        let open_files_limit = Gauge::default();
+        let mut metrics = Metrics {
+            audit: crate::audit::AuditMetrics::default(),
+            policy_reports: Default::default(),
+            requests: Family::default(),
+            // 50 µs .. ~1.6 s.
+            request_duration: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+            view_age_seconds: Gauge::default(),
+            view_changed_timestamp_seconds: Gauge::default(),
+            view_ready: Gauge::default(),
+            view_deployments: Gauge::default(),
+            view_update_failures: Family::default(),
+            view_source_valid: Gauge::default(),
+            certificate_expiry_timestamp_seconds: Gauge::default(),
+            certificate_reloads: Counter::default(),
+            certificate_reload_failures: Counter::default(),
+            open_connections: Family::default(),
+            connections_rejected: Family::default(),
+            request_body_bytes_in_flight: Gauge::default(),
+            flux_budget_exceeded: Counter::default(),
+            open_files_limit: Gauge::default(),
+            registry: Registry::with_prefix("styrmin_webhook"),
+        };
+        metrics.register_admission_and_view();
+        metrics.register_serving();
+        metrics.audit = crate::audit::AuditMetrics::register(&mut metrics.registry);
+        metrics.policy_reports =
+            crate::controllers::policy_reports::metrics::PolicyReportMetrics::register(
+                &mut metrics.registry,
+            );
+        metrics
+    }
 
-        let mut registry = Registry::with_prefix("styrmin_webhook");
-        registry.register(
+    /// Admission answers and the view.
+    fn register_admission_and_view(&mut self) {
+        self.registry.register(
             "admission_requests",
             "Admission requests by object kind, operation and outcome",
-            requests.clone(),
+            self.requests.clone(),
         );
-        registry.register(
+        self.registry.register(
             "admission_duration_seconds",
             "Time to decide and encode an admission answer",
-            request_duration.clone(),
+            self.request_duration.clone(),
         );
-        registry.register(
+        self.registry.register(
             "view_age_seconds",
             "Seconds since the view's source last confirmed it is current (staleness)",
-            view_age_seconds.clone(),
+            self.view_age_seconds.clone(),
         );
-        registry.register(
+        self.registry.register(
             "view_changed_timestamp_seconds",
             "Unix time of the last change of the view",
-            view_changed_timestamp_seconds.clone(),
+            self.view_changed_timestamp_seconds.clone(),
         );
-        registry.register(
+        self.registry.register(
             "view_ready",
             "1 once a first complete view is loaded",
-            view_ready.clone(),
+            self.view_ready.clone(),
         );
-        registry.register(
+        self.registry.register(
             "view_deployments",
             "Deployments in the view",
-            view_deployments.clone(),
+            self.view_deployments.clone(),
         );
-        registry.register(
+        self.registry.register(
             "view_update_failures",
             "Updates of the view that failed; the last good view stayed in force",
-            view_update_failures.clone(),
+            self.view_update_failures.clone(),
         );
-        registry.register(
-            "view_source_valid",
-            "1 when the source's latest version was valid, 0 when the last good view is kept instead",
-            view_source_valid.clone(),
+        self.registry.register(
+                "view_source_valid",
+                "1 when the source's latest version was valid, 0 when the last good view is kept instead",
+            self.view_source_valid.clone(),
         );
-        registry.register(
+    }
+
+    /// The listeners, their certificate and their budgets.
+    fn register_serving(&mut self) {
+        self.registry.register(
             "certificate_expiry_timestamp_seconds",
             "Unix time at which the serving certificate expires",
-            certificate_expiry_timestamp_seconds.clone(),
+            self.certificate_expiry_timestamp_seconds.clone(),
         );
-        registry.register(
+        self.registry.register(
             "certificate_reloads",
             "Serving certificate reloads",
-            certificate_reloads.clone(),
+            self.certificate_reloads.clone(),
         );
-        registry.register(
+        self.registry.register(
             "certificate_reload_failures",
             "Serving certificate files that could not be loaded; the last good one stayed in use",
-            certificate_reload_failures.clone(),
+            self.certificate_reload_failures.clone(),
         );
-        registry.register(
+        self.registry.register(
             "open_connections",
             "Open connections per listener",
-            open_connections.clone(),
+            self.open_connections.clone(),
         );
-        registry.register(
+        self.registry.register(
             "connections_rejected",
             format!(
                 "Connections and requests refused or closed by a budget, by reason: {}",
@@ -220,50 +239,24 @@ impl Metrics {
                     .map(|r| format!("{} ({})", r.as_str(), r.meaning()))
                     .join(", ")
             ),
-            connections_rejected.clone(),
+            self.connections_rejected.clone(),
         );
-        registry.register(
+        self.registry.register(
             "request_body_bytes_in_flight",
             "Bytes of the request body budget held by bodies being read or decided",
-            request_body_bytes_in_flight.clone(),
+            self.request_body_bytes_in_flight.clone(),
         );
-        registry.register(
+        self.registry.register(
             "flux_budget_exceeded",
             "HelmReleases allowed unchanged, with a warning, because their post-renderers \
-             did not fit the time budget",
-            flux_budget_exceeded.clone(),
+                 did not fit the time budget",
+            self.flux_budget_exceeded.clone(),
         );
-        registry.register(
+        self.registry.register(
             "open_files_limit",
             "The process's limit of open file descriptors (RLIMIT_NOFILE soft limit) in force",
-            open_files_limit.clone(),
+            self.open_files_limit.clone(),
         );
-        let audit = crate::audit::AuditMetrics::register(&mut registry);
-        let policy_reports =
-            crate::controllers::policy_reports::metrics::PolicyReportMetrics::register(
-                &mut registry,
-            );
-        Metrics {
-            audit,
-            policy_reports,
-            requests,
-            request_duration,
-            view_age_seconds,
-            view_changed_timestamp_seconds,
-            view_ready,
-            view_deployments,
-            view_update_failures,
-            view_source_valid,
-            certificate_expiry_timestamp_seconds,
-            certificate_reloads,
-            certificate_reload_failures,
-            open_connections,
-            connections_rejected,
-            request_body_bytes_in_flight,
-            flux_budget_exceeded,
-            open_files_limit,
-            registry,
-        }
     }
 
     /// Counts one refusal or budget closure.
