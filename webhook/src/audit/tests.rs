@@ -273,7 +273,12 @@ fn one_ingress_counts_once_per_reason() {
 }
 
 fn view_with_controller(removal: Removal) -> View {
-    let mut view = parse_policy(Path::new("p"), POLICY).unwrap();
+    view_of_with_controller(POLICY, removal)
+}
+
+/// The view of `policy`, with the ingress controller `ctl9` of `prod` being removed.
+fn view_of_with_controller(policy: &str, removal: Removal) -> View {
+    let mut view = parse_policy(Path::new("p"), policy).unwrap();
     let mut deployments: std::collections::HashMap<String, Deployment> = view
         .deployments()
         .map(|(id, d)| (id.to_owned(), d.clone()))
@@ -609,36 +614,14 @@ fn a_cluster_that_does_not_change_gives_byte_identical_reports_at_any_later_time
     use crate::audit::round::AuditRound;
     use crate::controllers::policy_reports::content::{ReportApi, ReportResults, policy_reports};
 
-    let mut view = parse_policy(Path::new("p"), STEADY_POLICY).unwrap();
-    let mut deployments: std::collections::HashMap<String, Deployment> = view
-        .deployments()
-        .map(|(id, d)| (id.to_owned(), d.clone()))
-        .collect();
-    deployments.insert(
-        "ctl9".into(),
-        Deployment {
-            environment: Some("prod".into()),
-            role: Role::IngressController,
-            phase: Phase::Deleting,
-            removal: Some(Removal {
-                deletion_requested: Some(NOW - 3600),
-                first_seen: Some(NOW - 60),
-                finalizers: vec!["styrmin.io/kopf-finalizer".into()],
-            }),
-            ..Deployment::default()
+    let view = view_of_with_controller(
+        STEADY_POLICY,
+        Removal {
+            deletion_requested: Some(NOW - 3600),
+            first_seen: Some(NOW - 60),
+            finalizers: vec!["styrmin.io/kopf-finalizer".into()],
         },
     );
-    let environments = view
-        .environment_ids()
-        .into_iter()
-        .map(|id| {
-            (
-                id.to_owned(),
-                view.environment(id).cloned().unwrap_or_default(),
-            )
-        })
-        .collect();
-    view = View::new(view.cluster().clone(), environments, deployments, None);
     // Created ten minutes before the first audit: past the grace, never served.
     let created = NOW - 600;
     let ingresses = vec![
