@@ -19,7 +19,7 @@ use crate::audit::objects::{
     AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR, trim_ingress_class,
 };
 use crate::audit::round::AuditRound;
-use crate::audit::{AuditInput, AuditSettings, AuditStore, CompletedAudit, Reason, audit};
+use crate::audit::{AuditInput, AuditSettings, AuditStore, Reason, audit};
 use crate::clock::unix_now;
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
 use crate::telemetry::ErrorChain;
@@ -617,7 +617,7 @@ impl Auditor {
         };
         // A steady cluster sends no round: same findings, no object changed, no relist.
         let same = !self.changed_since_round
-            && previous.is_some_and(|p| same_findings(&p, &report))
+            && previous.is_some_and(|p| p.findings == report.findings)
             && rounds
                 .borrow()
                 .as_ref()
@@ -634,9 +634,4 @@ impl Auditor {
             relists: self.relists,
         })));
     }
-}
-
-/// Whether two audits found the same (their times aside).
-fn same_findings(a: &CompletedAudit, b: &CompletedAudit) -> bool {
-    a.findings == b.findings
 }

@@ -420,15 +420,6 @@ pub fn start(
     shutdown: CancellationToken,
 ) {
     let client = client.clone();
-    let (leadership_tx, leadership_rx) = tokio::sync::oneshot::channel::<Leadership>();
-    let lease_client = client.clone();
-    let lease_settings = settings.lease.clone();
-    let lease_shutdown = shutdown.clone();
-    tasks.spawn(async move {
-        if let Ok(leadership) = leadership_rx.await {
-            lease::run(lease_client, lease_settings, leadership, lease_shutdown).await;
-        }
-    });
     tasks.spawn(async move {
         let mut said_none = false;
         let api = loop {
@@ -458,10 +449,14 @@ pub fn start(
         tracing::info!(api = %api.api_version(), kind = api.kind(), results = ?settings.results,
             lease = %settings.lease.name, "writing the audit as PolicyReports");
         let leadership = Leadership::default();
-        if leadership_tx.send(leadership.clone()).is_err() {
-            return;
-        }
-        run_writer(client, api, &settings, feed, leadership, metrics, shutdown).await;
+        let election = lease::run(
+            client.clone(),
+            settings.lease.clone(),
+            leadership.clone(),
+            shutdown.clone(),
+        );
+        let writer = run_writer(client, api, &settings, feed, leadership, metrics, shutdown);
+        tokio::join!(election, writer);
     });
 }
 
