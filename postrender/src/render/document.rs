@@ -8,7 +8,7 @@ use aho_corasick::packed::Searcher;
 use memchr::memmem;
 use smallvec::SmallVec;
 
-use super::enforce::{RenderRules, enforce_one, sort_edits};
+use super::enforce::{DocumentInput, RenderRules, enforce_one, sort_edits};
 use super::error::RenderError;
 use super::go_lines::go_lines;
 use super::list::render_if_plain_list;
@@ -86,14 +86,13 @@ pub(super) fn render_documents(
             continue;
         }
         let name = name_of(stream, document, &mut lines);
-        if let Some(mut edits) = render_document(
+        let input = DocumentInput {
             text,
-            &name,
+            name: &name,
             rules,
-            &mut rendered.ingresses,
             read_back,
-            tally,
-        )? {
+        };
+        if let Some(mut edits) = render_document(input, &mut rendered.ingresses, tally)? {
             // Kept until the whole stream is checked: no spare room.
             edits.shrink_to_fit();
             rendered.changed.push(ChangedDocument {
@@ -127,13 +126,16 @@ static LIST: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder
 /// Classifies one document as Go reads it and applies the rules to every Ingress in it;
 /// its edits, sorted, when bytes change.
 fn render_document(
-    text: &str,
-    name: &DocumentName,
-    rules: &RenderRules,
+    input: DocumentInput<'_>,
     outcomes: &mut Outcomes,
-    read_back: ReadBack,
     tally: &mut Tally,
 ) -> Result<Option<Vec<Edit>>, RenderError> {
+    let DocumentInput {
+        text,
+        name,
+        rules,
+        read_back,
+    } = input;
     // Go's readers take NEL, LS and PS for line breaks: read the document as they do.
     let original = text;
     let go_lines = go_lines(text);
@@ -144,7 +146,7 @@ fn render_document(
         && LIST.find(text.as_bytes()).is_some()
         && memchr::memchr(b'\t', text.as_bytes()).is_none()
     {
-        let list = render_if_plain_list(text, name, rules, outcomes, read_back, tally);
+        let list = render_if_plain_list(input, outcomes, tally);
         if let Some(result) = list {
             return result;
         }

@@ -8,6 +8,7 @@ use styrmin_ingress_rules::{
 
 use super::error::RenderError;
 use super::outcomes::{DocumentName, IngressName, Outcomes};
+use super::read_back::ReadBack;
 use crate::ingress_edit::{self, Edit};
 use crate::yaml_tree::Node;
 
@@ -18,6 +19,16 @@ pub struct RenderRules {
     pub kubernetes: Option<KubernetesVersion>,
     /// R5's warning becomes an error.
     pub strict: bool,
+}
+
+/// One document to render and what rendering it needs: its text, its name for messages,
+/// the rules, and how its edits are read back.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DocumentInput<'a> {
+    pub text: &'a str,
+    pub name: &'a DocumentName,
+    pub rules: &'a RenderRules,
+    pub read_back: ReadBack,
 }
 
 /// Applies the rules to one Ingress of `text`: its outcome goes to `outcomes`, its edits to

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use styrmin_ingress_rules::ClassFields;
 
-use super::enforce::{RenderRules, enforce_one, sort_edits};
+use super::enforce::{DocumentInput, enforce_one, sort_edits};
 use super::error::RenderError;
-use super::outcomes::{DocumentName, IngressName, Outcomes};
+use super::outcomes::{IngressName, Outcomes};
 use super::read_back::{self, Checked, ReadBack, Tally};
 use super::verify::{digest, proven_as_desired};
 use crate::go_readers::{self, Anchors};
@@ -17,23 +17,19 @@ use crate::yaml_tree::{self, ItemsError, Node, PlainList, ReadOnce};
 /// Renders a document that is a List of Ingresses in the plain form one item at a time;
 /// `None` when it is not one (the whole-tree way judges it).
 pub(super) fn render_if_plain_list(
-    text: &str,
-    name: &DocumentName,
-    rules: &RenderRules,
+    input: DocumentInput<'_>,
     outcomes: &mut Outcomes,
-    read_back: ReadBack,
     tally: &mut Tally,
 ) -> Option<Result<Option<Vec<Edit>>, RenderError>> {
-    let list = match render_list_read_once(text, name, rules, outcomes, read_back, tally) {
+    let text = input.text;
+    let list = match render_list_read_once(input, outcomes, tally) {
         ListReading::Rendered(result) => return Some(result),
         ListReading::NotAPlainIngressList => None,
         ListReading::NotInCommonLayout => yaml_tree::plain_list_parsed(text).ok().flatten(),
         ListReading::ItemFailed => yaml_tree::plain_list(text).ok().flatten(),
     };
     let list = list.filter(is_ingress_list)?;
-    Some(render_plain_list(
-        text, &list, name, rules, outcomes, read_back, tally,
-    ))
+    Some(render_plain_list(input, &list, outcomes, tally))
 }
 
 fn is_ingress_list(list: &PlainList) -> bool {
@@ -48,23 +44,22 @@ fn is_ingress_list(list: &PlainList) -> bool {
 /// second pass, and every item, with its class fields set aside, must be the tree it was
 /// (compared by a digest of its canonical form, so that no item's tree is kept).
 fn render_plain_list(
-    text: &str,
+    input: DocumentInput<'_>,
     list: &PlainList,
-    name: &DocumentName,
-    rules: &RenderRules,
     outcomes: &mut Outcomes,
-    read_back: ReadBack,
     tally: &mut Tally,
 ) -> Result<Option<Vec<Edit>>, RenderError> {
-    let mut items = ListItems::new(text, name, rules, read_back, list.items);
-    yaml_tree::for_each_list_item(text, |index, item| items.render(index, &item, outcomes))
-        .map_err(|e| match e {
-            yaml_tree::ItemsError::Syntax(error) => RenderError::Syntax {
-                error: error.shifted(name.first_line),
-                document: name.clone(),
-            },
-            yaml_tree::ItemsError::Item(error) => error,
-        })?;
+    let mut items = ListItems::new(input, list.items);
+    yaml_tree::for_each_list_item(input.text, |index, item| {
+        items.render(index, &item, outcomes)
+    })
+    .map_err(|e| match e {
+        yaml_tree::ItemsError::Syntax(error) => RenderError::Syntax {
+            error: error.shifted(input.name.first_line),
+            document: input.name.clone(),
+        },
+        yaml_tree::ItemsError::Item(error) => error,
+    })?;
     items.finish(list, outcomes, tally)
 }
 
@@ -87,17 +82,14 @@ enum ListReading {
 /// (not in the layout, or an item failed): [`render_plain_list`] then reads it as before,
 /// to the same answer, the same error included.
 fn render_list_read_once(
-    text: &str,
-    name: &DocumentName,
-    rules: &RenderRules,
+    input: DocumentInput<'_>,
     outcomes: &mut Outcomes,
-    read_back: ReadBack,
     tally: &mut Tally,
 ) -> ListReading {
     let mark = outcomes.mark();
-    let mut items = ListItems::new(text, name, rules, read_back, 0);
+    let mut items = ListItems::new(input, 0);
     let mut failed = false;
-    let list = yaml_tree::plain_list_read_once(text, &mut |index, item| {
+    let list = yaml_tree::plain_list_read_once(input.text, &mut |index, item| {
         failed = items.render(index, &item, outcomes).is_err();
         !failed
     });
@@ -123,9 +115,7 @@ fn render_list_read_once(
 /// The items of a plain List rendered one at a time, and what is kept of them until the
 /// List is checked as a whole.
 struct ListItems<'t> {
-    text: &'t str,
-    name: &'t DocumentName,
-    rules: &'t RenderRules,
+    input: DocumentInput<'t>,
     edits: Vec<Edit>,
     desired: Vec<(usize, Arc<ClassFields>)>,
     /// Every Ingress item's edits proven where they are so far.
@@ -135,19 +125,11 @@ struct ListItems<'t> {
 
 impl<'t> ListItems<'t> {
     /// `items`: how many the List has, when known (room for their digests).
-    fn new(
-        text: &'t str,
-        name: &'t DocumentName,
-        rules: &'t RenderRules,
-        read_back: ReadBack,
-        items: usize,
-    ) -> Self {
+    fn new(input: DocumentInput<'t>, items: usize) -> Self {
         // The plain form has no alias and no tab (see `render_document`).
-        let local = read_back == ReadBack::Local;
+        let local = input.read_back == ReadBack::Local;
         ListItems {
-            text,
-            name,
-            rules,
+            input,
             edits: Vec::new(),
             desired: Vec::new(),
             local,
@@ -164,7 +146,9 @@ impl<'t> ListItems<'t> {
         item: &Node<'_>,
         outcomes: &mut Outcomes,
     ) -> Result<(), RenderError> {
-        let (text, name) = (self.text, self.name);
+        let DocumentInput {
+            text, name, rules, ..
+        } = self.input;
         let mut anchors = Anchors::new(item);
         let at = format!("items[{index}]");
         let ty = go_readers::go_type(item, &at, &mut anchors);
@@ -177,7 +161,7 @@ impl<'t> ListItems<'t> {
                 });
             }
             let from = self.edits.len();
-            let fields = enforce_one(text, item, name, self.rules, outcomes, &mut self.edits)?;
+            let fields = enforce_one(text, item, name, rules, outcomes, &mut self.edits)?;
             self.local =
                 self.local && proven_as_desired(text, item, outcomes, &self.edits[from..], &fields);
             self.desired.push((index, fields));
@@ -196,8 +180,7 @@ impl<'t> ListItems<'t> {
         tally: &mut Tally,
     ) -> Result<Option<Vec<Edit>>, RenderError> {
         let ListItems {
-            text,
-            name,
+            input: DocumentInput { text, name, .. },
             mut edits,
             desired,
             local,
