@@ -34,7 +34,8 @@ pub fn filter(
         streaming::Keep::Output
     };
     let mut stream = streaming::render_stream_keeping(input, rules, streaming::BLOCK_BYTES, keep)?;
-    if mode.mode.is_warn() {
+    // What goes to the report, and what to stderr once the stream is written.
+    let (report_text, stderr) = if mode.mode.is_warn() {
         // Warn: the edits are dropped, so what is written is the input as it came.
         let edits = std::mem::take(&mut stream.rendered.changed);
         drop(edits);
@@ -58,24 +59,13 @@ pub fn filter(
         }
         lines.push_str(&report::warn_summary(rendered));
         lines.push('\n');
-        if let Some((path, file)) = &mut report_file {
-            file.write_all(lines.as_bytes())
-                .and_then(|()| file.sync_data())
-                .with_context(|| format!("cannot write the report {}", path.display()))?;
-        }
-        let stdout = std::io::stdout();
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-        stream
-            .write(&mut out)
-            .and_then(|()| out.flush())
-            .context("writing the stream to stdout")?;
-        eprint!("{would}");
-        eprint!("{}", report::warnings(rendered));
-        return Ok(ExitCode::SUCCESS);
-    }
-    let rendered = &stream.rendered;
+        (lines, format!("{would}{}", report::warnings(rendered)))
+    } else {
+        let rendered = &stream.rendered;
+        (report::success(rendered), report::warnings(rendered))
+    };
     if let Some((path, file)) = &mut report_file {
-        file.write_all(report::success(rendered).as_bytes())
+        file.write_all(report_text.as_bytes())
             .and_then(|()| file.sync_data())
             .with_context(|| format!("cannot write the report {}", path.display()))?;
     }
@@ -88,7 +78,7 @@ pub fn filter(
         .write(&mut out)
         .and_then(|()| out.flush())
         .context("writing the stream to stdout")?;
-    eprint!("{}", report::warnings(rendered));
+    eprint!("{stderr}");
     Ok(ExitCode::SUCCESS)
 }
 
