@@ -31,74 +31,68 @@ pub const VERSION: &str = "v1alpha1";
 /// The name of the one StyrminCluster that counts.
 pub const CLUSTER_NAME: &str = "default";
 
-/// The cluster level (docs/rules.md §1): `ingressClass` absent means `traefik`, `null` or `""`
-/// no class.
-// Several `printcolumn(type_ = "string", ..)` look like repeated attributes to clippy.
-#[allow(clippy::duplicated_attributes)]
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "styrmin.io",
-    version = "v1alpha1",
-    kind = "StyrminCluster",
-    doc = "Styrmin's cluster-wide ingress settings. Only the one named `default` counts.",
-    derive = "PartialEq",
-    derive = "Default",
-    printcolumn(name = "Class", type_ = "string", json_path = ".spec.ingressClass"),
-    printcolumn(
-        name = "Dedicated",
-        type_ = "string",
-        json_path = ".spec.dedicatedIngress"
-    ),
-    printcolumn(name = "Mode", type_ = "string", json_path = ".spec.enforcementMode")
-)]
-#[schemars(transform = cluster_level_schema)]
-pub struct StyrminClusterSpec {
-    /// `ingressClass` and `dedicatedIngress`.
-    #[serde(flatten)]
-    pub settings: IngressSettings,
-    /// `enforce` or `warn`.
-    #[serde(
-        rename = "enforcementMode",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    #[schemars(schema_with = "enforcement_mode_schema")]
-    pub enforcement_mode: Option<EnforcementMode>,
+/// A cluster-scoped level's resource: its spec `$spec` holds `ingressClass`,
+/// `dedicatedIngress` and `enforcementMode`, shown as three columns; `$transform` says what
+/// a left-out or `null` key means at that level.
+macro_rules! level_resource {
+    (
+        $(#[$meta:meta])*
+        $spec:ident, kind = $kind:literal, doc = $doc:literal, transform = $transform:ident
+    ) => {
+        $(#[$meta])*
+        // Several `printcolumn(type_ = "string", ..)` look like repeated attributes to clippy.
+        #[allow(clippy::duplicated_attributes)]
+        #[derive(
+            CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema,
+        )]
+        #[kube(
+            group = "styrmin.io",
+            version = "v1alpha1",
+            kind = $kind,
+            doc = $doc,
+            derive = "PartialEq",
+            derive = "Default",
+            printcolumn(name = "Class", type_ = "string", json_path = ".spec.ingressClass"),
+            printcolumn(
+                name = "Dedicated",
+                type_ = "string",
+                json_path = ".spec.dedicatedIngress"
+            ),
+            printcolumn(name = "Mode", type_ = "string", json_path = ".spec.enforcementMode")
+        )]
+        #[schemars(transform = $transform)]
+        pub struct $spec {
+            /// `ingressClass` and `dedicatedIngress`.
+            #[serde(flatten)]
+            pub settings: IngressSettings,
+            /// `enforce` or `warn`.
+            #[serde(
+                rename = "enforcementMode",
+                default,
+                skip_serializing_if = "Option::is_none"
+            )]
+            #[schemars(schema_with = "enforcement_mode_schema")]
+            pub enforcement_mode: Option<EnforcementMode>,
+        }
+    };
 }
 
-/// An environment level (docs/rules.md §1): a left-out or `null` key is not set (inherited).
-// Several `printcolumn(type_ = "string", ..)` look like repeated attributes to clippy.
-#[allow(clippy::duplicated_attributes)]
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "styrmin.io",
-    version = "v1alpha1",
+level_resource!(
+    /// The cluster level (docs/rules.md §1): `ingressClass` absent means `traefik`, `null` or `""`
+    /// no class.
+    StyrminClusterSpec,
+    kind = "StyrminCluster",
+    doc = "Styrmin's cluster-wide ingress settings. Only the one named `default` counts.",
+    transform = cluster_level_schema
+);
+
+level_resource!(
+    /// An environment level (docs/rules.md §1): a left-out or `null` key is not set (inherited).
+    StyrminEnvironmentSpec,
     kind = "StyrminEnvironment",
     doc = "The ingress settings of one Styrmin environment, named by its environment id.",
-    derive = "PartialEq",
-    derive = "Default",
-    printcolumn(name = "Class", type_ = "string", json_path = ".spec.ingressClass"),
-    printcolumn(
-        name = "Dedicated",
-        type_ = "string",
-        json_path = ".spec.dedicatedIngress"
-    ),
-    printcolumn(name = "Mode", type_ = "string", json_path = ".spec.enforcementMode")
-)]
-#[schemars(transform = environment_level_schema)]
-pub struct StyrminEnvironmentSpec {
-    /// `ingressClass` and `dedicatedIngress`.
-    #[serde(flatten)]
-    pub settings: IngressSettings,
-    /// `enforce` or `warn`.
-    #[serde(
-        rename = "enforcementMode",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    #[schemars(schema_with = "enforcement_mode_schema")]
-    pub enforcement_mode: Option<EnforcementMode>,
-}
+    transform = environment_level_schema
+);
 
 /// What a deployment is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
