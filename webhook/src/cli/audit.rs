@@ -13,12 +13,11 @@ use kube::api::ListParams;
 use kube::{Api, Client, Resource};
 
 use super::shared::{AuditThresholdArgs, ClusterArgs, Output, OutputArgs};
+use crate::audit::CompletedAudit;
 use crate::audit::objects::{AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR};
 use crate::audit::render::{render_json, render_table};
-use crate::audit::{AuditInput, CompletedAudit, audit};
-use crate::clock::unix_now;
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
-use crate::kube_source::{BuiltView, build_view, names, version_of};
+use crate::kube_source::{BuiltView, audit_listed, build_view, version_of};
 use crate::view::{View, namespace_owner};
 use styrmin_ingress_rules::KubernetesVersion;
 
@@ -73,19 +72,14 @@ impl AuditArgs {
             Some(SERVICE_ALIAS_SELECTOR),
         )
         .await?;
-        let namespaces = names(&list_all(Api::<NamespaceName>::all(client), None).await?);
-        let ingress_classes = names(&ingress_classes);
-        let settings = self.thresholds.settings();
-        Ok(audit(
-            &AuditInput {
-                view: &view,
-                ingresses: &ingresses,
-                aliases: &aliases,
-                namespaces: &namespaces,
-                ingress_classes: &ingress_classes,
-                now: unix_now(),
-            },
-            &settings,
+        let namespaces = list_all(Api::<NamespaceName>::all(client), None).await?;
+        Ok(audit_listed(
+            &view,
+            &ingresses,
+            &aliases,
+            &namespaces,
+            &ingress_classes,
+            &self.thresholds.settings(),
         ))
     }
 }

@@ -1,13 +1,18 @@
-//! The Styrmin objects turned into the view: pure, shared with `styrmin-webhook audit`.
+//! The Styrmin objects turned into the view: pure, shared with `styrmin-webhook audit`; and
+//! the objects an audit judges, as the cluster lists them, turned into its input.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use k8s_openapi::api::networking::v1::IngressClass;
 use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::{Resource, ResourceExt as _};
 use serde::Deserialize as _;
 use styrmin_ingress_rules::{DedicatedIngress, IngressTarget, KubernetesVersion, Level, Setting};
 
+use crate::audit::objects::{AliasService, AuditedIngress, NamespaceName};
+use crate::audit::{AuditInput, AuditSettings, CompletedAudit, audit};
+use crate::clock::unix_now;
 use crate::crd::{
     CLUSTER_NAME, DeploymentPhase, DeploymentRole, IngressSettings, StyrminCluster,
     StyrminDeployment, StyrminEnvironment,
@@ -237,6 +242,29 @@ pub fn version_of(info: &Info) -> Option<KubernetesVersion> {
     emulated
         .or_else(|| format!("{}.{}", info.major, info.minor).parse().ok())
         .or_else(|| info.git_version.parse().ok())
+}
+
+/// Audits the objects as the cluster lists them (the watches' stores, or one listing),
+/// now: the Namespaces and IngressClasses count by name.
+pub fn audit_listed(
+    view: &View,
+    ingresses: &[Arc<AuditedIngress>],
+    aliases: &[Arc<AliasService>],
+    namespaces: &[Arc<NamespaceName>],
+    ingress_classes: &[Arc<IngressClass>],
+    settings: &AuditSettings,
+) -> CompletedAudit {
+    let namespaces = names(namespaces);
+    let ingress_classes = names(ingress_classes);
+    let input = AuditInput {
+        view,
+        ingresses,
+        aliases,
+        namespaces: &namespaces,
+        ingress_classes: &ingress_classes,
+        now: unix_now(),
+    };
+    audit(&input, settings)
 }
 
 /// The names of `objects`.

@@ -14,12 +14,12 @@ use serde::de::DeserializeOwned;
 use styrmin_ingress_rules::KubernetesVersion;
 
 use super::api::{ByResource, WatchedResource};
-use super::convert::{BuiltView, LAST_APPLIED, build_view, names, version_of};
+use super::convert::{BuiltView, LAST_APPLIED, audit_listed, build_view, version_of};
 use crate::audit::objects::{
     AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR, trim_ingress_class,
 };
 use crate::audit::round::AuditRound;
-use crate::audit::{AuditInput, AuditSettings, AuditStore, Reason, audit};
+use crate::audit::{AuditSettings, AuditStore, Reason};
 use crate::clock::unix_now;
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
 use crate::telemetry::ErrorChain;
@@ -576,19 +576,14 @@ impl Auditor {
             return;
         }
         let view = sink.current();
-        let namespaces = names(&self.namespaces.state());
-        let ingress_classes = names(&self.ingress_classes.state());
         let ingresses = self.ingresses.state();
         let aliases = self.aliases.state();
-        let report = audit(
-            &AuditInput {
-                view: &view,
-                ingresses: &ingresses,
-                aliases: &aliases,
-                namespaces: &namespaces,
-                ingress_classes: &ingress_classes,
-                now: unix_now(),
-            },
+        let report = audit_listed(
+            &view,
+            &ingresses,
+            &aliases,
+            &self.namespaces.state(),
+            &self.ingress_classes.state(),
             &self.settings,
         );
         let mut stuck = HashSet::new();
