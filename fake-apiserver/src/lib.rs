@@ -35,7 +35,7 @@ use std::fmt;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -124,6 +124,9 @@ struct State {
     store: store::Store,
     /// Under which prefix how many of the next writes fail, and with which status.
     failing_writes: (String, usize, u16),
+    /// Under which prefix writes wait how long before they are answered (a loaded API
+    /// server); only those are counted in flight.
+    slow_writes: (String, Duration),
 }
 
 impl State {
@@ -150,6 +153,9 @@ struct Shared {
     state: Mutex<State>,
     changed: Condvar,
     stop: AtomicBool,
+    /// Writes being answered now, and the most at once so far.
+    writes_in_flight: AtomicUsize,
+    most_writes_in_flight: AtomicUsize,
 }
 
 impl Shared {
@@ -221,9 +227,12 @@ impl FakeApiServer {
                 writable: Vec::new(),
                 store: store::Store::default(),
                 failing_writes: (String::new(), 0, 500),
+                slow_writes: (String::new(), Duration::ZERO),
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
+            writes_in_flight: AtomicUsize::new(0),
+            most_writes_in_flight: AtomicUsize::new(0),
         });
         let server = Arc::clone(&shared);
         std::thread::spawn(move || {
@@ -314,6 +323,19 @@ impl FakeApiServer {
     /// `status`.
     pub fn fail_writes(&self, prefix: &str, count: usize, status: u16) {
         self.shared.lock().failing_writes = (prefix.to_owned(), count, status);
+    }
+
+    /// From now on, every write (any method but `GET`) under `prefix` is answered after
+    /// `delay`, as a loaded API server answers; writes on separate connections wait side by
+    /// side.
+    pub fn delay_writes(&self, prefix: &str, delay: Duration) {
+        self.shared.lock().slow_writes = (prefix.to_owned(), delay);
+    }
+
+    /// The most writes under the prefix of [`FakeApiServer::delay_writes`] that were being
+    /// answered at one time.
+    pub fn most_writes_in_flight(&self) -> usize {
+        self.shared.most_writes_in_flight.load(Ordering::Relaxed)
     }
 
     /// Every object stored under `prefix`, by path.
@@ -477,6 +499,19 @@ fn serve(stream: TcpStream, shared: &Shared) {
             body: String::from_utf8_lossy(&body).into_owned(),
             headers,
         };
+        let slow = {
+            let state = shared.lock();
+            let (prefix, delay) = &state.slow_writes;
+            (request.method != "GET" && !prefix.is_empty() && request.path.starts_with(prefix))
+                .then_some(*delay)
+        };
+        if let Some(delay) = slow {
+            let now = shared.writes_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            shared
+                .most_writes_in_flight
+                .fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(delay);
+        }
         let stored = {
             let mut state = shared.lock();
             state.requests.push(request.clone());
@@ -507,6 +542,9 @@ fn serve(stream: TcpStream, shared: &Shared) {
                 None
             }
         };
+        if slow.is_some() {
+            shared.writes_in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
         if let Some((status, body)) = stored {
             if respond(&mut writer, status, &body).is_err() {
                 return;

@@ -31,7 +31,9 @@ use super::lease::{self, Leadership, LeaseSettings};
 use crate::audit::round::{AuditFeed, AuditRound};
 use crate::clock::unix_now;
 use crate::kube_source::ApiCall;
-use content::{ReportApi, ReportResults, ReportSet};
+use content::{Digest, FirstSeen, ReportApi, ReportKey, ReportResults, ReportSet, StampedReport};
+use futures::StreamExt as _;
+use futures::stream::FuturesUnordered;
 pub use ledger::{Backoff, KnownReport, ReportLedger, ReportWrite};
 use metrics::PolicyReportMetrics;
 
@@ -59,6 +61,11 @@ pub const DEFAULT_QPS: f64 = 20.0;
 pub const RESYNC_EVERY: Duration = Duration::from_secs(600);
 /// How long one list page, apply or delete may take.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Writes in flight at once. One at a time, the writer's pace is one write per round trip
+/// (about 100 a second against an API server on two cores, whatever `--policy-reports-qps`
+/// allows); a few side by side let it reach the budget. Bounded, so that a pass holds at
+/// most this many report bodies and the API server sees at most this many of its requests.
+pub const WRITES_IN_FLIGHT: usize = 8;
 /// Discovery that fails is tried again after this, doubling up to a minute.
 const DISCOVERY_RETRY_FIRST: Duration = Duration::from_secs(1);
 const DISCOVERY_RETRY_MAX: Duration = Duration::from_secs(60);
@@ -189,6 +196,65 @@ enum PassEnd {
     LostLease,
 }
 
+/// One write to make, with everything it needs, so that several can be in flight while
+/// the writer keeps its ledger.
+enum ReportCall {
+    Apply {
+        key: ReportKey,
+        digest: Digest,
+        stamped: StampedReport,
+    },
+    Delete {
+        key: ReportKey,
+    },
+}
+
+/// A finished write.
+enum CallOutcome {
+    Applied {
+        key: ReportKey,
+        digest: Digest,
+        first_seen: FirstSeen,
+        result: Result<Option<Box<str>>, kube::Error>,
+    },
+    Deleted {
+        key: ReportKey,
+        result: Result<(), kube::Error>,
+    },
+}
+
+impl ReportCall {
+    /// Makes the call while the hold lasts; `None` when it ended first (the call dropped).
+    async fn run(
+        self,
+        client: Client,
+        api: ReportApi,
+        leadership: Leadership,
+    ) -> Option<CallOutcome> {
+        match self {
+            ReportCall::Apply {
+                key,
+                digest,
+                stamped,
+            } => {
+                let call = calls::apply(&client, api, &key, &stamped.body, CALL_TIMEOUT);
+                let result = leadership.while_held(call).await?;
+                Some(CallOutcome::Applied {
+                    key,
+                    digest,
+                    first_seen: stamped.first_seen,
+                    result,
+                })
+            }
+            ReportCall::Delete { key } => {
+                let call = calls::delete(&client, api, &key, CALL_TIMEOUT);
+                let result = leadership.while_held(call).await?;
+                Some(CallOutcome::Deleted { key, result })
+            }
+        }
+    }
+}
+
 impl Writer {
     /// Lists the reports (every page on the budget) and reconciles the ledger with them.
     async fn list(&mut self, relists: u64) -> Result<(), kube::Error> {
@@ -225,84 +291,107 @@ impl Writer {
         }
     }
 
-    /// One pass: the writes that bring the cluster to `round`, at the budget's pace.
+    /// One pass: the writes that bring the cluster to `round`, at the budget's pace, up to
+    /// [`WRITES_IN_FLIGHT`] at once. A newer round stops new writes from starting; those in
+    /// flight are seen through, so that the ledger knows what they left.
     async fn pass(&mut self, round: &AuditRound, feed: &AuditFeed) -> PassEnd {
         let desired = ReportSet::new(round, self.api, self.results);
-        let writes = self.ledger.plan(&desired, Instant::now());
+        let mut planned = self.ledger.plan(&desired, Instant::now()).into_iter();
         self.metrics
             .set_counts(desired.len(), self.ledger.failing());
         self.metrics
             .unchanged
             .inc_by(u64::try_from(self.ledger.unchanged(&desired)).unwrap_or(u64::MAX));
-        for planned in writes {
-            if feed.has_changed().unwrap_or(false) {
-                return PassEnd::NewRound;
+        let mut in_flight = FuturesUnordered::new();
+        let mut end = PassEnd::Done;
+        loop {
+            while in_flight.len() < WRITES_IN_FLIGHT && matches!(end, PassEnd::Done) {
+                let Some(write) = planned.next() else { break };
+                if feed.has_changed().unwrap_or(false) {
+                    end = PassEnd::NewRound;
+                    break;
+                }
+                let Some(call) = self.call_for(&desired, write) else {
+                    continue;
+                };
+                self.budget.wait().await;
+                in_flight.push(call.run(self.client.clone(), self.api, self.leadership.clone()));
             }
-            self.budget.wait().await;
-            let outcome = match &planned {
-                ReportWrite::Apply(index) => self.apply(&desired, *index).await,
-                ReportWrite::Delete(key) => self.delete(key).await,
+            let Some(done) = in_flight.next().await else {
+                break;
             };
-            if outcome.is_none() {
+            let Some(outcome) = done else {
+                // The hold ended: the other calls in flight are dropped (cancelled) with
+                // `in_flight`.
                 tracing::info!("the lease is no longer held: report writing stops");
                 return PassEnd::LostLease;
-            }
+            };
+            self.record(outcome);
         }
         self.metrics
             .set_counts(desired.len(), self.ledger.failing());
-        PassEnd::Done
+        end
     }
 
-    /// Applies the report at `index`; `None` when the hold ended first.
-    async fn apply(&mut self, desired: &ReportSet<'_>, index: usize) -> Option<()> {
-        let report = desired.report(index)?;
-        let first_seen = self
-            .ledger
-            .get(&report.key)
-            .map(|known| known.first_seen.clone())
-            .unwrap_or_default();
-        let stamped = report.stamped(&first_seen, unix_now());
-        let call = calls::apply(
-            &self.client,
-            self.api,
-            &report.key,
-            &stamped.body,
-            CALL_TIMEOUT,
-        );
-        let result = self.leadership.while_held(call).await?;
-        self.metrics.write("apply", result.is_ok());
-        match result {
-            Ok(resource_version) => self.ledger.written(
-                &report.key,
-                KnownReport {
-                    digest: Some(report.digest),
-                    resource_version,
-                    first_seen: stamped.first_seen,
-                },
-            ),
-            Err(error) => {
-                let delay = self.ledger.failed(&report.key, Instant::now());
-                tracing::warn!(namespace = %report.key.namespace, name = %report.key.name,
-                    %error, ?delay, "PolicyReport apply failed; this report is tried again later");
+    /// The call that makes `write`, with the report built and stamped now.
+    fn call_for(&self, desired: &ReportSet<'_>, write: ReportWrite) -> Option<ReportCall> {
+        match write {
+            ReportWrite::Apply(index) => {
+                let report = desired.report(index)?;
+                let first_seen = self
+                    .ledger
+                    .get(&report.key)
+                    .map(|known| known.first_seen.clone())
+                    .unwrap_or_default();
+                let stamped = report.stamped(&first_seen, unix_now());
+                Some(ReportCall::Apply {
+                    key: report.key,
+                    digest: report.digest,
+                    stamped,
+                })
             }
+            ReportWrite::Delete(key) => Some(ReportCall::Delete { key }),
         }
-        Some(())
     }
 
-    /// Deletes the report `key`; `None` when the hold ended first.
-    async fn delete(&mut self, key: &content::ReportKey) -> Option<()> {
-        let call = calls::delete(&self.client, self.api, key, CALL_TIMEOUT);
-        let result = self.leadership.while_held(call).await?;
-        self.metrics.write("delete", result.is_ok());
-        match result {
-            Ok(()) => self.ledger.deleted(key),
-            Err(error) => {
-                let delay = self.ledger.failed(key, Instant::now());
-                tracing::warn!(namespace = %key.namespace, name = %key.name, %error, ?delay,
-                    "PolicyReport delete failed; this report is tried again later");
+    /// What a finished call leaves: the ledger learns it, a failure waits on its own.
+    fn record(&mut self, outcome: CallOutcome) {
+        match outcome {
+            CallOutcome::Applied {
+                key,
+                digest,
+                first_seen,
+                result,
+            } => {
+                self.metrics.write("apply", result.is_ok());
+                match result {
+                    Ok(resource_version) => self.ledger.written(
+                        &key,
+                        KnownReport {
+                            digest: Some(digest),
+                            resource_version,
+                            first_seen,
+                        },
+                    ),
+                    Err(error) => {
+                        let delay = self.ledger.failed(&key, Instant::now());
+                        tracing::warn!(namespace = %key.namespace, name = %key.name, %error,
+                            ?delay, "PolicyReport apply failed; this report is tried again later");
+                    }
+                }
+            }
+            CallOutcome::Deleted { key, result } => {
+                self.metrics.write("delete", result.is_ok());
+                match result {
+                    Ok(()) => self.ledger.deleted(&key),
+                    Err(error) => {
+                        let delay = self.ledger.failed(&key, Instant::now());
+                        tracing::warn!(namespace = %key.namespace, name = %key.name, %error,
+                            ?delay, "PolicyReport delete failed; this report is tried again later");
+                    }
+                }
             }
         }
-        Some(())
     }
 
     /// When the writer has something to do without news: a retry or a resync.
