@@ -308,7 +308,8 @@ async fn nginx_to_haproxy_warn_cluster_wide_then_enforce_environment_by_environm
     assert!(table.contains("mode=warn: "), "{table}");
 
     // Step 2, planned: enforce prod. web2 moves right after, web1 at its next deploy; both
-    // change controller. Staging stays in warn.
+    // change controller, and web2's nginx annotations mean nothing to HAProxy. Staging stays
+    // in warn.
     let (code, plan, table) = cluster.plan("step2-enforce-prod.yaml");
     assert_eq!(code, Some(1), "{table}");
     assert_eq!(
@@ -320,15 +321,28 @@ async fn nginx_to_haproxy_warn_cluster_wide_then_enforce_environment_by_environm
             row("staging", "styrmin-shop1", "no"),
         ]
     );
-    let changes: Vec<&str> = plan["preflight"]
+    let changes: Vec<(&str, &str)> = plan["preflight"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| f["subject"].as_str().unwrap())
+        .map(|f| {
+            (
+                f["reason"].as_str().unwrap(),
+                f["subject"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         changes,
-        ["Ingress styrmin-web1/web", "Ingress styrmin-web2/web"]
+        [
+            ("changes_controller", "Ingress styrmin-web1/web"),
+            ("changes_controller", "Ingress styrmin-web2/web"),
+            ("annotations_not_carried", "Ingress styrmin-web2/web"),
+        ]
+    );
+    assert!(
+        table.contains("annotations_not_carried  Ingress styrmin-web2/web: ingress-nginx reads 2 annotations that HAProxy Kubernetes Ingress does not: nginx.ingress.kubernetes.io/proxy-body-size, nginx.ingress.kubernetes.io/ssl-redirect"),
+        "{table}"
     );
     cluster.apply("step2-enforce-prod.yaml");
 

@@ -24,6 +24,7 @@ pub mod controllers;
 pub mod crd;
 pub mod decide;
 pub mod helm_release;
+pub mod ingress_controllers;
 pub mod kube_source;
 pub mod metrics;
 pub mod open_files;

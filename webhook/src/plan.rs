@@ -8,8 +8,9 @@
 //! record says, W5) and at its next deploy (the record gives way to the levels), grouped by
 //! environment. The pre-flight findings are what would leave an Ingress served by nobody or
 //! by another controller: a resolved class that names no IngressClass, a dedicated controller
-//! that is not `RUNNING`, a default IngressClass that picks up class-less Ingresses (R5), and
-//! every Ingress whose controller, and so its address, changes.
+//! that is not `RUNNING`, a default IngressClass that picks up class-less Ingresses (R5),
+//! every Ingress whose controller, and so its address, changes, and the annotations such a
+//! move leaves behind ([`crate::ingress_controllers`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -21,6 +22,7 @@ use styrmin_ingress_rules::{ClassFields, EnforcementMode, IngressTarget, resolve
 
 use crate::audit::objects::AuditedIngress;
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
+use crate::ingress_controllers::{Carried, carried};
 use crate::view::{Phase, View, namespace_owner};
 
 /// The annotation that marks an IngressClass as the cluster's default: the API server gives
@@ -158,6 +160,9 @@ pub enum PreflightReason {
     CannotEnforce,
     /// An Ingress would be served by another controller, at another address: DNS follows.
     ChangesController,
+    /// An Ingress that changes controller carries annotations its current controller reads
+    /// and the target does not (or one of the two is not a controller the table knows).
+    AnnotationsNotCarried,
 }
 
 impl PreflightReason {
@@ -168,6 +173,7 @@ impl PreflightReason {
             PreflightReason::DefaultClassPicksUp => "default_class_picks_up",
             PreflightReason::CannotEnforce => "cannot_enforce",
             PreflightReason::ChangesController => "changes_controller",
+            PreflightReason::AnnotationsNotCarried => "annotations_not_carried",
         }
     }
 }
@@ -222,6 +228,17 @@ impl<'a> Classes<'a> {
         }
     }
 
+    /// The `spec.controller` of the IngressClass an Ingress with these fields is served by
+    /// (with no class, the default class's); `None` when there is no such IngressClass or
+    /// it names no controller.
+    fn spec_controller(&self, fields: &Fields) -> Option<&'a str> {
+        let class = match fields.class() {
+            Some(class) => self.by_name.get(class).copied(),
+            None => self.defaults.first().copied(),
+        }?;
+        class.controller.as_deref()
+    }
+
     /// The controller that serves an Ingress with these fields: its IngressClass's
     /// `spec.controller`, else the class name itself; with no class, the default class's.
     fn controller_of(&self, fields: &Fields) -> Option<String> {
@@ -252,6 +269,10 @@ struct Findings {
     /// Targets the API server rejects for an Ingress (R9) → how many Ingresses.
     cannot_enforce: BTreeMap<String, usize>,
     changes_controller: Vec<Preflight>,
+    /// One per Ingress whose move leaves annotations behind.
+    not_carried: Vec<Preflight>,
+    /// Current controllers the table does not know → the Ingresses that move off them.
+    unknown_from: BTreeMap<String, Vec<String>>,
 }
 
 /// Makes the plan.
@@ -340,22 +361,14 @@ fn plan_ingress(
     if next_deploy.class().is_none() {
         findings.classless.push(subject.clone());
     }
-    let (before, after) = (
-        classes.controller_of(&now),
-        classes.controller_of(&next_deploy),
+    note_controller_change(
+        findings,
+        classes,
+        ingress,
+        subject,
+        (&now, &next_deploy),
+        moves,
     );
-    if before != after {
-        findings.changes_controller.push(Preflight {
-            reason: PreflightReason::ChangesController,
-            subject,
-            detail: format!(
-                "served by {} now, by {} {}: its address changes, and DNS must follow",
-                before.as_deref().unwrap_or("nobody"),
-                after.as_deref().unwrap_or("nobody"),
-                moves.as_str(),
-            ),
-        });
-    }
     let decided_by = if record {
         settings.levels.decided_by().to_string()
     } else {
@@ -377,6 +390,71 @@ fn plan_ingress(
     (environment, planned)
 }
 
+/// What the preflight reports of an Ingress that changes controller between `now` and
+/// `next`: the change itself, and the annotations the move leaves behind.
+fn note_controller_change(
+    findings: &mut Findings,
+    classes: &Classes<'_>,
+    ingress: &AuditedIngress,
+    subject: String,
+    (now, next): (&Fields, &Fields),
+    moves: Move,
+) {
+    let (before, after) = (classes.controller_of(now), classes.controller_of(next));
+    if before == after {
+        return;
+    }
+    findings.changes_controller.push(Preflight {
+        reason: PreflightReason::ChangesController,
+        subject: subject.clone(),
+        detail: format!(
+            "served by {} now, by {} {}: its address changes, and DNS must follow",
+            before.as_deref().unwrap_or("nobody"),
+            after.as_deref().unwrap_or("nobody"),
+            moves.as_str(),
+        ),
+    });
+    // Only between two IngressClasses that name their controllers: a class with no
+    // IngressClass is already reported (missing_ingress_class), and is served by nobody.
+    let (Some(from), Some(to)) = (classes.spec_controller(now), classes.spec_controller(next))
+    else {
+        return;
+    };
+    if from == to {
+        return;
+    }
+    let keys = ingress.controller_annotations.iter().map(AsRef::as_ref);
+    let detail = match carried(keys, from, to) {
+        Carried::All => return,
+        Carried::UnknownFrom => {
+            findings
+                .unknown_from
+                .entry(from.to_owned())
+                .or_default()
+                .push(subject);
+            return;
+        }
+        Carried::Lost { from, to, keys } => format!(
+            "{} reads {} annotations that {} does not: {}",
+            from.name,
+            keys.len(),
+            to.name,
+            keys.join(", ")
+        ),
+        Carried::UnknownTo { from, keys } => format!(
+            "{} reads {} annotations; {to} is not a controller Styrmin knows, so whether it reads them is not known: {}",
+            from.name,
+            keys.len(),
+            keys.join(", ")
+        ),
+    };
+    findings.not_carried.push(Preflight {
+        reason: PreflightReason::AnnotationsNotCarried,
+        subject,
+        detail,
+    });
+}
+
 /// The preflight findings, in the order they are reported.
 fn preflight(findings: Findings, classes: &Classes<'_>, proposed: &View) -> Vec<Preflight> {
     let Findings {
@@ -384,6 +462,8 @@ fn preflight(findings: Findings, classes: &Classes<'_>, proposed: &View) -> Vec<
         classless,
         cannot_enforce,
         changes_controller,
+        not_carried,
+        unknown_from,
     } = findings;
     let mut out = Vec::new();
     for (class, environments) in missing {
@@ -421,6 +501,18 @@ fn preflight(findings: Findings, classes: &Classes<'_>, proposed: &View) -> Vec<
         });
     }
     out.extend(changes_controller);
+    out.extend(not_carried);
+    for (controller, ingresses) in unknown_from {
+        out.push(Preflight {
+            reason: PreflightReason::AnnotationsNotCarried,
+            subject: format!("controller {controller}"),
+            detail: format!(
+                "not a controller Styrmin knows: which annotations of the {} Ingresses moving off it it reads is not known (first: {})",
+                ingresses.len(),
+                ingresses[0],
+            ),
+        });
+    }
     out
 }
 

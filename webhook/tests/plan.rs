@@ -154,7 +154,8 @@ fn enforcing_prod_moves_its_ingresses_now_or_at_their_next_deploy() {
     assert!(web1.record);
     assert_eq!(web1.decided_by, "cluster.ingress_class");
     assert_eq!(plan.moves(), (1, 1));
-    // Both prod Ingresses change controller, so their address: nothing else is found.
+    // Both prod Ingresses change controller, so their address; web2's nginx annotations mean
+    // nothing to HAProxy. Nothing else is found.
     let found: Vec<(PreflightReason, &str)> = plan
         .preflight
         .iter()
@@ -171,15 +172,23 @@ fn enforcing_prod_moves_its_ingresses_now_or_at_their_next_deploy() {
                 PreflightReason::ChangesController,
                 "Ingress styrmin-web2/web"
             ),
+            (
+                PreflightReason::AnnotationsNotCarried,
+                "Ingress styrmin-web2/web"
+            ),
         ]
     );
     assert_eq!(
         plan.preflight[1].detail,
         "served by k8s.io/ingress-nginx now, by haproxy.org/ingress-controller/haproxy right after: its address changes, and DNS must follow"
     );
+    assert_eq!(
+        plan.preflight[2].detail,
+        "ingress-nginx reads 2 annotations that HAProxy Kubernetes Ingress does not: nginx.ingress.kubernetes.io/proxy-body-size, nginx.ingress.kubernetes.io/ssl-redirect"
+    );
     let table = render_table(&plan);
     assert!(
-        table.contains("4 Ingresses: 1 move right after the change, 1 at their next deploy; 2 pre-flight findings"),
+        table.contains("4 Ingresses: 1 move right after the change, 1 at their next deploy; 3 pre-flight findings"),
         "{table}"
     );
     let json: Value = serde_json::from_str(&render_json(&plan)).unwrap();
@@ -306,5 +315,33 @@ fn a_file_that_is_not_a_proposal_is_refused_with_its_document() {
     assert!(
         error.to_string().contains("r.yaml: not YAML or JSON"),
         "{error}"
+    );
+}
+
+#[test]
+fn a_move_off_a_controller_the_table_does_not_know_is_reported_once_as_unknown() {
+    let warned = Cluster::recorded().applied(&["step1-warn-cluster-wide.yaml"]);
+    let mut proposed = warned.applied(&["step2-enforce-prod.yaml"]);
+    let mut current = warned;
+    for cluster in [&mut current, &mut proposed] {
+        for class in &mut cluster.classes {
+            if class.name == "nginx" {
+                class.controller = Some("example.com/ingress".to_owned());
+            }
+        }
+    }
+    let plan = current.plan(&proposed);
+    let unknown: Vec<(&str, &str)> = plan
+        .preflight
+        .iter()
+        .filter(|f| f.reason == PreflightReason::AnnotationsNotCarried)
+        .map(|f| (f.subject.as_str(), f.detail.as_str()))
+        .collect();
+    assert_eq!(
+        unknown,
+        [(
+            "controller example.com/ingress",
+            "not a controller Styrmin knows: which annotations of the 2 Ingresses moving off it it reads is not known (first: Ingress styrmin-web1/web)"
+        )]
     );
 }

@@ -13,23 +13,63 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use styrmin_ingress_rules::{CLASS_ANNOTATION, ClassFields};
 
+use crate::ingress_controllers::is_controller_annotation;
+
 /// The label of Styrmin's service aliases (product page, "Service aliases").
 pub const SERVICE_ALIAS_LABEL: &str = "styrmin.io/service-alias";
 /// The label selector of the alias watch.
 pub const SERVICE_ALIAS_SELECTOR: &str = "styrmin.io/service-alias=true";
 
 /// An Ingress (`networking.k8s.io/v1`) as the audit keeps it: name, namespace, creation
-/// time, the class annotation, `spec.ingressClassName` and whether it has an address.
-/// The metadata is read field by field ([`slim_metadata`]): managed fields, labels and the
+/// time, the class annotation, `spec.ingressClassName`, whether it has an address, and the
+/// keys (not the values) of the annotations a known ingress controller reads.
+/// The metadata is read field by field ([`SlimMetadata`]): managed fields, labels and the
 /// other annotations are skipped while reading, never built.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(from = "SlimIngress")]
 pub struct AuditedIngress {
-    #[serde(deserialize_with = "slim_metadata")]
     pub metadata: ObjectMeta,
-    #[serde(default)]
     pub spec: AuditedIngressSpec,
-    #[serde(default)]
     pub status: AuditedIngressStatus,
+    /// The keys of its annotations that a controller of
+    /// [`crate::ingress_controllers::KNOWN_CONTROLLERS`] reads, sorted; what `plan` says a
+    /// move to another controller leaves behind.
+    pub controller_annotations: Box<[Box<str>]>,
+}
+
+/// An Ingress as read, before its metadata is split.
+#[derive(Deserialize)]
+struct SlimIngress {
+    metadata: SlimMetadata,
+    #[serde(default)]
+    spec: AuditedIngressSpec,
+    #[serde(default)]
+    status: AuditedIngressStatus,
+}
+
+impl From<SlimIngress> for AuditedIngress {
+    fn from(read: SlimIngress) -> Self {
+        let slim = read.metadata;
+        let SlimAnnotations {
+            class,
+            mut controller_keys,
+        } = slim.annotations.unwrap_or_default();
+        controller_keys.sort();
+        AuditedIngress {
+            metadata: ObjectMeta {
+                name: slim.name,
+                namespace: slim.namespace,
+                resource_version: slim.resource_version,
+                uid: slim.uid,
+                creation_timestamp: slim.creation_timestamp,
+                annotations: class.map(|c| [(CLASS_ANNOTATION.to_owned(), c)].into()),
+                ..ObjectMeta::default()
+            },
+            spec: read.spec,
+            status: read.status,
+            controller_annotations: controller_keys.into_boxed_slice(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
@@ -55,32 +95,25 @@ struct SlimMetadata {
     uid: Option<String>,
     #[serde(default)]
     creation_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-    #[serde(default, deserialize_with = "class_annotation_only")]
-    annotations: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default, deserialize_with = "slim_annotations")]
+    annotations: Option<SlimAnnotations>,
 }
 
-fn slim_metadata<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<ObjectMeta, D::Error> {
-    let slim = SlimMetadata::deserialize(deserializer)?;
-    Ok(ObjectMeta {
-        name: slim.name,
-        namespace: slim.namespace,
-        resource_version: slim.resource_version,
-        uid: slim.uid,
-        creation_timestamp: slim.creation_timestamp,
-        annotations: slim.annotations,
-        ..ObjectMeta::default()
-    })
+/// What is kept of the annotations: the class annotation's value, and the keys a known
+/// controller reads.
+#[derive(Default)]
+struct SlimAnnotations {
+    class: Option<String>,
+    controller_keys: Vec<Box<str>>,
 }
 
-/// The annotations map, with only the class annotation kept.
-fn class_annotation_only<'de, D: serde::Deserializer<'de>>(
+/// The annotations map, read without building it.
+fn slim_annotations<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
-) -> Result<Option<std::collections::BTreeMap<String, String>>, D::Error> {
+) -> Result<Option<SlimAnnotations>, D::Error> {
     struct ClassOnly;
     impl<'de> serde::de::Visitor<'de> for ClassOnly {
-        type Value = Option<std::collections::BTreeMap<String, String>>;
+        type Value = Option<SlimAnnotations>;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("a map of annotations")
         }
@@ -97,15 +130,18 @@ fn class_annotation_only<'de, D: serde::Deserializer<'de>>(
             self,
             mut map: A,
         ) -> Result<Self::Value, A::Error> {
-            let mut class = None;
+            let mut kept = SlimAnnotations::default();
             while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
                 if key == CLASS_ANNOTATION {
-                    class = Some(map.next_value::<String>()?);
+                    kept.class = Some(map.next_value::<String>()?);
                 } else {
+                    if is_controller_annotation(&key) {
+                        kept.controller_keys.push(Box::from(key.as_ref()));
+                    }
                     map.next_value::<IgnoredAny>()?;
                 }
             }
-            Ok(class.map(|c| [(CLASS_ANNOTATION.to_owned(), c)].into()))
+            Ok(Some(kept))
         }
     }
     deserializer.deserialize_option(ClassOnly)
@@ -368,7 +404,9 @@ mod tests {
                 "labels": {"app": "web"},
                 "annotations": {
                     "kubernetes.io/ingress.class": "nginx",
-                    "kubectl.kubernetes.io/last-applied-configuration": "{...}"
+                    "nginx.ingress.kubernetes.io/ssl-redirect": "true",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{...}",
+                    "alb.ingress.kubernetes.io/scheme": "internal"
                 },
                 "managedFields": [{"manager": "kubectl"}]
             },
@@ -395,6 +433,14 @@ mod tests {
         assert!(ingress.has_address());
         assert_eq!(ingress.uid(), Some("0b7c"), "the report's owner");
         assert_eq!(ingress.created(), Some(1_796_284_800));
+        // The keys a known controller reads, sorted, without their values.
+        assert_eq!(
+            ingress.controller_annotations.as_ref(),
+            [
+                Box::from("alb.ingress.kubernetes.io/scheme"),
+                Box::from("nginx.ingress.kubernetes.io/ssl-redirect")
+            ]
+        );
         assert_eq!(
             ingress.metadata.annotations.as_ref().map(|a| a.len()),
             Some(1)
