@@ -293,8 +293,48 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     for ingresses in plan.environments.values_mut() {
         ingresses.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     }
-    plan.preflight = preflight(findings, &classes, input.proposed);
+    let leaving = leaving_classes(&plan);
+    plan.preflight = preflight(findings, &classes, input.proposed, &leaving);
     plan
+}
+
+/// How a change takes Ingresses off a class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leaving {
+    /// Some of its Ingresses move to another class.
+    Moved,
+    /// Every one of them moves: no Ingress of a Styrmin namespace is on it at next deploy,
+    /// so its controller may be removed.
+    Emptied,
+}
+
+impl Leaving {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Leaving::Moved => "the change moves Ingresses off it",
+            Leaving::Emptied => "the change moves every Ingress off it",
+        }
+    }
+}
+
+/// The classes whose Ingresses move to another class by their next deploy.
+pub fn leaving_classes(plan: &Plan) -> BTreeMap<String, Leaving> {
+    let ingresses = || plan.environments.values().flatten();
+    let staying: BTreeSet<&str> = ingresses().filter_map(|i| i.next_deploy.class()).collect();
+    let mut leaving = BTreeMap::new();
+    for ingress in ingresses() {
+        if let Some(class) = ingress.now.class()
+            && ingress.next_deploy.class() != Some(class)
+        {
+            let how = if staying.contains(class) {
+                Leaving::Moved
+            } else {
+                Leaving::Emptied
+            };
+            leaving.insert(class.to_owned(), how);
+        }
+    }
+    leaving
 }
 
 /// One Ingress of deployment `owner`: its environment and what happens to it. What the
@@ -456,7 +496,12 @@ fn note_controller_change(
 }
 
 /// The preflight findings, in the order they are reported.
-fn preflight(findings: Findings, classes: &Classes<'_>, proposed: &View) -> Vec<Preflight> {
+fn preflight(
+    findings: Findings,
+    classes: &Classes<'_>,
+    proposed: &View,
+    leaving: &BTreeMap<String, Leaving>,
+) -> Vec<Preflight> {
     let Findings {
         missing,
         classless,
@@ -479,16 +524,7 @@ fn preflight(findings: Findings, classes: &Classes<'_>, proposed: &View) -> Vec<
     out.extend(controllers_not_running(proposed));
     if !classless.is_empty() {
         for class in &classes.defaults {
-            out.push(Preflight {
-                reason: PreflightReason::DefaultClassPicksUp,
-                subject: format!("IngressClass {}", class.name),
-                detail: format!(
-                    "marked {DEFAULT_CLASS_ANNOTATION}: the {} Ingresses left with no class (R5) are served by {} (first: {})",
-                    classless.len(),
-                    class.controller.as_deref().unwrap_or("its controller"),
-                    classless[0],
-                ),
-            });
+            out.push(default_class_picks_up(class, &classless, leaving));
         }
     }
     for (target, count) in cannot_enforce {
@@ -514,6 +550,35 @@ fn preflight(findings: Findings, classes: &Classes<'_>, proposed: &View) -> Vec<
         });
     }
     out
+}
+
+/// The default class `class` serves the `classless` Ingresses. When the change moves
+/// Ingresses off it, they stay: the API server gives an Ingress the default class only when
+/// it is created.
+fn default_class_picks_up(
+    class: &ClassInfo,
+    classless: &[String],
+    leaving: &BTreeMap<String, Leaving>,
+) -> Preflight {
+    let controller = class.controller.as_deref().unwrap_or("its controller");
+    let detail = match leaving.get(&class.name) {
+        None => format!(
+            "marked {DEFAULT_CLASS_ANNOTATION}: the {} Ingresses left with no class (R5) are served by {controller} (first: {})",
+            classless.len(),
+            classless[0],
+        ),
+        Some(how) => format!(
+            "marked {DEFAULT_CLASS_ANNOTATION}, and {}: the {} Ingresses left with no class (R5) stay on it, served by {controller}; a default class is given only when an Ingress is created, so they do not follow (first: {})",
+            how.as_str(),
+            classless.len(),
+            classless[0],
+        ),
+    };
+    Preflight {
+        reason: PreflightReason::DefaultClassPicksUp,
+        subject: format!("IngressClass {}", class.name),
+        detail,
+    }
 }
 
 /// Environments whose proposed levels turn the dedicated controller on while it is not

@@ -345,3 +345,47 @@ fn a_move_off_a_controller_the_table_does_not_know_is_reported_once_as_unknown()
         )]
     );
 }
+
+#[test]
+fn class_less_ingresses_stay_on_a_default_class_the_change_moves_ingresses_off() {
+    let warned = Cluster::recorded().applied(&["step1-warn-cluster-wide.yaml"]);
+    // api1's Ingress has no class: staging is still in warn, so it is left as it is.
+    let mut ingresses = warned.ingresses.clone();
+    let api1 = ingresses
+        .iter()
+        .position(|i| i.namespace() == "styrmin-api1")
+        .unwrap();
+    let mut bare = (*ingresses[api1]).clone();
+    bare.spec.ingress_class_name = None;
+    bare.metadata.annotations = None;
+    ingresses[api1] = Arc::new(bare);
+    let current = Cluster {
+        ingresses,
+        ..warned
+    };
+    let proposed = current.applied(&["step2-enforce-prod.yaml"]);
+    let plan = current.plan(&proposed);
+    let default = plan
+        .preflight
+        .iter()
+        .find(|f| f.reason == PreflightReason::DefaultClassPicksUp)
+        .unwrap();
+    assert_eq!(default.subject, "IngressClass nginx");
+    assert_eq!(
+        default.detail,
+        "marked ingressclass.kubernetes.io/is-default-class, and the change moves Ingresses off it: the 1 Ingresses left with no class (R5) stay on it, served by k8s.io/ingress-nginx; a default class is given only when an Ingress is created, so they do not follow (first: Ingress styrmin-api1/api)"
+    );
+    let leaving = styrmin_webhook::plan::leaving_classes(&plan);
+    assert_eq!(
+        leaving.get("nginx"),
+        Some(&styrmin_webhook::plan::Leaving::Moved),
+        "shop1 stays on nginx until staging is enforced"
+    );
+    // Enforced everywhere, every Ingress with a class leaves nginx.
+    let everywhere = current.applied(&["step2-enforce-prod.yaml", "step3-enforce-everywhere.yaml"]);
+    let leaving = styrmin_webhook::plan::leaving_classes(&current.plan(&everywhere));
+    assert_eq!(
+        leaving.get("nginx"),
+        Some(&styrmin_webhook::plan::Leaving::Emptied)
+    );
+}
