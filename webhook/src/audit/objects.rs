@@ -3,11 +3,9 @@
 //! skipped while reading), and [`trim`](AuditedIngress::trim) drops the rest of the metadata
 //! before the reflector stores it. 10,000 Ingresses then take a few megabytes.
 
-use std::borrow::Cow;
-
-use k8s_openapi::api::networking::v1::IngressClass;
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::Resource;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -25,8 +23,9 @@ pub const SERVICE_ALIAS_SELECTOR: &str = "styrmin.io/service-alias=true";
 /// keys (not the values) of the annotations a known ingress controller reads.
 /// The metadata is read field by field ([`SlimMetadata`]): managed fields, labels and the
 /// other annotations are skipped while reading, never built.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Resource)]
 #[serde(from = "SlimIngress")]
+#[resource(inherit = "Ingress")]
 pub struct AuditedIngress {
     pub metadata: ObjectMeta,
     pub spec: AuditedIngressSpec,
@@ -237,32 +236,9 @@ impl AuditedIngress {
     }
 }
 
-impl Resource for AuditedIngress {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Ingress".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "networking.k8s.io".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "ingresses".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
 /// A Service with the alias label: name, namespace and `spec.externalName`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Resource)]
+#[resource(inherit = "Service")]
 pub struct AliasService {
     pub metadata: ObjectMeta,
     #[serde(default)]
@@ -301,30 +277,6 @@ impl AliasService {
     }
 }
 
-impl Resource for AliasService {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Service".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "services".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
 /// The annotation that makes an IngressClass the cluster's default (Ingresses without a
 /// class get it).
 pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
@@ -348,7 +300,8 @@ pub fn trim_ingress_class(class: &mut IngressClass) {
 }
 
 /// A Namespace, by name only (a `Terminating` one still exists).
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Resource)]
+#[resource(inherit = "Namespace")]
 pub struct NamespaceName {
     pub metadata: ObjectMeta,
 }
@@ -364,35 +317,27 @@ impl NamespaceName {
     }
 }
 
-impl Resource for NamespaceName {
-    type DynamicType = ();
-    type Scope = ClusterResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Namespace".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "namespaces".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn each_trimmed_type_is_read_where_its_full_type_is() {
+        assert_eq!(
+            AuditedIngress::url_path(&(), None),
+            "/apis/networking.k8s.io/v1/ingresses"
+        );
+        assert_eq!(AuditedIngress::kind(&()), "Ingress");
+        assert_eq!(
+            AliasService::url_path(&(), Some("styrmin-web1")),
+            "/api/v1/namespaces/styrmin-web1/services"
+        );
+        assert_eq!(AliasService::kind(&()), "Service");
+        assert_eq!(NamespaceName::url_path(&(), None), "/api/v1/namespaces");
+        assert_eq!(NamespaceName::kind(&()), "Namespace");
+    }
 
     #[test]
     fn an_ingress_keeps_only_what_the_rules_read() {
