@@ -130,12 +130,7 @@ fn render_document(
     outcomes: &mut Outcomes,
     tally: &mut Tally,
 ) -> Result<Option<Vec<Edit>>, RenderError> {
-    let DocumentInput {
-        text,
-        name,
-        rules,
-        read_back,
-    } = input;
+    let DocumentInput { text, name, .. } = input;
     // Go's readers take NEL, LS and PS for line breaks: read the document as they do.
     let original = text;
     let go_lines = go_lines(text);
@@ -202,12 +197,12 @@ fn render_document(
     let mut edits = Vec::new();
     let mut desired = Vec::new();
     // Unicode line breaks are read as Go reads them (`go_lines`): only the full check.
-    let mut local = read_back == ReadBack::Local
+    let mut local = input.read_back == ReadBack::Local
         && go_lines.is_none()
         && read_back::document_allows(text, has_alias);
     for ingress in &ingresses {
         let from = edits.len();
-        let fields = enforce_one(text, ingress, name, rules, outcomes, &mut edits)?;
+        let fields = enforce_one(text, ingress, name, input.rules, outcomes, &mut edits)?;
         local = local && proven_as_desired(text, ingress, outcomes, &edits[from..], &fields);
         desired.push(fields);
     }
