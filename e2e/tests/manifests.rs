@@ -30,6 +30,7 @@ use styrmin_e2e::{
     HelmHome, Scratch, copy_dir, data, release_binary, run_ok, split_documents, tool, utf8,
     workspace_root,
 };
+use styrmin_webhook::acme_issuers::ISSUER_CALLS;
 use styrmin_webhook::controllers::LEASE_CALLS;
 use styrmin_webhook::controllers::policy_reports::content::ReportApi;
 use styrmin_webhook::controllers::policy_reports::report_call;
@@ -588,8 +589,11 @@ fn calls<'a>(calls: impl IntoIterator<Item = &'a ApiCall>) -> BTreeSet<String> {
 fn check_the_cluster_role_grants_exactly_the_calls_the_code_makes(objects: &[Value]) {
     let role: ClusterRole = typed(find(objects, "ClusterRole", "styrmin-webhook"));
     let granted = grants(role.rules.unwrap_or_default());
-    let called = calls(API_CALLS);
-    assert_eq!(granted, called, "ClusterRole vs kube_source::API_CALLS");
+    let called = calls(API_CALLS.iter().chain(&ISSUER_CALLS));
+    assert_eq!(
+        granted, called,
+        "ClusterRole vs kube_source::API_CALLS and acme_issuers::ISSUER_CALLS"
+    );
 
     let binding: ClusterRoleBinding = typed(find(objects, "ClusterRoleBinding", "styrmin-webhook"));
     assert_eq!(binding.role_ref.name, "styrmin-webhook");
@@ -622,7 +626,7 @@ fn policy_reports_add_exactly_the_writers_calls_and_a_role_on_the_lease() {
         let writer: Vec<ApiCall> = apis.iter().map(|api| report_call(*api)).collect();
         assert_eq!(
             grants(role.rules.unwrap_or_default()),
-            calls(API_CALLS.iter().chain(&writer)),
+            calls(API_CALLS.iter().chain(&ISSUER_CALLS).chain(&writer)),
             "{mode}: ClusterRole vs API_CALLS and report_call"
         );
         let lease: Role = typed(find(&objects, "Role", "styrmin-webhook-policy-reports"));

@@ -34,6 +34,16 @@ fn recorded(name: &str) -> String {
     recorded_cluster::recorded(&format!("migration/{name}"))
 }
 
+/// cert-manager's Issuers of the migration cluster: one names `nginx` for its HTTP01
+/// solver, as does one of the ClusterIssuer's two.
+const CERT_MANAGER: [(&str, &str); 2] = [
+    ("/apis/cert-manager.io/v1/issuers", "issuers.list.json"),
+    (
+        "/apis/cert-manager.io/v1/clusterissuers",
+        "clusterissuers.list.json",
+    ),
+];
+
 fn step_file(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../webhook/tests/data/apiserver/migration")
@@ -55,9 +65,21 @@ impl Cluster {
         let kubeconfig = scratch.join("kubeconfig");
         api.write_kubeconfig(&kubeconfig, None);
         let mut lists = Vec::new();
-        for (path, file) in [("/version", "version.json")].into_iter().chain(LISTS) {
+        for (path, file) in [("/version", "version.json")]
+            .into_iter()
+            .chain(LISTS)
+            .chain(CERT_MANAGER)
+        {
             lists.push((path, serde_json::from_str(&recorded(file)).unwrap()));
         }
+        // The API server serves cert-manager's API: plan reads its Issuers.
+        lists.push((
+            "/apis/cert-manager.io/v1",
+            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "cert-manager.io/v1", "resources": [
+                {"name": "issuers", "singularName": "issuer", "namespaced": true, "kind": "Issuer", "verbs": ["get", "list", "watch"]},
+                {"name": "clusterissuers", "singularName": "clusterissuer", "namespaced": false, "kind": "ClusterIssuer", "verbs": ["get", "list", "watch"]}
+            ]}),
+        ));
         let cluster = Cluster {
             api,
             kubeconfig,
@@ -308,8 +330,9 @@ async fn nginx_to_haproxy_warn_cluster_wide_then_enforce_environment_by_environm
     assert!(table.contains("mode=warn: "), "{table}");
 
     // Step 2, planned: enforce prod. web2 moves right after, web1 at its next deploy; both
-    // change controller, and web2's nginx annotations mean nothing to HAProxy. Staging stays
-    // in warn.
+    // change controller, web2's nginx annotations mean nothing to HAProxy, and two Issuers'
+    // HTTP01 solvers still create their challenge Ingresses with nginx. Staging stays in
+    // warn.
     let (code, plan, table) = cluster.plan("step2-enforce-prod.yaml");
     assert_eq!(code, Some(1), "{table}");
     assert_eq!(
@@ -338,6 +361,8 @@ async fn nginx_to_haproxy_warn_cluster_wide_then_enforce_environment_by_environm
             ("changes_controller", "Ingress styrmin-web1/web"),
             ("changes_controller", "Ingress styrmin-web2/web"),
             ("annotations_not_carried", "Ingress styrmin-web2/web"),
+            ("acme_solver_class", "Issuer styrmin-web2/letsencrypt"),
+            ("acme_solver_class", "ClusterIssuer letsencrypt-prod"),
         ]
     );
     assert!(

@@ -13,6 +13,7 @@
 //!   TLS accept loop and its budgets ([`budget`] for request bodies, [`tls`]);
 //! - [`cli`], the subcommands, which wire the rest.
 
+pub mod acme_issuers;
 pub mod admission;
 pub mod api;
 pub mod audit;

@@ -20,6 +20,7 @@ use k8s_openapi::api::networking::v1::IngressClass;
 use serde::Serialize;
 use styrmin_ingress_rules::{ClassFields, EnforcementMode, IngressTarget, resolve, resolve_mode};
 
+use crate::acme_issuers::AcmeIssuer;
 use crate::audit::objects::AuditedIngress;
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
 use crate::ingress_controllers::{Carried, carried};
@@ -61,6 +62,9 @@ pub struct PlanInput<'a> {
     pub proposed: &'a View,
     pub ingresses: &'a [Arc<AuditedIngress>],
     pub ingress_classes: &'a [ClassInfo],
+    /// cert-manager's Issuers and ClusterIssuers with HTTP01 Ingress solvers (none when the
+    /// API server does not serve cert-manager's API).
+    pub acme_issuers: &'a [AcmeIssuer],
 }
 
 /// An Ingress's two class fields, as the plan shows them.
@@ -163,6 +167,9 @@ pub enum PreflightReason {
     /// An Ingress that changes controller carries annotations its current controller reads
     /// and the target does not (or one of the two is not a controller the table knows).
     AnnotationsNotCarried,
+    /// A cert-manager Issuer's HTTP01 solver creates its challenge Ingresses with a class
+    /// the change moves Ingresses off.
+    AcmeSolverClass,
 }
 
 impl PreflightReason {
@@ -174,6 +181,7 @@ impl PreflightReason {
             PreflightReason::CannotEnforce => "cannot_enforce",
             PreflightReason::ChangesController => "changes_controller",
             PreflightReason::AnnotationsNotCarried => "annotations_not_carried",
+            PreflightReason::AcmeSolverClass => "acme_solver_class",
         }
     }
 }
@@ -295,7 +303,34 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     }
     let leaving = leaving_classes(&plan);
     plan.preflight = preflight(findings, &classes, input.proposed, &leaving);
+    plan.preflight
+        .extend(acme_solver_class(input.acme_issuers, &leaving));
     plan
+}
+
+/// The Issuers whose HTTP01 solvers name a class the change moves Ingresses off: the
+/// Ingress cert-manager creates for each challenge keeps that class, so once its controller
+/// goes, challenges are answered by nobody and certificates stop renewing.
+pub fn acme_solver_class(
+    issuers: &[AcmeIssuer],
+    leaving: &BTreeMap<String, Leaving>,
+) -> Vec<Preflight> {
+    let mut out = Vec::new();
+    for issuer in issuers {
+        for class in &issuer.classes {
+            if let Some(how) = leaving.get(class) {
+                out.push(Preflight {
+                    reason: PreflightReason::AcmeSolverClass,
+                    subject: issuer.subject(),
+                    detail: format!(
+                        "its HTTP01 solver creates challenge Ingresses of class {class:?}, and {}: point the solver at the new class once its controller serves, or certificates stop renewing when the old one goes",
+                        how.as_str()
+                    ),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// How a change takes Ingresses off a class.

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use styrmin_webhook::acme_issuers::AcmeIssuer;
 use styrmin_webhook::audit::objects::AuditedIngress;
 use styrmin_webhook::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
 use styrmin_webhook::kube_source::build_view;
@@ -82,6 +83,7 @@ impl Cluster {
             proposed: &proposed.view(),
             ingresses: &self.ingresses,
             ingress_classes: &self.classes,
+            acme_issuers: &[],
         })
     }
 }
@@ -269,6 +271,7 @@ fn pre_flight_finds_a_missing_class_a_controller_not_running_and_a_default_class
         proposed: &proposed.view(),
         ingresses: &classless,
         ingress_classes: &cluster.classes,
+        acme_issuers: &[],
     });
     let default = plan
         .preflight
@@ -387,5 +390,45 @@ fn class_less_ingresses_stay_on_a_default_class_the_change_moves_ingresses_off()
     assert_eq!(
         leaving.get("nginx"),
         Some(&styrmin_webhook::plan::Leaving::Emptied)
+    );
+}
+
+#[test]
+fn an_issuer_whose_http01_solver_names_a_class_moved_off_is_found() {
+    let issuers: Vec<AcmeIssuer> = items::<Value>("issuers.list.json")
+        .iter()
+        .filter_map(|o| AcmeIssuer::of("Issuer", o))
+        .chain(
+            items::<Value>("clusterissuers.list.json")
+                .iter()
+                .filter_map(|o| AcmeIssuer::of("ClusterIssuer", o)),
+        )
+        .collect();
+    let found = |current: &Cluster, proposed: &Cluster| -> Vec<String> {
+        plan(&PlanInput {
+            current: &current.view(),
+            proposed: &proposed.view(),
+            ingresses: &current.ingresses,
+            ingress_classes: &current.classes,
+            acme_issuers: &issuers,
+        })
+        .preflight
+        .iter()
+        .filter(|f| f.reason == PreflightReason::AcmeSolverClass)
+        .map(|f| format!("{}: {}", f.subject, f.detail))
+        .collect()
+    };
+    let cluster = Cluster::recorded();
+    let warned = cluster.applied(&["step1-warn-cluster-wide.yaml"]);
+    // In warn nothing moves: nothing to say.
+    assert_eq!(found(&cluster, &warned), Vec::<String>::new());
+    // Enforcing prod moves Ingresses off nginx, which both solvers name; not off haproxy.
+    let enforced = warned.applied(&["step2-enforce-prod.yaml"]);
+    assert_eq!(
+        found(&warned, &enforced),
+        [
+            "Issuer styrmin-web2/letsencrypt: its HTTP01 solver creates challenge Ingresses of class \"nginx\", and the change moves Ingresses off it: point the solver at the new class once its controller serves, or certificates stop renewing when the old one goes",
+            "ClusterIssuer letsencrypt-prod: its HTTP01 solver creates challenge Ingresses of class \"nginx\", and the change moves Ingresses off it: point the solver at the new class once its controller serves, or certificates stop renewing when the old one goes",
+        ]
     );
 }

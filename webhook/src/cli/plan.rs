@@ -113,11 +113,15 @@ impl PlanArgs {
             .iter()
             .map(|class| ClassInfo::of(class))
             .collect();
+        let acme_issuers = crate::acme_issuers::read(&client)
+            .await
+            .context("cannot read cert-manager's Issuers")?;
         Ok(plan(&PlanInput {
             current: &snapshot.view,
             proposed: &proposed,
             ingresses: &snapshot.ingresses,
             ingress_classes: &classes,
+            acme_issuers: &acme_issuers,
         }))
     }
 }
