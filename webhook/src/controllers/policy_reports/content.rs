@@ -129,28 +129,49 @@ impl ReportKey {
     }
 }
 
-/// SHA-256 of a report's content without its timestamps.
+/// The first 128 bits of the SHA-256 of a report's content without its timestamps: enough
+/// to tell a changed report from an unchanged one, in half the annotation and the ledger.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Digest(pub [u8; 32]);
+pub struct Digest(pub [u8; DIGEST_BYTES]);
+
+const DIGEST_BYTES: usize = 16;
 
 impl Digest {
     fn of(body: &Value) -> Digest {
-        let hash = ring::digest::digest(&ring::digest::SHA256, body.to_string().as_bytes());
-        let mut bytes = [0; 32];
-        bytes.copy_from_slice(hash.as_ref());
+        let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+        // Serialized straight into the hash: no string of the whole report is made.
+        let _ = serde_json::to_writer(HashWriter(&mut context), body);
+        let hash = context.finish();
+        let mut bytes = [0; DIGEST_BYTES];
+        bytes.copy_from_slice(&hash.as_ref()[..DIGEST_BYTES]);
         Digest(bytes)
     }
 
-    /// The digest as the annotation holds it (hex); `None` for anything else.
+    /// The digest as the annotation holds it (hex); `None` for anything else, such as the
+    /// longer digests of earlier versions (those reports are written once more).
     pub fn parse(hex: &str) -> Option<Digest> {
-        if hex.len() != 64 {
+        if hex.len() != 2 * DIGEST_BYTES {
             return None;
         }
-        let mut bytes = [0; 32];
+        let mut bytes = [0; DIGEST_BYTES];
         for (i, byte) in bytes.iter_mut().enumerate() {
             *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
         }
         Some(Digest(bytes))
+    }
+}
+
+/// Feeds what is written to a hash.
+struct HashWriter<'a>(&'a mut ring::digest::Context);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -295,21 +316,13 @@ fn classify(reason: Reason) -> (&'static str, &'static str, &'static str) {
 
 fn finding_result(finding: &Finding) -> Value {
     let (policy, category, severity) = classify(finding.reason);
-    let mut properties = BTreeMap::from([
+    // How a class was decided (`decidedBy`, `settings`) is already in a class result's
+    // message; the properties do not repeat it.
+    let properties = BTreeMap::from([
         ("has", bounded(&finding.has)),
         ("wants", bounded(&finding.wants)),
         ("fix", bounded(&finding.fix)),
     ]);
-    // How the class was decided explains a class result; a serving result is about the
-    // controller, and leaving it out there keeps 10,000 reports within 16 MiB.
-    if matches!(finding.reason, Reason::WrongClass | Reason::CannotEnforce) {
-        if let Some(decided_by) = &finding.decided_by {
-            properties.insert("decidedBy", bounded(decided_by));
-        }
-        if let Some(settings) = finding.settings {
-            properties.insert("settings", settings.to_owned());
-        }
-    }
     json!({
         "source": SOURCE,
         "policy": policy,
@@ -430,7 +443,7 @@ impl<'a> ReportSet<'a> {
     pub fn new(round: &'a AuditRound, api: ReportApi, results: ReportResults) -> Self {
         let subjects = round.subjects();
         let mut by_object: BTreeMap<ObjectRef<'a>, Vec<&'a Finding>> = BTreeMap::new();
-        for finding in &round.audit.findings {
+        for finding in round.audit.findings.iter() {
             by_object
                 .entry(ObjectRef {
                     kind: finding.kind,

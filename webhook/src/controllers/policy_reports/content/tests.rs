@@ -32,7 +32,7 @@ fn completed(findings: Vec<Finding>) -> CompletedAudit {
         ingresses: 2,
         conforming_ingresses: 1,
         counts: BTreeMap::new(),
-        findings,
+        findings: findings.into(),
         levels: Vec::new(),
     }
 }
@@ -136,12 +136,6 @@ fn one_report_per_object_scoped_to_it_and_owned_by_it() {
     assert_eq!(wrong["message"], "why wrong_class");
     assert_eq!(
         wrong["properties"],
-        json!({"has": "class \"nginx\"", "wants": "class \"traefik\"", "fix": "kubectl patch",
-               "decidedBy": "cluster.ingress_class", "settings": "levels"})
-    );
-    // How the class was decided goes with a class result only, not with a serving one.
-    assert_eq!(
-        api["results"][1]["properties"],
         json!({"has": "class \"nginx\"", "wants": "class \"traefik\"", "fix": "kubectl patch"})
     );
     assert!(
@@ -266,9 +260,11 @@ fn equal_audits_give_equal_digests_and_a_change_a_new_one() {
     );
     assert_ne!(one[0].digest, other[0].digest);
     let hex = one[0].digest.to_string();
-    assert_eq!(hex.len(), 64);
+    assert_eq!(hex.len(), 32);
     assert_eq!(Digest::parse(&hex), Some(one[0].digest));
     assert_eq!(Digest::parse("not a digest"), None);
+    // An earlier version's whole SHA-256: not read, so that report is written once more.
+    assert_eq!(Digest::parse(&format!("{hex}{hex}")), None);
 }
 
 #[test]
