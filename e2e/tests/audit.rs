@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
@@ -202,6 +203,19 @@ async fn every_reason_counted_and_a_watch_error_keeps_the_last_audit() {
         "styrmin_webhook_audit_last_complete_timestamp_seconds",
     );
     assert_eq!(completed, report["completed_at_unix"].as_f64().unwrap());
+    // A later audit that finds the same keeps the earlier findings, not a second copy.
+    let first = state.audits().report().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let later = loop {
+        let now = state.audits().report().unwrap();
+        if !Arc::ptr_eq(&now, &first) {
+            break now;
+        }
+        assert!(Instant::now() < deadline, "no second audit");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(Arc::ptr_eq(&first.findings, &later.findings));
+
     // The alias watch asks for the aliases only.
     let services = api.wait_for_request("the aliases' list", 1, STEP, |r: &ApiRequest| {
         r.path == SERVICES && !r.is_watch()

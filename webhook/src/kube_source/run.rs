@@ -604,15 +604,23 @@ impl Auditor {
             findings = report.findings.len(),
             "audit complete"
         );
-        let report = Arc::new(report);
+        let mut report = report;
         let previous = self.store.report();
+        let same_findings = previous
+            .as_ref()
+            .is_some_and(|p| p.findings == report.findings);
+        if let Some(previous) = previous.as_ref().filter(|_| same_findings) {
+            // The last audit's findings stay; this audit's copy goes now.
+            report.findings = previous.findings.clone();
+        }
+        let report = Arc::new(report);
         self.store.publish_shared(report.clone());
         let Some(rounds) = &self.rounds else {
             return;
         };
         // A steady cluster sends no round: same findings, no object changed, no relist.
         let same = !self.changed_since_round
-            && previous.is_some_and(|p| p.findings == report.findings)
+            && same_findings
             && rounds
                 .borrow()
                 .as_ref()
