@@ -137,6 +137,12 @@ async fn main() -> Result<()> {
         std::fs::create_dir_all(parent)?;
     }
     std::fs::write(&out, table).with_context(|| format!("writing {}", out.display()))?;
+    let sample = out.with_extension("report.json");
+    std::fs::write(
+        &sample,
+        serde_json::to_string_pretty(&results.reports_json.sample)?,
+    )
+    .with_context(|| format!("writing {}", sample.display()))?;
     println!("written to {}", out.display());
     if args.check {
         results.check(args.ingresses)?;
@@ -422,21 +428,37 @@ struct Memory {
 }
 
 /// The bytes of every stored report's JSON, read in pages of 500.
-async fn reports_json_size(client: &kube::Client) -> Result<(usize, u64)> {
+async fn reports_json_size(client: &kube::Client) -> Result<ReportsJson> {
     let api = open_reports(client);
-    let (mut count, mut bytes) = (0, 0);
+    let mut sizes = ReportsJson::default();
     let mut params = ListParams::default().limit(500);
     loop {
         let page = api.list(&params).await?;
         for report in &page.items {
-            count += 1;
-            bytes += serde_json::to_vec(report)?.len() as u64;
+            sizes.count += 1;
+            sizes.bytes += serde_json::to_vec(report)?.len() as u64;
+            sizes.managed_fields_bytes +=
+                serde_json::to_vec(&report.metadata.managed_fields)?.len() as u64;
+            if sizes.sample.is_null() {
+                sizes.sample = serde_json::to_value(report)?;
+            }
         }
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok((count, bytes)),
+            _ => return Ok(sizes),
         }
     }
+}
+
+/// The reports as the API server returns them.
+#[derive(Default)]
+struct ReportsJson {
+    count: usize,
+    bytes: u64,
+    /// Of `bytes`, the server-side apply's `metadata.managedFields`.
+    managed_fields_bytes: u64,
+    /// The first report listed, whole.
+    sample: Value,
 }
 
 /// Requests by (resource, verb, response code).
@@ -569,8 +591,7 @@ struct Results {
     steady_requests: Requests,
     etcd_growth: u64,
     reports_in_etcd: u64,
-    /// (reports, bytes of their JSON).
-    reports_json: (usize, u64),
+    reports_json: ReportsJson,
 }
 
 fn run_label(ingresses: usize, reports: bool, when: &str) -> String {
@@ -591,10 +612,10 @@ impl Results {
     /// report to converge, no write while nothing changes.
     fn check(&self, reports: usize) -> Result<()> {
         let mut broken = Vec::new();
-        if self.reports_json.0 != reports {
+        if self.reports_json.count != reports {
             broken.push(format!(
                 "{} reports stored, {reports} expected",
-                self.reports_json.0
+                self.reports_json.count
             ));
         }
         let converge = writes(&self.converge_requests);
@@ -655,7 +676,12 @@ impl Results {
                 ),
             );
         }
-        let (count, bytes) = self.reports_json;
+        let ReportsJson {
+            count,
+            bytes,
+            managed_fields_bytes,
+            ..
+        } = self.reports_json;
         row(
             "reports' JSON (each)",
             format!(
@@ -663,6 +689,14 @@ impl Results {
                 mib(bytes),
                 count,
                 bytes as f64 / 1024.0 / count.max(1) as f64
+            ),
+        );
+        row(
+            "of which `metadata.managedFields` (each)",
+            format!(
+                "{} ({:.2} KiB each)",
+                mib(managed_fields_bytes),
+                managed_fields_bytes as f64 / 1024.0 / count.max(1) as f64
             ),
         );
         row(
