@@ -155,6 +155,7 @@ async fn the_audit_agrees_with_admission() {
                         namespaces: &HashSet::new(),
                         ingress_classes: &ingress_classes,
                         now: 0,
+                        previous: None,
                     },
                     &AuditSettings::default(),
                 );

@@ -105,6 +105,7 @@ fn run_with_classes(
             namespaces: &set(namespaces),
             ingress_classes: &set(ingress_classes),
             now,
+            previous: None,
         },
         &AuditSettings::default(),
     )
@@ -673,4 +674,44 @@ fn a_cluster_that_does_not_change_gives_byte_identical_reports_at_any_later_time
             );
         }
     }
+}
+
+#[test]
+fn an_audit_takes_the_texts_of_the_one_before() {
+    let view = view_with_controller(Removal::default());
+    let created = NOW - 600;
+    let ingresses = vec![
+        unserved("styrmin-web1", "wrong", Some("nginx"), created),
+        unserved("styrmin-web2", "nameless", None, created),
+    ];
+    let classes: HashSet<String> = HashSet::from(["nginx".to_owned()]);
+    let namespaces = HashSet::new();
+    let audit_after = |previous: Option<&CompletedAudit>| {
+        audit(
+            &AuditInput {
+                view: &view,
+                ingresses: &ingresses,
+                aliases: &[],
+                namespaces: &namespaces,
+                ingress_classes: &classes,
+                now: NOW,
+                previous,
+            },
+            &AuditSettings::default(),
+        )
+    };
+    let first = audit_after(None);
+    assert!(first.findings.len() >= 2, "{:?}", first.findings);
+    let shared = |a: &CompletedAudit, b: &CompletedAudit| {
+        a.findings.iter().zip(b.findings.iter()).all(|(a, b)| {
+            a.texts()
+                .zip(b.texts())
+                .all(|(a, b)| a.shares_allocation_with(b))
+        })
+    };
+    let second = audit_after(Some(&first));
+    assert_eq!(second.findings, first.findings);
+    assert!(shared(&first, &second), "every text of the audit before");
+    let alone = audit_after(None);
+    assert!(!shared(&first, &alone), "an audit alone makes its own");
 }

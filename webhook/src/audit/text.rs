@@ -1,7 +1,7 @@
 //! The text of a finding, shared: at 100,000 Ingresses most findings say the same things
 //! (the same class, the same decision, the same advice) and a copy each would take more
 //! memory than the Ingresses themselves. [`Interner::share`] makes equal texts of one audit
-//! one allocation.
+//! one allocation, and [`Interner::learn`] lets an audit take the texts of the one before.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -11,6 +11,13 @@ use std::sync::Arc;
 /// An immutable text; cheap to clone, compared and printed as the `str` it holds.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Text(Arc<str>);
+
+impl Text {
+    /// Whether `self` and `other` are one allocation, not only equal.
+    pub fn shares_allocation_with(&self, other: &Text) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
 
 impl Default for Text {
     fn default() -> Self {
@@ -79,11 +86,18 @@ impl PartialEq<String> for Text {
     }
 }
 
-/// The texts of one audit: equal texts become one.
+/// The texts of one audit (and of the audit before it): equal texts become one.
 #[derive(Debug, Default)]
 pub struct Interner(HashSet<Arc<str>>);
 
 impl Interner {
+    /// Makes `text` known: later equal texts share its allocation.
+    pub fn learn(&mut self, text: &Text) {
+        if !self.0.contains(&*text.0) {
+            self.0.insert(text.0.clone());
+        }
+    }
+
     /// `text`, or an equal one met before (whose allocation is then shared).
     pub fn share(&mut self, text: &mut Text) {
         match self.0.get(&*text.0) {

@@ -80,6 +80,7 @@ impl AuditArgs {
             &namespaces,
             &ingress_classes,
             &self.thresholds.settings(),
+            None,
         ))
     }
 }

@@ -253,6 +253,7 @@ pub fn audit_listed(
     namespaces: &[Arc<NamespaceName>],
     ingress_classes: &[Arc<IngressClass>],
     settings: &AuditSettings,
+    previous: Option<&CompletedAudit>,
 ) -> CompletedAudit {
     let namespaces = names(namespaces);
     let ingress_classes = names(ingress_classes);
@@ -263,6 +264,7 @@ pub fn audit_listed(
         namespaces: &namespaces,
         ingress_classes: &ingress_classes,
         now: unix_now(),
+        previous,
     };
     audit(&input, settings)
 }

@@ -578,6 +578,7 @@ impl Auditor {
         let view = sink.current();
         let ingresses = self.ingresses.state();
         let aliases = self.aliases.state();
+        let previous = self.store.report();
         let report = audit_listed(
             &view,
             &ingresses,
@@ -585,6 +586,7 @@ impl Auditor {
             &self.namespaces.state(),
             &self.ingress_classes.state(),
             &self.settings,
+            previous.as_deref(),
         );
         let mut stuck = HashSet::new();
         for finding in report
@@ -605,7 +607,6 @@ impl Auditor {
             "audit complete"
         );
         let mut report = report;
-        let previous = self.store.report();
         let same_findings = previous
             .as_ref()
             .is_some_and(|p| p.findings == report.findings);
