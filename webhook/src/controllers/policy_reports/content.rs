@@ -191,28 +191,61 @@ impl std::fmt::Debug for Digest {
 }
 
 /// When each result of a report was first made: `rule/result` and unix seconds, sorted.
+/// The keys are taken from [`RULE_RESULTS`], so that the ledger's copy of a report's times
+/// is one small allocation, whatever the number of reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FirstSeen(Vec<(Box<str>, i64)>);
+pub struct FirstSeen(Box<[(&'static str, i64)]>);
+
+/// Every `rule/result` a report can hold.
+pub const RULE_RESULTS: [&str; 18] = [
+    "wrong_class/fail",
+    "wrong_class/warn",
+    "wrong_class/pass",
+    "cannot_enforce/fail",
+    "cannot_enforce/warn",
+    "cannot_enforce/pass",
+    "not_served/fail",
+    "not_served/warn",
+    "not_served/pass",
+    "unknown_class/fail",
+    "unknown_class/warn",
+    "unknown_class/pass",
+    "stuck_deleting/fail",
+    "stuck_deleting/warn",
+    "stuck_deleting/pass",
+    "stale_alias/fail",
+    "stale_alias/warn",
+    "stale_alias/pass",
+];
+
+/// `key` as it is in [`RULE_RESULTS`]; `None` for a key no report of this version holds.
+fn rule_result(key: &str) -> Option<&'static str> {
+    RULE_RESULTS.iter().find(|known| **known == key).copied()
+}
 
 impl FirstSeen {
+    fn new(mut entries: Vec<(&'static str, i64)>) -> FirstSeen {
+        entries.sort();
+        entries.dedup_by(|a, b| a.0 == b.0);
+        FirstSeen(entries.into_boxed_slice())
+    }
+
     /// As the annotation holds it; entries that do not read are left out (their results
     /// count as first made at the next write).
     pub fn parse(text: &str) -> FirstSeen {
-        let mut entries: Vec<(Box<str>, i64)> = text
-            .split(',')
-            .filter_map(|entry| {
-                let (key, seconds) = entry.split_once('=')?;
-                Some((key.trim().into(), seconds.trim().parse().ok()?))
-            })
-            .collect();
-        entries.sort();
-        entries.dedup_by(|a, b| a.0 == b.0);
-        FirstSeen(entries)
+        FirstSeen::new(
+            text.split(',')
+                .filter_map(|entry| {
+                    let (key, seconds) = entry.split_once('=')?;
+                    Some((rule_result(key.trim())?, seconds.trim().parse().ok()?))
+                })
+                .collect(),
+        )
     }
 
     pub fn get(&self, key: &str) -> Option<i64> {
         self.0
-            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .binary_search_by(|(k, _)| (*k).cmp(key))
             .ok()
             .map(|i| self.0[i].1)
     }
@@ -261,12 +294,10 @@ impl DesiredReport {
                 );
                 let seconds = previous.get(&key).unwrap_or(now);
                 result["timestamp"] = json!({"seconds": seconds, "nanos": 0});
-                seen.push((key.into_boxed_str(), seconds));
+                seen.extend(rule_result(&key).map(|key| (key, seconds)));
             }
         }
-        seen.sort();
-        seen.dedup_by(|a, b| a.0 == b.0);
-        let first_seen = FirstSeen(seen);
+        let first_seen = FirstSeen::new(seen);
         body["metadata"]["annotations"][FIRST_SEEN_ANNOTATION] =
             Value::from(first_seen.to_annotation());
         StampedReport { body, first_seen }
@@ -482,19 +513,28 @@ impl<'a> ReportSet<'a> {
         entries.sort_by(|a, b| {
             (a.object.namespace, a.subject.uid).cmp(&(b.object.namespace, b.subject.uid))
         });
+        // The keys first, all together, then the digests: each digest needs the report's
+        // body, many small allocations freed at once, and keys made among them would be
+        // scattered over the heap those leave.
+        let keys = entries
+            .iter()
+            .map(|entry| ReportKey {
+                namespace: entry.object.namespace.to_owned(),
+                name: report_name(entry.subject.uid),
+            })
+            .collect();
         let mut set = ReportSet {
             api,
-            keys: Vec::with_capacity(entries.len()),
+            keys,
             digests: Vec::with_capacity(entries.len()),
             uids: subjects.values().map(|s| s.uid).collect(),
-            entries: Vec::new(),
+            entries,
         };
-        for entry in &entries {
-            let report = set.build(entry);
-            set.keys.push(report.key);
-            set.digests.push(report.digest);
-        }
-        set.entries = entries;
+        set.digests = set
+            .entries
+            .iter()
+            .map(|entry| set.build(entry).digest)
+            .collect();
         set
     }
 

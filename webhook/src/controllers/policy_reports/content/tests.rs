@@ -395,3 +395,14 @@ fn a_report_key_names_its_objects_uid() {
     assert_eq!(set.find(&reports[0].key), Some(0));
     assert_eq!(set.find(&gone), None);
 }
+
+#[test]
+fn every_rule_and_result_has_its_first_seen_key() {
+    for reason in Reason::ALL {
+        for result in ["fail", "warn", "pass"] {
+            let key = format!("{}/{result}", reason.as_str());
+            assert!(RULE_RESULTS.contains(&key.as_str()), "{key}");
+        }
+    }
+    assert_eq!(RULE_RESULTS.len(), Reason::ALL.len() * 3);
+}
