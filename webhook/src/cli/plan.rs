@@ -11,9 +11,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Args;
 
-use super::audit::Snapshot;
 use super::shared::{ClusterArgs, Output, OutputArgs};
-use crate::kube_source::{BuiltView, build_view};
+use crate::kube_source::{BuiltView, Snapshot, build_view};
 use crate::plan::{ClassInfo, PlanInput, Proposal, plan, render_table, write_json};
 use crate::policy_file::parse_policy;
 

@@ -22,12 +22,14 @@
 mod api;
 mod convert;
 mod run;
+mod snapshot;
 
 pub use api::*;
 pub use convert::*;
 #[cfg(test)]
 use run::Progress;
 pub use run::*;
+pub use snapshot::*;
 
 #[cfg(test)]
 mod tests;

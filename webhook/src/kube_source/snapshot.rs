@@ -1,0 +1,86 @@
+//! One listing of the cluster, for the command line: what `audit` and `plan` read, with the
+//! same calls the watches make ([`API_CALLS`](super::API_CALLS)).
+
+use std::fmt;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use k8s_openapi::api::networking::v1::IngressClass;
+use kube::api::ListParams;
+use kube::{Api, Client, Resource};
+
+use super::convert::{BuiltView, build_view, version_of};
+use crate::audit::objects::AuditedIngress;
+use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
+use crate::view::{View, namespace_owner};
+use styrmin_ingress_rules::KubernetesVersion;
+
+/// What `audit` and `plan` read of a cluster: the view built from the three Styrmin
+/// resources, the Ingresses of Styrmin namespaces (trimmed), and the IngressClasses.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub clusters: Vec<Arc<StyrminCluster>>,
+    pub environments: Vec<Arc<StyrminEnvironment>>,
+    pub deployments: Vec<Arc<StyrminDeployment>>,
+    pub view: View,
+    pub kubernetes: Option<KubernetesVersion>,
+    pub ingresses: Vec<Arc<AuditedIngress>>,
+    pub ingress_classes: Vec<Arc<IngressClass>>,
+}
+
+impl Snapshot {
+    /// Lists them; the objects the view leaves out are named on stderr.
+    pub async fn read(client: &Client) -> anyhow::Result<Self> {
+        let info = client
+            .apiserver_version()
+            .await
+            .context("cannot read /version")?;
+        let kubernetes = version_of(&info);
+        let clusters = list_all(Api::<StyrminCluster>::all(client.clone()), None).await?;
+        let environments = list_all(Api::<StyrminEnvironment>::all(client.clone()), None).await?;
+        let deployments = list_all(Api::<StyrminDeployment>::all(client.clone()), None).await?;
+        let BuiltView { view, ignored } =
+            build_view(&clusters, &environments, &deployments, kubernetes)?;
+        for why in ignored {
+            eprintln!("warning: {why}");
+        }
+        let mut ingresses = list_all(Api::<AuditedIngress>::all(client.clone()), None).await?;
+        ingresses.retain(|i| namespace_owner(i.namespace()).is_some());
+        for ingress in &mut ingresses {
+            Arc::make_mut(ingress).trim();
+        }
+        let ingress_classes = list_all(Api::<IngressClass>::all(client.clone()), None).await?;
+        Ok(Snapshot {
+            clusters,
+            environments,
+            deployments,
+            view,
+            kubernetes,
+            ingresses,
+            ingress_classes,
+        })
+    }
+}
+
+/// Every object of a resource, a page of 500 at a time.
+pub async fn list_all<K>(api: Api<K>, labels: Option<&str>) -> anyhow::Result<Vec<Arc<K>>>
+where
+    K: Resource<DynamicType = ()> + Clone + fmt::Debug + serde::de::DeserializeOwned,
+{
+    let mut params = ListParams::default().limit(500);
+    if let Some(labels) = labels {
+        params = params.labels(labels);
+    }
+    let mut objects = Vec::new();
+    loop {
+        let page = api
+            .list(&params)
+            .await
+            .with_context(|| format!("cannot list {}", K::plural(&())))?;
+        objects.extend(page.items.into_iter().map(Arc::new));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(objects),
+        }
+    }
+}
