@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Args;
 use kube::Api;
 
-use super::shared::{AuditThresholdArgs, ClusterArgs, Output, OutputArgs};
+use super::shared::{AuditThresholdArgs, ClusterArgs, Output, OutputArgs, warn_ignored};
 use crate::audit::CompletedAudit;
 use crate::audit::objects::{AliasService, NamespaceName, SERVICE_ALIAS_SELECTOR};
 use crate::audit::render::{render_json, render_table};
@@ -55,10 +55,12 @@ impl AuditArgs {
         let client = self.cluster.client().await?;
         let Snapshot {
             view,
+            ignored,
             ingresses,
             ingress_classes,
             ..
         } = Snapshot::read(&client).await?;
+        warn_ignored(&ignored);
         let aliases = list_all(
             Api::<AliasService>::all(client.clone()),
             Some(SERVICE_ALIAS_SELECTOR),

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Args;
 
-use super::shared::{ClusterArgs, Output, OutputArgs};
+use super::shared::{ClusterArgs, Output, OutputArgs, warn_ignored};
 use crate::kube_source::{BuiltView, Snapshot, build_view};
 use crate::plan::{ClassInfo, PlanInput, Proposal, plan, render_table, write_json};
 use crate::policy_file::parse_policy;
@@ -89,6 +89,7 @@ impl PlanArgs {
             .transpose()?;
         let client = self.cluster.client().await?;
         let snapshot = Snapshot::read(&client).await?;
+        warn_ignored(&snapshot.ignored);
         let proposed = match policy {
             Some(view) => view,
             None => {

@@ -120,3 +120,10 @@ impl fmt::Display for Output {
 pub const fn millis(duration: Duration) -> u64 {
     duration.as_millis() as u64
 }
+
+/// Names on stderr the objects the view leaves out (`audit`, `plan`).
+pub(super) fn warn_ignored(ignored: &[String]) {
+    for why in ignored {
+        eprintln!("warning: {why}");
+    }
+}

@@ -18,6 +18,9 @@
 //!   (`styrmin_webhook_view_update_failures_total{source="kubernetes"}`).
 //! - `styrmin_webhook_view_age_seconds` is the time since the view was last known current:
 //!   confirmed every few seconds while no watch has failed for [`HEALTHY_AFTER`].
+//!
+//! The command line reads the same resources once instead of watching them: [`Snapshot`]
+//! (`audit`, `plan`), every page of each list ([`list_all`]).
 
 mod api;
 mod convert;

@@ -1,19 +1,44 @@
 //! One listing of the cluster, for the command line: what `audit` and `plan` read, with the
-//! same calls the watches make ([`API_CALLS`](super::API_CALLS)).
+//! same calls the watches make ([`API_CALLS`](super::API_CALLS)), each resource to its last
+//! page.
+//!
+//! The PolicyReport writer pages on its own
+//! ([`list_page`](crate::controllers::policy_reports::calls::list_page)): it lists only its
+//! reports' metadata, as dynamic objects, one page per call of its budget, each page fenced
+//! by the Lease and given up when the Lease is lost, so a helper shared with [`list_all`]
+//! would hold no more than the two lines that follow the continue token.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use k8s_openapi::api::networking::v1::IngressClass;
 use kube::api::ListParams;
 use kube::{Api, Client, Resource};
 
-use super::convert::{BuiltView, build_view, version_of};
+use super::convert::{BuiltView, InvalidObject, build_view, version_of};
 use crate::audit::objects::AuditedIngress;
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
 use crate::view::{View, namespace_owner};
 use styrmin_ingress_rules::KubernetesVersion;
+
+/// What could not be read of the cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// The API server's `/version`.
+    #[error("cannot read /version")]
+    Version(#[source] kube::Error),
+    /// A page of a resource's list.
+    #[error("cannot list {plural}")]
+    List {
+        plural: Cow<'static, str>,
+        #[source]
+        source: kube::Error,
+    },
+    /// A Styrmin object the view cannot be built from.
+    #[error(transparent)]
+    View(#[from] InvalidObject),
+}
 
 /// What `audit` and `plan` read of a cluster: the view built from the three Styrmin
 /// resources, the Ingresses of Styrmin namespaces (trimmed), and the IngressClasses.
@@ -23,27 +48,26 @@ pub struct Snapshot {
     pub environments: Vec<Arc<StyrminEnvironment>>,
     pub deployments: Vec<Arc<StyrminDeployment>>,
     pub view: View,
+    /// The objects the view leaves out, with why ([`BuiltView::ignored`]).
+    pub ignored: Vec<String>,
     pub kubernetes: Option<KubernetesVersion>,
     pub ingresses: Vec<Arc<AuditedIngress>>,
     pub ingress_classes: Vec<Arc<IngressClass>>,
 }
 
 impl Snapshot {
-    /// Lists them; the objects the view leaves out are named on stderr.
-    pub async fn read(client: &Client) -> anyhow::Result<Self> {
+    /// Lists them.
+    pub async fn read(client: &Client) -> Result<Self, SnapshotError> {
         let info = client
             .apiserver_version()
             .await
-            .context("cannot read /version")?;
+            .map_err(SnapshotError::Version)?;
         let kubernetes = version_of(&info);
         let clusters = list_all(Api::<StyrminCluster>::all(client.clone()), None).await?;
         let environments = list_all(Api::<StyrminEnvironment>::all(client.clone()), None).await?;
         let deployments = list_all(Api::<StyrminDeployment>::all(client.clone()), None).await?;
         let BuiltView { view, ignored } =
             build_view(&clusters, &environments, &deployments, kubernetes)?;
-        for why in ignored {
-            eprintln!("warning: {why}");
-        }
         let mut ingresses = list_all(Api::<AuditedIngress>::all(client.clone()), None).await?;
         ingresses.retain(|i| namespace_owner(i.namespace()).is_some());
         for ingress in &mut ingresses {
@@ -55,6 +79,7 @@ impl Snapshot {
             environments,
             deployments,
             view,
+            ignored,
             kubernetes,
             ingresses,
             ingress_classes,
@@ -63,7 +88,7 @@ impl Snapshot {
 }
 
 /// Every object of a resource, a page of 500 at a time.
-pub async fn list_all<K>(api: Api<K>, labels: Option<&str>) -> anyhow::Result<Vec<Arc<K>>>
+pub async fn list_all<K>(api: Api<K>, labels: Option<&str>) -> Result<Vec<Arc<K>>, SnapshotError>
 where
     K: Resource<DynamicType = ()> + Clone + fmt::Debug + serde::de::DeserializeOwned,
 {
@@ -76,7 +101,10 @@ where
         let page = api
             .list(&params)
             .await
-            .with_context(|| format!("cannot list {}", K::plural(&())))?;
+            .map_err(|source| SnapshotError::List {
+                plural: K::plural(&()),
+                source,
+            })?;
         objects.extend(page.items.into_iter().map(Arc::new));
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => params = params.continue_token(&token),
