@@ -110,6 +110,7 @@ test-cluster: tools build
 	$(CARGO) test --release --locked -p styrmin-e2e --test policy_reports_cluster -- --ignored --nocapture
 	$(CARGO) test --release --locked -p styrmin-e2e --test policy_reports_cluster_writer -- --ignored --nocapture
 	$(CARGO) test --release --locked -p styrmin-e2e --test release -- --nocapture
+	$(CARGO) run --release --locked -q -p styrmin-webhook-bench --bin bench_scale -- --check
 
 # Benchmarks (not part of `make test`): ratios against a baseline measured in the same run.
 bench: tools build
