@@ -763,3 +763,39 @@ async fn ten_thousand_ingresses_cost_one_write_each_once_then_only_the_changes()
     assert_eq!(after_changes, FIXED);
     task.abort();
 }
+
+/// One report whose writes are slow (a slow webhook on reports, an overloaded etcd member)
+/// takes one of the writer's slots, not the writer: the other reports are written while it
+/// is still in flight. It is the first in the writer's order (its namespace sorts first), so
+/// a writer that waited for each write would write nothing else until it came back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_report_takes_one_slot_and_the_others_are_written_meanwhile() {
+    let api = cluster(&[ReportApi::OpenReports], 1);
+    let slow = format!("{OPEN_REPORTS}/namespaces/styrmin-ctl9/");
+    api.delay_writes(&slow, Duration::from_secs(3));
+    let (_state, task) = webhook(
+        &api,
+        "a",
+        settings(ReportTarget::Auto, "a", ReportResults::Findings, 0.0),
+    );
+    wait_for_reports(&api, OPEN_REPORTS, "every report but the slow one", |s| {
+        s.len() == EXPECTED.len() - 1
+    })
+    .await;
+    assert_eq!(
+        api.stored_count(&slow),
+        0,
+        "the slow write is still in flight"
+    );
+    let stored = wait_for_reports(&api, OPEN_REPORTS, "the slow report too", |s| {
+        s.len() == EXPECTED.len()
+    })
+    .await;
+    assert_eq!(summary(&stored), EXPECTED);
+    assert_eq!(
+        api.most_writes_in_flight(),
+        1,
+        "only the slow one is counted"
+    );
+    task.abort();
+}
