@@ -34,7 +34,15 @@ pub struct AuditedIngress {
     /// [`crate::ingress_controllers::KNOWN_CONTROLLERS`] reads, sorted; what `plan` says a
     /// move to another controller leaves behind.
     pub controller_annotations: Box<[Box<str>]>,
+    /// How many more such keys it has beyond the first [`MAX_CONTROLLER_ANNOTATIONS`].
+    pub controller_annotations_left_out: usize,
 }
+
+/// The most controller annotation keys kept of one Ingress. Whoever may write an Ingress
+/// may give it annotations up to the API server's 256 KiB; the webhook keeps every Ingress of
+/// the cluster, so without a bound one tenant's Ingresses could take its memory. 32 keys of
+/// at most 317 bytes (a 253-byte prefix and a 63-byte name) are under 10 KiB.
+pub const MAX_CONTROLLER_ANNOTATIONS: usize = 32;
 
 /// An Ingress as read, before its metadata is split.
 #[derive(Deserialize)]
@@ -52,6 +60,7 @@ impl From<SlimIngress> for AuditedIngress {
         let SlimAnnotations {
             class,
             mut controller_keys,
+            left_out,
         } = slim.annotations.unwrap_or_default();
         controller_keys.sort();
         AuditedIngress {
@@ -67,6 +76,7 @@ impl From<SlimIngress> for AuditedIngress {
             spec: read.spec,
             status: read.status,
             controller_annotations: controller_keys.into_boxed_slice(),
+            controller_annotations_left_out: left_out,
         }
     }
 }
@@ -104,6 +114,8 @@ struct SlimMetadata {
 struct SlimAnnotations {
     class: Option<String>,
     controller_keys: Vec<Box<str>>,
+    /// Controller keys beyond [`MAX_CONTROLLER_ANNOTATIONS`], counted only.
+    left_out: usize,
 }
 
 /// The annotations map, read without building it.
@@ -135,7 +147,11 @@ fn slim_annotations<'de, D: serde::Deserializer<'de>>(
                     kept.class = Some(map.next_value::<String>()?);
                 } else {
                     if is_controller_annotation(&key) {
-                        kept.controller_keys.push(Box::from(key.as_ref()));
+                        if kept.controller_keys.len() < MAX_CONTROLLER_ANNOTATIONS {
+                            kept.controller_keys.push(Box::from(key.as_ref()));
+                        } else {
+                            kept.left_out += 1;
+                        }
                     }
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -400,6 +416,29 @@ mod tests {
         .unwrap();
         assert!(!bare.has_address());
         assert_eq!(bare.class_fields(), ClassFields::default());
+    }
+
+    #[test]
+    fn an_ingress_full_of_controller_annotations_keeps_a_bounded_few() {
+        let annotations: serde_json::Map<String, serde_json::Value> = (0..5_000)
+            .map(|n| (format!("nginx.ingress.kubernetes.io/x{n:05}"), json!("v")))
+            .collect();
+        let ingress: AuditedIngress = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "styrmin-web1", "annotations": annotations}
+        }))
+        .unwrap();
+        assert_eq!(
+            ingress.controller_annotations.len(),
+            MAX_CONTROLLER_ANNOTATIONS
+        );
+        assert_eq!(
+            ingress.controller_annotations_left_out,
+            5_000 - MAX_CONTROLLER_ANNOTATIONS
+        );
+        assert_eq!(
+            &*ingress.controller_annotations[0],
+            "nginx.ingress.kubernetes.io/x00000"
+        );
     }
 
     #[test]
