@@ -142,10 +142,11 @@ async fn the_audit_agrees_with_admission() {
                 let mut audited: AuditedIngress = serde_json::from_value(stored).unwrap();
                 audited.trim();
                 // Every class it names exists: only the class fields are compared here.
-                let ingress_classes: HashSet<String> = audited
+                let ingress_classes: std::collections::HashMap<String, String> = audited
                     .class_fields()
                     .ingress_class_name
                     .into_iter()
+                    .map(|name| (name, String::new()))
                     .collect();
                 let report = audit(
                     &AuditInput {

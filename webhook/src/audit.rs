@@ -15,7 +15,7 @@ pub mod render;
 pub mod round;
 pub mod text;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -33,6 +33,7 @@ use styrmin_ingress_rules::{
 };
 
 use crate::decide::{IngressJudgement, STUCK_DELETING_AFTER, judge_ingress};
+use crate::ingress_controllers::{Carried, carried};
 use crate::view::{NAMESPACE_PREFIX, Phase, Role, View, human_duration, namespace_owner, rfc3339};
 use objects::{AliasService, AuditedIngress};
 use text::Interner;
@@ -219,8 +220,9 @@ pub struct AuditInput<'a> {
     pub ingresses: &'a [Arc<AuditedIngress>],
     pub aliases: &'a [Arc<AliasService>],
     pub namespaces: &'a HashSet<String>,
-    /// The names of the cluster's IngressClasses.
-    pub ingress_classes: &'a HashSet<String>,
+    /// The cluster's IngressClasses: each name and its `spec.controller` (empty when it
+    /// has none).
+    pub ingress_classes: &'a HashMap<String, String>,
     /// Unix seconds.
     pub now: i64,
     /// The audit before this one, if any: its texts are shared rather than made again.
@@ -246,7 +248,7 @@ pub fn audit(input: &AuditInput<'_>, settings: &AuditSettings) -> CompletedAudit
             continue;
         };
         judged += 1;
-        let mut out_of_line = ingress_findings(input.view, owner, ingress, input.now, settings);
+        let mut out_of_line = ingress_findings(input, owner, ingress, settings);
         out_of_line.extend(unknown_class(ingress, input.ingress_classes));
         if out_of_line.is_empty() {
             conforming += 1;
@@ -343,12 +345,12 @@ fn fix_command(namespace: &str, name: &str, wanted: &ClassFields) -> String {
 }
 
 fn ingress_findings(
-    view: &View,
+    input: &AuditInput<'_>,
     owner: &str,
     ingress: &AuditedIngress,
-    now: i64,
     settings: &AuditSettings,
 ) -> Vec<Finding> {
+    let (view, now) = (input.view, input.now);
     let current = ingress.class_fields();
     let judgement = judge_ingress(view, owner, &current);
     let warn = styrmin_ingress_rules::resolve_mode(&view.levels_for_deployment(owner))
@@ -380,7 +382,11 @@ fn ingress_findings(
         Ok(enforcement) if !enforcement.changes.is_empty() => findings.push(finding(
             Reason::WrongClass,
             wanted.clone(),
-            describe_decision(&judgement),
+            format!(
+                "{}{}",
+                describe_decision(&judgement),
+                annotations_left_behind(ingress, &current, &enforcement.fields, input)
+            ),
             fix_command(ingress.namespace(), ingress.name(), &enforcement.fields),
         )),
         Ok(_) => {}
@@ -424,12 +430,60 @@ fn ingress_findings(
     findings
 }
 
+/// What a move to the wanted class leaves behind (`plan`'s `annotations_not_carried`, said
+/// where the audit finds the Ingress will move): the annotations its current class's
+/// controller reads and the wanted class's does not. Empty when both classes are the same
+/// controller's, when either names no IngressClass, or when nothing is lost.
+fn annotations_left_behind(
+    ingress: &AuditedIngress,
+    current: &ClassFields,
+    wanted: &ClassFields,
+    input: &AuditInput<'_>,
+) -> String {
+    let controller = |fields: &ClassFields| {
+        let class = fields
+            .class_annotation
+            .as_ref()
+            .or(fields.ingress_class_name.as_ref())?;
+        input
+            .ingress_classes
+            .get(class)
+            .filter(|c| !c.is_empty())
+            .map(|c| (class.clone(), c.as_str()))
+    };
+    let (Some((_, from)), Some((class, to))) = (controller(current), controller(wanted)) else {
+        return String::new();
+    };
+    if from == to {
+        return String::new();
+    }
+    let keys = ingress.controller_annotations.iter().map(AsRef::as_ref);
+    match carried(keys, from, to) {
+        Carried::All | Carried::UnknownFrom => String::new(),
+        Carried::Lost { from, to, keys } => format!(
+            "; moving it to class {class:?} leaves {} annotations that {} reads and {} does not: {}{}",
+            keys.len(),
+            from.name,
+            to.name,
+            keys.join(", "),
+            ingress.controller_annotations_note(),
+        ),
+        Carried::UnknownTo { from, keys } => format!(
+            "; class {class:?} is served by {to}, which Styrmin does not know: whether it reads the {} annotations {} reads is not known: {}{}",
+            keys.len(),
+            from.name,
+            keys.join(", "),
+            ingress.controller_annotations_note(),
+        ),
+    }
+}
+
 /// An Ingress whose `spec.ingressClassName` names no IngressClass. Only that field is
 /// matched against IngressClasses; a controller that reads the annotation needs none.
-fn unknown_class(ingress: &AuditedIngress, classes: &HashSet<String>) -> Option<Finding> {
+fn unknown_class(ingress: &AuditedIngress, classes: &HashMap<String, String>) -> Option<Finding> {
     let current = ingress.class_fields();
     let class = current.ingress_class_name.as_ref()?;
-    if classes.contains(class) {
+    if classes.contains_key(class) {
         return None;
     }
     Some(Finding {

@@ -21,7 +21,7 @@ use serde::Serialize;
 use styrmin_ingress_rules::{ClassFields, EnforcementMode, IngressTarget, resolve, resolve_mode};
 
 use crate::acme_issuers::AcmeIssuer;
-use crate::audit::objects::{AuditedIngress, MAX_CONTROLLER_ANNOTATIONS};
+use crate::audit::objects::AuditedIngress;
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
 use crate::ingress_controllers::{Carried, carried};
 use crate::view::{Phase, View, namespace_owner};
@@ -515,14 +515,14 @@ fn note_controller_change(
             keys.len(),
             to.name,
             keys.join(", "),
-            left_out(ingress),
+            ingress.controller_annotations_note(),
         ),
         Carried::UnknownTo { from, keys } => format!(
             "{} reads {} annotations; {to} is not a controller Styrmin knows, so whether it reads them is not known: {}{}",
             from.name,
             keys.len(),
             keys.join(", "),
-            left_out(ingress),
+            ingress.controller_annotations_note(),
         ),
     };
     findings.not_carried.push(Preflight {
@@ -530,16 +530,6 @@ fn note_controller_change(
         subject,
         detail,
     });
-}
-
-/// What a finding on `ingress`'s annotations says of the keys not kept.
-fn left_out(ingress: &AuditedIngress) -> String {
-    match ingress.controller_annotations_left_out {
-        0 => String::new(),
-        more => format!(
-            " (and {more} more controller annotations, not read: only the first {MAX_CONTROLLER_ANNOTATIONS} are kept)"
-        ),
-    }
 }
 
 /// The preflight findings, in the order they are reported.

@@ -231,6 +231,18 @@ impl AuditedIngress {
         self.metadata.uid.as_deref()
     }
 
+    /// What a finding on its controller annotations adds about the keys not kept (beyond
+    /// [`MAX_CONTROLLER_ANNOTATIONS`]); empty when all were kept.
+    pub fn controller_annotations_note(&self) -> String {
+        match self.controller_annotations_left_out {
+            0 => String::new(),
+            more => format!(
+                " (and {more} more controller annotations, not read: only the first \
+                 {MAX_CONTROLLER_ANNOTATIONS} are kept)"
+            ),
+        }
+    }
+
     /// Keeps name, namespace, uid, resource version (a PolicyReport says which version it
     /// judged), creation time and the class annotation of the metadata; the rest (other
     /// annotations such as `last-applied-configuration`, labels, managed fields) is dropped

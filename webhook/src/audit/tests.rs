@@ -103,12 +103,29 @@ fn run_with_classes(
             ingresses,
             aliases,
             namespaces: &set(namespaces),
-            ingress_classes: &set(ingress_classes),
+            ingress_classes: &classes(ingress_classes),
             now,
             previous: None,
         },
         &AuditSettings::default(),
     )
+}
+
+/// IngressClasses of these names, each with its controller as the common controllers name
+/// themselves (`example.com/<name>` for others).
+fn classes(names: &[&str]) -> HashMap<String, String> {
+    names
+        .iter()
+        .map(|name| {
+            let controller = match *name {
+                "nginx" => "k8s.io/ingress-nginx".to_owned(),
+                "traefik" => "traefik.io/ingress-controller".to_owned(),
+                "contour" => "projectcontour.io/ingress-controller".to_owned(),
+                other => format!("example.com/{other}"),
+            };
+            ((*name).to_owned(), controller)
+        })
+        .collect()
 }
 
 fn reasons(report: &CompletedAudit) -> Vec<(Reason, String)> {
@@ -684,7 +701,7 @@ fn an_audit_takes_the_texts_of_the_one_before() {
         unserved("styrmin-web1", "wrong", Some("nginx"), created),
         unserved("styrmin-web2", "nameless", None, created),
     ];
-    let classes: HashSet<String> = HashSet::from(["nginx".to_owned()]);
+    let classes = classes(&["nginx"]);
     let namespaces = HashSet::new();
     let audit_after = |previous: Option<&CompletedAudit>| {
         audit(
@@ -714,4 +731,80 @@ fn an_audit_takes_the_texts_of_the_one_before() {
     assert!(shared(&first, &second), "every text of the audit before");
     let alone = audit_after(None);
     assert!(!shared(&first, &alone), "an audit alone makes its own");
+}
+
+#[test]
+fn a_wrong_class_says_which_annotations_the_move_leaves_behind() {
+    let view = view_of_with_controller(STEADY_POLICY, Removal::default());
+    let with_keys = |name: &str, keys: &[&str], left_out: usize| {
+        let mut ingress = (*unserved("styrmin-web1", name, Some("nginx"), NOW - 600)).clone();
+        ingress.controller_annotations = keys.iter().map(|k| Box::from(*k)).collect();
+        ingress.controller_annotations_left_out = left_out;
+        Arc::new(ingress)
+    };
+    let ingresses = vec![
+        with_keys(
+            "rewrites",
+            &[
+                "nginx.ingress.kubernetes.io/rewrite-target",
+                "projectcontour.io/websocket-routes",
+            ],
+            3,
+        ),
+        with_keys("plain", &[], 0),
+    ];
+    let why_of = |classes: &[&str]| {
+        let report = run_with_classes(&view, &ingresses, &[], &[], classes, NOW);
+        report
+            .findings
+            .iter()
+            .filter(|f| f.reason == Reason::WrongClass)
+            .map(|f| (f.name.to_string(), f.why.to_string()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    // web1 is in `prod`, whose dedicated ingress takes its Ingresses (annotation traefik).
+    let why = why_of(&["nginx", "traefik"]);
+    assert!(
+        why["rewrites"].ends_with(
+            "; moving it to class \"traefik\" leaves 1 annotations that ingress-nginx reads and \
+             Traefik does not: nginx.ingress.kubernetes.io/rewrite-target (and 3 more controller \
+             annotations, not read: only the first 32 are kept)"
+        ),
+        "{why:?}"
+    );
+    assert!(!why["plain"].contains("leaves"), "{why:?}");
+    // A target controller Styrmin does not know: said so, not guessed.
+    let unknown = |name: &str| -> HashMap<String, String> {
+        HashMap::from([
+            ("nginx".to_owned(), "k8s.io/ingress-nginx".to_owned()),
+            ("traefik".to_owned(), name.to_owned()),
+        ])
+    };
+    let report = audit(
+        &AuditInput {
+            view: &view,
+            ingresses: &ingresses,
+            aliases: &[],
+            namespaces: &HashSet::new(),
+            ingress_classes: &unknown("example.com/gateway"),
+            now: NOW,
+            previous: None,
+        },
+        &AuditSettings::default(),
+    );
+    let rewrites = report
+        .findings
+        .iter()
+        .find(|f| f.reason == Reason::WrongClass && &*f.name == "rewrites")
+        .unwrap();
+    assert!(
+        rewrites
+            .why
+            .contains("served by example.com/gateway, which Styrmin does not know"),
+        "{}",
+        rewrites.why
+    );
+    // No IngressClass for the wanted class: nothing said (unknown_class and plan say it).
+    let why = why_of(&["nginx"]);
+    assert!(!why["rewrites"].contains("leaves"), "{why:?}");
 }

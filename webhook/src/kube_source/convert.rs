@@ -256,7 +256,13 @@ pub fn audit_listed(
     previous: Option<&CompletedAudit>,
 ) -> CompletedAudit {
     let namespaces = names(namespaces);
-    let ingress_classes = names(ingress_classes);
+    let ingress_classes = ingress_classes
+        .iter()
+        .filter_map(|class| {
+            let controller = class.spec.as_ref().and_then(|s| s.controller.clone());
+            Some((class.metadata.name.clone()?, controller.unwrap_or_default()))
+        })
+        .collect();
     let input = AuditInput {
         view,
         ingresses,
