@@ -304,29 +304,55 @@ impl Writer {
             .inc_by(u64::try_from(self.ledger.unchanged(&desired)).unwrap_or(u64::MAX));
         let mut in_flight = FuturesUnordered::new();
         let mut end = PassEnd::Done;
+        // The next call, with its budget token taken, and when the budget lets it start.
+        let mut next: Option<(ReportCall, Instant)> = None;
         loop {
-            while in_flight.len() < WRITES_IN_FLIGHT && matches!(end, PassEnd::Done) {
+            while next.is_none()
+                && in_flight.len() < WRITES_IN_FLIGHT
+                && matches!(end, PassEnd::Done)
+            {
                 let Some(write) = planned.next() else { break };
                 if feed.has_changed().unwrap_or(false) {
                     end = PassEnd::NewRound;
                     break;
                 }
-                let Some(call) = self.call_for(&desired, write) else {
-                    continue;
-                };
-                self.budget.wait().await;
-                in_flight.push(call.run(self.client.clone(), self.api, self.leadership.clone()));
+                if let Some(call) = self.call_for(&desired, write) {
+                    let now = Instant::now();
+                    match self.budget.take(now) {
+                        wait if wait.is_zero() => in_flight.push(call.run(
+                            self.client.clone(),
+                            self.api,
+                            self.leadership.clone(),
+                        )),
+                        wait => next = Some((call, now + wait)),
+                    }
+                }
             }
-            let Some(done) = in_flight.next().await else {
+            let start_at = next.as_ref().map(|(_, at)| *at);
+            if start_at.is_none() && in_flight.is_empty() {
                 break;
-            };
-            let Some(outcome) = done else {
-                // The hold ended: the other calls in flight are dropped (cancelled) with
-                // `in_flight`.
-                tracing::info!("the lease is no longer held: report writing stops");
-                return PassEnd::LostLease;
-            };
-            self.record(outcome);
+            }
+            // The calls in flight are polled while the next one waits for the budget, so
+            // that a hold that ends meanwhile cancels them at once.
+            tokio::select! {
+                Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                    let Some(outcome) = done else {
+                        // The hold ended: the other calls in flight are dropped (cancelled)
+                        // with `in_flight`.
+                        tracing::info!("the lease is no longer held: report writing stops");
+                        return PassEnd::LostLease;
+                    };
+                    self.record(outcome);
+                }
+                () = tokio::time::sleep_until(start_at.unwrap_or_else(Instant::now).into()),
+                    if start_at.is_some() =>
+                {
+                    if let Some((call, _)) = next.take() {
+                        let run = call.run(self.client.clone(), self.api, self.leadership.clone());
+                        in_flight.push(run);
+                    }
+                }
+            }
         }
         self.metrics
             .set_counts(desired.len(), self.ledger.failing());
@@ -356,41 +382,36 @@ impl Writer {
 
     /// What a finished call leaves: the ledger learns it, a failure waits on its own.
     fn record(&mut self, outcome: CallOutcome) {
-        match outcome {
+        let (operation, key, failure) = match outcome {
             CallOutcome::Applied {
                 key,
                 digest,
                 first_seen,
                 result,
-            } => {
-                self.metrics.write("apply", result.is_ok());
-                match result {
-                    Ok(resource_version) => self.ledger.written(
-                        &key,
-                        KnownReport {
-                            digest: Some(digest),
-                            resource_version,
-                            first_seen,
-                        },
-                    ),
-                    Err(error) => {
-                        let delay = self.ledger.failed(&key, Instant::now());
-                        tracing::warn!(namespace = %key.namespace, name = %key.name, %error,
-                            ?delay, "PolicyReport apply failed; this report is tried again later");
-                    }
+            } => match result {
+                Ok(resource_version) => {
+                    let report = KnownReport {
+                        digest: Some(digest),
+                        resource_version,
+                        first_seen,
+                    };
+                    self.ledger.written(&key, report);
+                    ("apply", key, None)
                 }
-            }
+                Err(error) => ("apply", key, Some(error)),
+            },
             CallOutcome::Deleted { key, result } => {
-                self.metrics.write("delete", result.is_ok());
-                match result {
-                    Ok(()) => self.ledger.deleted(&key),
-                    Err(error) => {
-                        let delay = self.ledger.failed(&key, Instant::now());
-                        tracing::warn!(namespace = %key.namespace, name = %key.name, %error,
-                            ?delay, "PolicyReport delete failed; this report is tried again later");
-                    }
+                if result.is_ok() {
+                    self.ledger.deleted(&key);
                 }
+                ("delete", key, result.err())
             }
+        };
+        self.metrics.write(operation, failure.is_none());
+        if let Some(error) = failure {
+            let delay = self.ledger.failed(&key, Instant::now());
+            tracing::warn!(namespace = %key.namespace, name = %key.name, %error, ?delay,
+                operation, "PolicyReport write failed; this report is tried again later");
         }
     }
 
