@@ -3,6 +3,8 @@
 //!
 //! - [`StyrminCluster`], cluster-scoped, one named `default`: the cluster level;
 //! - [`StyrminEnvironment`], cluster-scoped, named by environment id: an environment level;
+//! - [`StyrminMigration`], cluster-scoped: a change of the levels carried out step by step
+//!   ([`migration`]);
 //! - [`StyrminDeployment`], namespaced, `styrmin-<id>` in namespace `styrmin-<id>`: a
 //!   deployment's environment, role, level, phase and last-deployed record (W5), which the
 //!   view reads as the resolved [`styrmin_ingress_rules::IngressTarget`].
@@ -15,6 +17,10 @@
 //!
 //! The CRD manifests in `charts/styrmin-webhook/files/crds/` are generated from these types:
 //! `cargo run -p styrmin-webhook --example crdgen -- charts/styrmin-webhook/files/crds` (a test compares them).
+
+pub mod migration;
+
+pub use migration::StyrminMigration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResource;
@@ -303,12 +309,13 @@ fn dedicated_ingress_schema(_: &mut schemars::SchemaGenerator) -> schemars::Sche
     })
 }
 
-/// The three CRDs, each with the file name it is committed under in `charts/styrmin-webhook/files/crds/`.
+/// The CRDs, each with the file name it is committed under in `charts/styrmin-webhook/files/crds/`.
 pub fn all_crds() -> Vec<(&'static str, CustomResourceDefinition)> {
     vec![
         ("styrminclusters.yaml", StyrminCluster::crd()),
         ("styrminenvironments.yaml", StyrminEnvironment::crd()),
         ("styrmindeployments.yaml", StyrminDeployment::crd()),
+        ("styrminmigrations.yaml", StyrminMigration::crd()),
     ]
 }
 
