@@ -12,6 +12,7 @@
 //! pure [`lease::decide`] and a hundred lines of calls.
 
 pub mod lease;
+pub mod migration;
 pub mod policy_reports;
 
 use kube::Client;

@@ -1,0 +1,84 @@
+//! Carrying out [`StyrminMigration`](crate::crd::StyrminMigration)s: the leader (the replica that holds the Lease, as
+//! for the report writer) moves the fleet step by step, gated and reversible
+//! (docs/migrate.md).
+
+use crate::kube_source::ApiCall;
+
+/// The executor's calls in every namespace, granted by the chart's ClusterRole only with
+/// `migrations.enabled` (a test compares them): it reads the migrations and writes their
+/// status, sets the levels of a step and puts them back (deleting one the step created),
+/// updates a deployment's last-deployed record, writes an Ingress back unchanged so that
+/// admission rewrites its class, and records events.
+pub const MIGRATION_CALLS: [ApiCall; 6] = [
+    ApiCall::Resource {
+        group: "styrmin.io",
+        version: "v1alpha1",
+        resource: "styrminmigrations",
+        verbs: &["get", "list", "watch"],
+        names: &[],
+    },
+    ApiCall::Resource {
+        group: "styrmin.io",
+        version: "v1alpha1",
+        resource: "styrminmigrations/status",
+        verbs: &["patch"],
+        names: &[],
+    },
+    ApiCall::Resource {
+        group: "styrmin.io",
+        version: "v1alpha1",
+        resource: "styrminclusters",
+        verbs: &["get", "create", "patch", "delete"],
+        names: &[],
+    },
+    ApiCall::Resource {
+        group: "styrmin.io",
+        version: "v1alpha1",
+        resource: "styrminenvironments",
+        verbs: &["get", "create", "patch", "delete"],
+        names: &[],
+    },
+    ApiCall::Resource {
+        group: "styrmin.io",
+        version: "v1alpha1",
+        resource: "styrmindeployments",
+        verbs: &["get", "create", "patch", "delete"],
+        names: &[],
+    },
+    ApiCall::Resource {
+        group: "styrmin.io",
+        version: "v1alpha1",
+        resource: "styrmindeployments/status",
+        verbs: &["patch"],
+        names: &[],
+    },
+];
+
+/// Writing Ingresses back and recording events, in every namespace (also with
+/// `migrations.enabled`).
+pub const MOVE_CALLS: [ApiCall; 2] = [
+    ApiCall::Resource {
+        group: "networking.k8s.io",
+        version: "v1",
+        resource: "ingresses",
+        verbs: &["get", "update"],
+        names: &[],
+    },
+    ApiCall::Resource {
+        group: "events.k8s.io",
+        version: "v1",
+        resource: "events",
+        verbs: &["create", "patch"],
+        names: &[],
+    },
+];
+
+/// The canary's calls, in the webhook's own namespace only (a Role): the executor creates
+/// its canary Ingress there, reads its address and deletes it.
+pub const CANARY_CALLS: [ApiCall; 1] = [ApiCall::Resource {
+    group: "networking.k8s.io",
+    version: "v1",
+    resource: "ingresses",
+    verbs: &["get", "create", "delete"],
+    names: &[],
+}];
