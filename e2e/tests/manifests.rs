@@ -1092,7 +1092,9 @@ fn the_dockerfile_copies_what_make_builds_and_runs_as_the_manifests_user() {
 fn whole_numbers_as_integers(value: &mut serde_json::Value) {
     match value {
         serde_json::Value::Number(number) => {
-            if let Some(float) = number.as_f64().filter(|f| f.fract() == 0.0 && !number.is_i64())
+            if let Some(float) = number
+                .as_f64()
+                .filter(|f| f.fract() == 0.0 && !number.is_i64())
                 && float.abs() < 9.0e15
             {
                 // Whole and within i64: the cast is exact.

@@ -136,6 +136,7 @@ fn webhook_until(
         source,
         policy_reports: Some(reports),
         metrics: state.metrics().policy_reports.clone(),
+        migrations: None,
         shutdown,
     };
     let task = tokio::spawn(source.run(state.view_sink()));

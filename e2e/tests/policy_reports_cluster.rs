@@ -94,6 +94,7 @@ async fn reports_on_a_real_api_server() {
         source,
         policy_reports: report_settings,
         metrics: state.metrics().policy_reports.clone(),
+        migrations: None,
         shutdown: tokio_util::sync::CancellationToken::new(),
     };
     let task = tokio::spawn(source.run(state.view_sink()));

@@ -338,6 +338,7 @@ impl ServeArgs {
                     source: kube,
                     policy_reports,
                     metrics: metrics.policy_reports.clone(),
+                    migrations: None,
                     shutdown: shutdown.clone(),
                 };
                 serve(&self, source, audits, metrics, shutdown).await

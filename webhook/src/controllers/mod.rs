@@ -20,6 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::kube_source::{ApiCall, KubeSource};
 use crate::view::{ViewSink, ViewSource};
+use lease::{Leadership, LeaseSettings};
+use migration::run::MigrationSettings;
 use policy_reports::PolicyReportSettings;
 use policy_reports::metrics::PolicyReportMetrics;
 
@@ -53,6 +55,9 @@ pub struct WithControllers {
     /// `--policy-reports` (`None`: off).
     pub policy_reports: Option<PolicyReportSettings>,
     pub metrics: PolicyReportMetrics,
+    /// `--migrations`: the Lease to hold (the one the report writer holds) and where the
+    /// canaries go (`None`: off).
+    pub migrations: Option<(LeaseSettings, MigrationSettings)>,
     /// Cancelled at SIGTERM: the holder stops writing and gives the Lease back.
     pub shutdown: CancellationToken,
 }
@@ -67,10 +72,34 @@ impl ViewSource for WithControllers {
             source,
             policy_reports,
             metrics,
+            migrations,
             shutdown,
         } = self;
         // The controllers end with this task.
         let mut tasks = tokio::task::JoinSet::new();
+        let shared = migrations.map(|(mut lease_settings, mut settings)| {
+            let client = source.client().clone();
+            if lease_settings.namespace.is_empty() {
+                lease_settings.namespace = client.default_namespace().to_owned();
+            }
+            if settings.namespace.is_empty() {
+                settings.namespace.clone_from(&lease_settings.namespace);
+            }
+            let leadership = Leadership::default();
+            tasks.spawn(lease::run(
+                client.clone(),
+                lease_settings,
+                leadership.clone(),
+                shutdown.clone(),
+            ));
+            tasks.spawn(migration::run::run_migrations(
+                client,
+                settings,
+                leadership.clone(),
+                shutdown.clone(),
+            ));
+            leadership
+        });
         let source = match policy_reports {
             Some(mut settings) => {
                 let client: &Client = source.client();
@@ -78,7 +107,9 @@ impl ViewSource for WithControllers {
                     settings.lease.namespace = client.default_namespace().to_owned();
                 }
                 let (rounds, feed) = tokio::sync::watch::channel(None);
-                policy_reports::start(&mut tasks, client, settings, feed, metrics, shutdown);
+                policy_reports::start(
+                    &mut tasks, client, settings, feed, metrics, shared, shutdown,
+                );
                 source.with_rounds(Some(rounds))
             }
             None => source,

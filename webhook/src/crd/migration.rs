@@ -168,8 +168,8 @@ pub struct ServedGate {
     #[schemars(range(min = 1, max = 3600))]
     pub timeout_seconds: u32,
     /// Which address counts: `canary` (the default: one the canary of the same class got,
-    /// as a controller behind one load balancer gives every Ingress) or `any` (any address
-    /// not held before the move: a controller that gives each Ingress its own).
+    /// as a controller behind one load balancer gives every Ingress) or `any` (any address:
+    /// a controller that gives each Ingress its own; weaker, as an old address may linger).
     #[serde(default)]
     pub address: AddressMatch,
 }
@@ -331,6 +331,10 @@ pub struct StepStatus {
     /// At most [`MAX_FAILING_LISTED`] failing Ingresses, with reasons.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failing: Vec<FailingIngress>,
+    /// What the pre-flight found that a person should act on (annotations a move leaves
+    /// behind, Issuers whose HTTP01 solver names a class that moves), at most 20.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preflight: Vec<String>,
     /// The addresses the canary got, by class.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub canary: Vec<CanaryAddress>,

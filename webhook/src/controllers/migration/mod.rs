@@ -82,3 +82,7 @@ pub const CANARY_CALLS: [ApiCall; 1] = [ApiCall::Resource {
     verbs: &["get", "create", "delete"],
     names: &[],
 }];
+
+pub mod calls;
+pub mod run;
+pub mod step;

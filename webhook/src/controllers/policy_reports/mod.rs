@@ -520,13 +520,15 @@ async fn step(writer: &mut Writer, feed: &mut AuditFeed) -> bool {
 /// API is detected first, said in the log and in `styrmin_webhook_policy_report_api`; then
 /// the election starts (no Lease call is made while no report API is served). With `auto`
 /// and neither API served, discovery is asked again every `rediscover_every` (the API
-/// chosen once is kept: switching would leave the first API's reports behind).
+/// chosen once is kept: switching would leave the first API's reports behind). With
+/// `shared`, the writer follows that election instead of running its own.
 pub fn start(
     tasks: &mut tokio::task::JoinSet<()>,
     client: &Client,
     settings: PolicyReportSettings,
     feed: AuditFeed,
     metrics: PolicyReportMetrics,
+    shared: Option<Leadership>,
     shutdown: CancellationToken,
 ) {
     let client = client.clone();
@@ -558,14 +560,32 @@ pub fn start(
         metrics.set_chosen_api(api.as_str());
         tracing::info!(api = %api.api_version(), kind = api.kind(), results = ?settings.results,
             lease = %settings.lease.name, "writing the audit as PolicyReports");
-        let leadership = Leadership::default();
-        let election = lease::run(
+        // With migrations on, the election runs already (and its Lease calls are made
+        // whether or not a report API is served).
+        let (leadership, own) = match shared {
+            Some(leadership) => (leadership, false),
+            None => (Leadership::default(), true),
+        };
+        let election = async {
+            if own {
+                lease::run(
+                    client.clone(),
+                    settings.lease.clone(),
+                    leadership.clone(),
+                    shutdown.clone(),
+                )
+                .await;
+            }
+        };
+        let writer = run_writer(
             client.clone(),
-            settings.lease.clone(),
+            api,
+            &settings,
+            feed,
             leadership.clone(),
+            metrics,
             shutdown.clone(),
         );
-        let writer = run_writer(client, api, &settings, feed, leadership, metrics, shutdown);
         tokio::join!(election, writer);
     });
 }

@@ -1,0 +1,462 @@
+//! The executor's calls to the API server, each bounded by [`CALL_TIMEOUT`]; the decisions
+//! are in [`super::step`] and [`super::run`].
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use styrmin_ingress_rules::{CLASS_ANNOTATION, ClassFields};
+
+use super::step::{LevelKey, LevelKind, ServedIngress};
+use crate::crd::migration::{StyrminMigration, StyrminMigrationStatus};
+use crate::crd::{GROUP, VERSION};
+
+/// How long one call may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// The annotation that keeps a deployment's record as it was before a migration moved it
+/// (the migration's name and the record), so that a rollback by any replica puts it back.
+pub const RECORD_BEFORE_ANNOTATION: &str = "styrmin.io/record-before-migration";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("{what}: {source}")]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{what}: no answer in {CALL_TIMEOUT:?}")]
+    Timeout { what: String },
+}
+
+/// `call`, bounded by [`CALL_TIMEOUT`], its error saying `what` was asked.
+pub async fn bounded<T>(
+    what: impl FnOnce() -> String,
+    call: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, CallError> {
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(source)) => Err(CallError::Api {
+            what: what(),
+            source,
+        }),
+        Err(_) => Err(CallError::Timeout { what: what() }),
+    }
+}
+
+fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
+}
+
+/// The dynamic API of a level object.
+fn level_api(client: &Client, key: &LevelKey) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(GROUP, VERSION, key.kind.kind());
+    let resource = ApiResource::from_gvk(&gvk);
+    match &key.namespace {
+        Some(namespace) if key.kind == LevelKind::Deployment => {
+            Api::namespaced_with(client.clone(), namespace, &resource)
+        }
+        _ => Api::all_with(client.clone(), &resource),
+    }
+}
+
+/// A level object's spec (`None`: it does not exist).
+pub async fn read_level(client: &Client, key: &LevelKey) -> Result<Option<Value>, CallError> {
+    let api = level_api(client, key);
+    match tokio::time::timeout(CALL_TIMEOUT, api.get_opt(&key.name)).await {
+        Ok(Ok(object)) => Ok(object.map(|o| o.data.get("spec").cloned().unwrap_or(json!({})))),
+        Ok(Err(source)) => Err(CallError::Api {
+            what: format!("reading {key}"),
+            source,
+        }),
+        Err(_) => Err(CallError::Timeout {
+            what: format!("reading {key}"),
+        }),
+    }
+}
+
+/// Sets a level object's spec exactly (`null`s kept: a JSON patch, not a merge), creating
+/// the object if it does not exist; `None` deletes it.
+pub async fn write_level(
+    client: &Client,
+    key: &LevelKey,
+    spec: Option<&Value>,
+) -> Result<(), CallError> {
+    let api = level_api(client, key);
+    let what = || format!("setting {key}");
+    let Some(spec) = spec else {
+        return match tokio::time::timeout(
+            CALL_TIMEOUT,
+            api.delete(&key.name, &DeleteParams::default()),
+        )
+        .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(error)) if is_not_found(&error) => Ok(()),
+            Ok(Err(source)) => Err(CallError::Api {
+                what: format!("deleting {key}"),
+                source,
+            }),
+            Err(_) => Err(CallError::Timeout {
+                what: format!("deleting {key}"),
+            }),
+        };
+    };
+    let patch: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "add", "path": "/spec", "value": spec}]))
+            .unwrap_or_default();
+    match tokio::time::timeout(
+        CALL_TIMEOUT,
+        api.patch(
+            &key.name,
+            &PatchParams::default(),
+            &Patch::Json::<()>(patch),
+        ),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) if is_not_found(&error) => {
+            let mut object = DynamicObject::new(
+                &key.name,
+                &ApiResource::from_gvk(&GroupVersionKind::gvk(GROUP, VERSION, key.kind.kind())),
+            );
+            object.metadata.namespace = key.namespace.clone();
+            object.data = json!({"spec": spec});
+            bounded(what, api.create(&PostParams::default(), &object))
+                .await
+                .map(|_| ())
+        }
+        Ok(Err(source)) => Err(CallError::Api {
+            what: what(),
+            source,
+        }),
+        Err(_) => Err(CallError::Timeout { what: what() }),
+    }
+}
+
+fn deployment_api(client: &Client, id: &str) -> Api<DynamicObject> {
+    level_api(
+        client,
+        &LevelKey {
+            kind: LevelKind::Deployment,
+            namespace: Some(format!("styrmin-{id}")),
+            name: format!("styrmin-{id}"),
+        },
+    )
+}
+
+/// Sets a deployment's record (`status.lastDeployed`), first keeping the one it replaces in
+/// [`RECORD_BEFORE_ANNOTATION`] (unless a migration already keeps one there).
+pub async fn set_record(
+    client: &Client,
+    id: &str,
+    migration: &str,
+    record: &Value,
+) -> Result<(), CallError> {
+    let api = deployment_api(client, id);
+    let name = format!("styrmin-{id}");
+    let what = || format!("setting the record of deployment {id}");
+    let object = bounded(what, api.get(&name)).await?;
+    let current = object.data.pointer("/status/lastDeployed").cloned();
+    if current.as_ref() == Some(record) {
+        return Ok(());
+    }
+    let kept = object
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(RECORD_BEFORE_ANNOTATION));
+    if !kept {
+        let before = json!({"migration": migration, "lastDeployed": current}).to_string();
+        let patch = json!({"metadata": {"annotations": {RECORD_BEFORE_ANNOTATION: before}}});
+        bounded(
+            what,
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+        )
+        .await?;
+    }
+    let patch = json!({"status": {"lastDeployed": record}});
+    bounded(
+        what,
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Puts back the record a migration replaced, and forgets it (nothing kept: nothing to do).
+pub async fn restore_record(client: &Client, id: &str) -> Result<(), CallError> {
+    let api = deployment_api(client, id);
+    let name = format!("styrmin-{id}");
+    let what = || format!("restoring the record of deployment {id}");
+    let object = bounded(what, api.get(&name)).await?;
+    let Some(before) = object
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RECORD_BEFORE_ANNOTATION))
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+    else {
+        return Ok(());
+    };
+    // A merge patch's null removes the record: it was not there before.
+    let patch = json!({"status": {"lastDeployed": before["lastDeployed"]}});
+    bounded(
+        what,
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+    )
+    .await?;
+    forget_record(client, id).await
+}
+
+/// Drops [`RECORD_BEFORE_ANNOTATION`] (a step that is done keeps nothing to put back).
+pub async fn forget_record(client: &Client, id: &str) -> Result<(), CallError> {
+    let api = deployment_api(client, id);
+    let patch = json!({"metadata": {"annotations": {RECORD_BEFORE_ANNOTATION: null}}});
+    bounded(
+        || format!("forgetting the kept record of deployment {id}"),
+        api.patch(
+            &format!("styrmin-{id}"),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        ),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Writes an Ingress back as it is (a replace with its `resourceVersion`), so that admission
+/// applies the rules to it; returns its class fields as stored.
+pub async fn write_back(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<ClassFields, CallError> {
+    let api: Api<Ingress> = Api::namespaced(client.clone(), namespace);
+    let what = || format!("writing Ingress {namespace}/{name}");
+    let ingress = bounded(what, api.get(name)).await?;
+    let stored = bounded(what, api.replace(name, &PostParams::default(), &ingress)).await?;
+    Ok(class_fields(&stored))
+}
+
+/// The class fields of an Ingress.
+pub fn class_fields(ingress: &Ingress) -> ClassFields {
+    ClassFields {
+        ingress_class_name: ingress
+            .spec
+            .as_ref()
+            .and_then(|s| s.ingress_class_name.clone()),
+        class_annotation: ingress
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(CLASS_ANNOTATION))
+            .cloned(),
+    }
+}
+
+/// What the gates read of an Ingress.
+pub fn served_ingress(ingress: &Ingress) -> ServedIngress {
+    let addresses = ingress
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.ip.clone().or_else(|| a.hostname.clone()))
+        .collect();
+    let hosts = ingress
+        .spec
+        .as_ref()
+        .and_then(|s| s.rules.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.host.clone())
+        .collect();
+    ServedIngress {
+        fields: class_fields(ingress),
+        addresses,
+        hosts,
+    }
+}
+
+/// The Ingresses of a namespace, by name, as the gates read them.
+pub async fn served_in(
+    client: &Client,
+    namespace: &str,
+) -> Result<BTreeMap<String, ServedIngress>, CallError> {
+    let api: Api<Ingress> = Api::namespaced(client.clone(), namespace);
+    let list = bounded(
+        || format!("listing the Ingresses of {namespace}"),
+        api.list(&kube::api::ListParams::default()),
+    )
+    .await?;
+    Ok(list
+        .items
+        .iter()
+        .map(|i| {
+            (
+                i.metadata.name.clone().unwrap_or_default(),
+                served_ingress(i),
+            )
+        })
+        .collect())
+}
+
+/// Creates the canary Ingress of `class` in `namespace` (kept if it exists).
+pub async fn create_canary(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    class: &str,
+    host: &str,
+) -> Result<(), CallError> {
+    let api: Api<Ingress> = Api::namespaced(client.clone(), namespace);
+    let ingress: Ingress = serde_json::from_value(json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {
+            "name": name,
+            "labels": {"app.kubernetes.io/managed-by": "styrmin-webhook", "styrmin.io/canary": "true"},
+        },
+        "spec": {
+            "ingressClassName": class,
+            "rules": [{"host": host, "http": {"paths": [{
+                "path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": "styrmin-canary", "port": {"number": 80}}},
+            }]}}],
+        },
+    }))
+    .unwrap_or_default();
+    match tokio::time::timeout(CALL_TIMEOUT, api.create(&PostParams::default(), &ingress)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(kube::Error::Api(status))) if status.code == 409 => Ok(()),
+        Ok(Err(source)) => Err(CallError::Api {
+            what: format!("creating the canary Ingress {namespace}/{name}"),
+            source,
+        }),
+        Err(_) => Err(CallError::Timeout {
+            what: format!("creating the canary Ingress {namespace}/{name}"),
+        }),
+    }
+}
+
+/// The canary as the gates read it (`None`: gone).
+pub async fn read_canary(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<ServedIngress>, CallError> {
+    let api: Api<Ingress> = Api::namespaced(client.clone(), namespace);
+    let found = bounded(
+        || format!("reading the canary Ingress {namespace}/{name}"),
+        api.get_opt(name),
+    )
+    .await?;
+    Ok(found.as_ref().map(served_ingress))
+}
+
+pub async fn delete_canary(client: &Client, namespace: &str, name: &str) -> Result<(), CallError> {
+    let api: Api<Ingress> = Api::namespaced(client.clone(), namespace);
+    match tokio::time::timeout(CALL_TIMEOUT, api.delete(name, &DeleteParams::default())).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) if is_not_found(&error) => Ok(()),
+        Ok(Err(source)) => Err(CallError::Api {
+            what: format!("deleting the canary Ingress {namespace}/{name}"),
+            source,
+        }),
+        Err(_) => Err(CallError::Timeout {
+            what: format!("deleting the canary Ingress {namespace}/{name}"),
+        }),
+    }
+}
+
+/// The migrations, oldest first.
+pub async fn list_migrations(client: &Client) -> Result<Vec<StyrminMigration>, CallError> {
+    let api: Api<StyrminMigration> = Api::all(client.clone());
+    let mut list = bounded(
+        || "listing the StyrminMigrations".to_owned(),
+        api.list(&kube::api::ListParams::default()),
+    )
+    .await?
+    .items;
+    list.sort_by(|a, b| {
+        (&a.metadata.creation_timestamp, &a.metadata.name)
+            .cmp(&(&b.metadata.creation_timestamp, &b.metadata.name))
+    });
+    Ok(list)
+}
+
+pub async fn read_migration(
+    client: &Client,
+    name: &str,
+) -> Result<Option<StyrminMigration>, CallError> {
+    let api: Api<StyrminMigration> = Api::all(client.clone());
+    bounded(
+        || format!("reading StyrminMigration {name}"),
+        api.get_opt(name),
+    )
+    .await
+}
+
+/// Replaces a migration's status.
+pub async fn write_status(
+    client: &Client,
+    name: &str,
+    status: &StyrminMigrationStatus,
+) -> Result<(), CallError> {
+    let api: Api<StyrminMigration> = Api::all(client.clone());
+    // The whole status replaced: a merge patch would keep a list or field left out.
+    let patch: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}]))
+            .unwrap_or_default();
+    bounded(
+        || format!("writing the status of StyrminMigration {name}"),
+        api.patch_status(name, &PatchParams::default(), &Patch::Json::<()>(patch)),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// `GET http://ADDRESS:PORT/PATH` with `Host: host`: the status it answers.
+pub async fn probe(
+    address: &str,
+    port: u16,
+    host: &str,
+    path: &str,
+    timeout: Duration,
+) -> Result<u16, String> {
+    let request = async {
+        let stream = tokio::net::TcpStream::connect((address, port))
+            .await
+            .map_err(|e| format!("connecting to {address}:{port}: {e}"))?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .map_err(|e| format!("HTTP to {address}:{port}: {e}"))?;
+        tokio::spawn(connection);
+        let request = http::Request::get(path)
+            .header(http::header::HOST, host)
+            .header(http::header::USER_AGENT, "styrmin-webhook-migration-probe")
+            .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+            .map_err(|e| format!("a request for {host}{path}: {e}"))?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| format!("GET {host}{path} through {address}:{port}: {e}"))?;
+        Ok(response.status().as_u16())
+    };
+    tokio::time::timeout(timeout, request)
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "GET {host}{path} through {address}:{port}: no answer in {timeout:?}"
+            ))
+        })
+}

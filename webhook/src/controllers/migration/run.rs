@@ -1,0 +1,946 @@
+//! The executor: while this replica holds the Lease, it carries out the oldest unfinished
+//! [`StyrminMigration`], one step after the other. Every call runs under the hold
+//! ([`Leadership::while_held`]); what it has done is in the status before it goes on, so a
+//! replica that takes over resumes from there.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use tokio_util::sync::CancellationToken;
+
+use super::calls::{self, CallError};
+use super::step::{self, LevelKey, Levels, Mover, Movers, StepError};
+use crate::controllers::lease::Leadership;
+use crate::controllers::policy_reports::CallBudget;
+use crate::crd::migration::{
+    CanaryAddress, MigrationCondition, MigrationPhase, OnGateFailure, StepPhase, StepStatus,
+    StyrminMigration, StyrminMigrationStatus,
+};
+use crate::kube_source::{Snapshot, SnapshotError};
+use crate::plan::{ClassInfo, PlanInput, PreflightReason};
+use crate::view::View;
+
+/// How often the executor looks for a migration to carry out, and at a paused one.
+pub const POLL_EVERY: Duration = Duration::from_secs(2);
+/// How often a gate looks again at what it waits for.
+const GATE_POLL: Duration = Duration::from_secs(2);
+/// How often a write back that admission did not change is tried again (a replica whose
+/// view has not yet seen the new levels answered it).
+const WRITE_BACK_TRIES: u32 = 5;
+
+/// What the executor needs besides the client.
+#[derive(Clone, Debug)]
+pub struct MigrationSettings {
+    /// The webhook's own namespace, where the canaries are created.
+    pub namespace: String,
+    /// This replica's name, in events.
+    pub identity: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Call(#[from] CallError),
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    #[error(transparent)]
+    Step(#[from] StepError),
+}
+
+/// How a step ended, for now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StepEnd {
+    Done,
+    /// Paused, or rolled back, or failed: the migration stops here.
+    Stopped,
+}
+
+struct Executor {
+    client: Client,
+    settings: MigrationSettings,
+    leadership: Leadership,
+    recorder: Recorder,
+}
+
+/// Runs until `shutdown`: carries out migrations while this replica holds the Lease.
+pub async fn run_migrations(
+    client: Client,
+    settings: MigrationSettings,
+    leadership: Leadership,
+    shutdown: CancellationToken,
+) {
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "styrmin-webhook".to_owned(),
+            instance: Some(settings.identity.clone()),
+        },
+    );
+    let executor = Executor {
+        client,
+        settings,
+        leadership,
+        recorder,
+    };
+    loop {
+        if executor.leadership.holds()
+            && let Some(Err(error)) = executor.leadership.while_held(executor.next()).await
+        {
+            tracing::warn!(error = %error, "migration: cannot go on; trying again");
+        }
+        tokio::select! {
+            () = tokio::time::sleep(POLL_EVERY) => {}
+            () = executor.leadership.changed() => {}
+            () = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// Whether a migration has ended.
+pub fn is_finished(migration: &StyrminMigration) -> bool {
+    matches!(
+        migration.status.as_ref().and_then(|s| s.phase),
+        Some(MigrationPhase::Done | MigrationPhase::RolledBack | MigrationPhase::Failed)
+    )
+}
+
+impl Executor {
+    /// Carries out the oldest unfinished migration as far as it goes now.
+    async fn next(&self) -> Result<(), RunError> {
+        let migrations = calls::list_migrations(&self.client).await?;
+        let Some(migration) = migrations.into_iter().find(|m| !is_finished(m)) else {
+            return Ok(());
+        };
+        self.drive(migration).await
+    }
+
+    async fn drive(&self, migration: StyrminMigration) -> Result<(), RunError> {
+        let name = migration.metadata.name.clone().unwrap_or_default();
+        let mut status = migration.status.clone().unwrap_or_default();
+        status.observed_generation = migration.metadata.generation;
+        if status.steps.len() != migration.spec.steps.len() {
+            status.steps = migration
+                .spec
+                .steps
+                .iter()
+                .map(|s| StepStatus {
+                    name: s.name.clone(),
+                    ..StepStatus::default()
+                })
+                .collect();
+        }
+        if status.phase.is_none() || status.phase == Some(MigrationPhase::Pending) {
+            status.phase = Some(MigrationPhase::Running);
+            self.event(
+                &migration,
+                EventType::Normal,
+                "Started",
+                "carrying out the migration",
+            )
+            .await;
+        }
+        for index in 0..status.steps.len() {
+            match status.steps[index].phase {
+                StepPhase::Done => continue,
+                StepPhase::Failed => {
+                    return self
+                        .finish(&migration, &mut status, MigrationPhase::Failed)
+                        .await;
+                }
+                StepPhase::RolledBack if status.steps[index].finished_at.is_some() => {
+                    return self
+                        .finish(&migration, &mut status, MigrationPhase::RolledBack)
+                        .await;
+                }
+                _ => {}
+            }
+            status.current_step = Some(status.steps[index].name.clone());
+            if self.run_step(&migration, &mut status, index).await? == StepEnd::Stopped {
+                return Ok(());
+            }
+        }
+        self.event(&migration, EventType::Normal, "Done", "every step is done")
+            .await;
+        self.finish(&migration, &mut status, MigrationPhase::Done)
+            .await?;
+        let _ = name;
+        Ok(())
+    }
+
+    async fn finish(
+        &self,
+        migration: &StyrminMigration,
+        status: &mut StyrminMigrationStatus,
+        phase: MigrationPhase,
+    ) -> Result<(), RunError> {
+        status.phase = Some(phase);
+        set_condition(
+            status,
+            "Ready",
+            phase == MigrationPhase::Done,
+            &format!("{phase:?}"),
+            "",
+        );
+        self.write(migration, status).await
+    }
+
+    async fn write(
+        &self,
+        migration: &StyrminMigration,
+        status: &StyrminMigrationStatus,
+    ) -> Result<(), RunError> {
+        let name = migration.metadata.name.as_deref().unwrap_or_default();
+        calls::write_status(&self.client, name, status).await?;
+        Ok(())
+    }
+
+    async fn event(
+        &self,
+        migration: &StyrminMigration,
+        type_: EventType,
+        reason: &str,
+        note: &str,
+    ) {
+        use kube::Resource as _;
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(step::bounded_note(note)),
+            action: "Migrate".to_owned(),
+            secondary: None,
+        };
+        let reference = migration.object_ref(&());
+        if let Err(error) = self.recorder.publish(&event, &reference).await {
+            tracing::debug!(%error, "migration: cannot record an event");
+        }
+    }
+
+    /// One step, from where its status says it is.
+    async fn run_step(
+        &self,
+        migration: &StyrminMigration,
+        status: &mut StyrminMigrationStatus,
+        index: usize,
+    ) -> Result<StepEnd, RunError> {
+        let spec_step = &migration.spec.steps[index];
+        let changes = match step::step_changes(spec_step) {
+            Ok(changes) => changes,
+            Err(error) => {
+                return self
+                    .fail_step(migration, status, index, &error.to_string())
+                    .await;
+            }
+        };
+        if status.steps[index].previous.is_empty() {
+            let mut previous = Vec::new();
+            for (key, _) in &changes {
+                let spec = calls::read_level(&self.client, key).await?;
+                previous.push(step::previous_object(key, spec.as_ref()));
+            }
+            status.steps[index].previous = previous;
+        }
+        let previous: Vec<(LevelKey, Option<serde_json::Value>)> = status.steps[index]
+            .previous
+            .iter()
+            .filter_map(|o| Some((step::level_key(o)?, o.get("spec").cloned())))
+            .collect();
+        let wanted: Vec<(LevelKey, Option<serde_json::Value>)> = changes
+            .iter()
+            .map(|(k, spec)| (k.clone(), Some(spec.clone())))
+            .collect();
+        let snapshot = Snapshot::read(&self.client).await?;
+        let now = Levels {
+            clusters: snapshot.clusters.clone(),
+            environments: snapshot.environments.clone(),
+            deployments: snapshot.deployments.clone(),
+        };
+        let before = now.with(&previous)?.view(snapshot.kubernetes, "before")?;
+        let after = now.with(&wanted)?.view(snapshot.kubernetes, "after")?;
+        let movers = step::movers(&before, &after, &snapshot.ingresses);
+        let step_status = &mut status.steps[index];
+        if step_status.phase == StepPhase::Pending {
+            step_status.planned = count(movers.ingresses.len());
+            step_status.left_in_place = count(movers.left_in_place.len());
+            step_status.started_at = Some(crate::view::rfc3339(crate::clock::unix_now()));
+            if let Some(blocking) = self
+                .preflight(&snapshot, &before, &after, status, index)
+                .await
+                && !migration.spec.force
+            {
+                return self.fail_step(migration, status, index, &blocking).await;
+            }
+        }
+        mirror_counts(status, index);
+        self.write(migration, status).await?;
+        if matches!(status.steps[index].phase, StepPhase::Pending) {
+            if !self.canary(migration, status, index, &movers).await? {
+                return Ok(StepEnd::Stopped);
+            }
+            for (key, spec) in &wanted {
+                calls::write_level(&self.client, key, spec.as_ref()).await?;
+            }
+            status.steps[index].phase = StepPhase::Moving;
+            self.write(migration, status).await?;
+            self.event(
+                migration,
+                EventType::Normal,
+                "LevelsSet",
+                &format!(
+                    "step {:?}: levels set, moving {} Ingresses",
+                    spec_step.name,
+                    movers.ingresses.len()
+                ),
+            )
+            .await;
+        }
+        if status.steps[index].phase == StepPhase::RolledBack {
+            return self
+                .roll_back(migration, status, index, &movers, &previous)
+                .await;
+        }
+        self.waves(migration, status, index, movers, &previous)
+            .await
+    }
+
+    /// The pre-flight of a step: its findings go into a condition and events; returns the
+    /// blocking ones, said in one line.
+    async fn preflight(
+        &self,
+        snapshot: &Snapshot,
+        before: &View,
+        after: &View,
+        status: &mut StyrminMigrationStatus,
+        index: usize,
+    ) -> Option<String> {
+        let classes: Vec<ClassInfo> = snapshot
+            .ingress_classes
+            .iter()
+            .map(|c| ClassInfo::of(c))
+            .collect();
+        let issuers = crate::acme_issuers::read(&self.client)
+            .await
+            .unwrap_or_default();
+        let plan = crate::plan::plan(&PlanInput {
+            current: before,
+            proposed: after,
+            ingresses: &snapshot.ingresses,
+            ingress_classes: &classes,
+            acme_issuers: &issuers,
+        });
+        let mut by_reason: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut blocking = Vec::new();
+        let mut notes = BTreeSet::new();
+        for finding in &plan.preflight {
+            *by_reason.entry(finding.reason.as_str()).or_default() += 1;
+            if is_blocking(finding.reason) {
+                blocking.push(format!(
+                    "{}: {} ({})",
+                    finding.reason.as_str(),
+                    finding.subject,
+                    finding.detail
+                ));
+            }
+            if matches!(
+                finding.reason,
+                PreflightReason::AcmeSolverClass | PreflightReason::AnnotationsNotCarried
+            ) && notes.len() < 20
+            {
+                notes.insert(format!(
+                    "{}: {}: {}",
+                    finding.reason.as_str(),
+                    finding.subject,
+                    finding.detail
+                ));
+            }
+        }
+        let summary = by_reason
+            .iter()
+            .map(|(reason, n)| format!("{reason} ×{n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let step = &mut status.steps[index];
+        step.message = Some(step::bounded_note(&if summary.is_empty() {
+            "pre-flight: nothing found".to_owned()
+        } else {
+            format!("pre-flight: {summary}")
+        }));
+        step.preflight = notes.into_iter().collect();
+        set_condition(
+            status,
+            "PreflightPassed",
+            blocking.is_empty(),
+            if blocking.is_empty() {
+                "NothingBlocks"
+            } else {
+                "Blocked"
+            },
+            &summary,
+        );
+        if blocking.is_empty() {
+            None
+        } else {
+            Some(step::bounded_note(&format!(
+                "blocking pre-flight findings (set spec.force to go on): {}",
+                blocking.join("; ")
+            )))
+        }
+    }
+
+    async fn fail_step(
+        &self,
+        migration: &StyrminMigration,
+        status: &mut StyrminMigrationStatus,
+        index: usize,
+        why: &str,
+    ) -> Result<StepEnd, RunError> {
+        let step = &mut status.steps[index];
+        step.phase = StepPhase::Failed;
+        step.message = Some(step::bounded_note(why));
+        step.finished_at = Some(crate::view::rfc3339(crate::clock::unix_now()));
+        self.event(migration, EventType::Warning, "StepFailed", why)
+            .await;
+        self.finish(migration, status, MigrationPhase::Failed)
+            .await?;
+        Ok(StepEnd::Stopped)
+    }
+
+    /// The canary gate: every target class serves an Ingress of the executor's own (and it
+    /// answers the probe). `false`: the gate failed, and the status says what follows.
+    async fn canary(
+        &self,
+        migration: &StyrminMigration,
+        status: &mut StyrminMigrationStatus,
+        index: usize,
+        movers: &Movers,
+    ) -> Result<bool, RunError> {
+        let classes: BTreeSet<String> = movers
+            .ingresses
+            .iter()
+            .filter_map(|m| m.target_class().map(str::to_owned))
+            .collect();
+        let gates = &migration.spec.gates;
+        let deadline = Instant::now() + Duration::from_secs(gates.canary.timeout_seconds.into());
+        let migration_name = migration.metadata.name.as_deref().unwrap_or_default();
+        for class in classes {
+            if status.steps[index].canary.iter().any(|c| c.class == class) {
+                continue;
+            }
+            let (name, host) = step::canary_names(migration_name, &class);
+            let namespace = &self.settings.namespace;
+            calls::create_canary(&self.client, namespace, &name, &class, &host).await?;
+            let outcome = loop {
+                let read = calls::read_canary(&self.client, namespace, &name).await?;
+                let addresses = read.map(|r| r.addresses).unwrap_or_default();
+                let probed = match (&gates.probe, addresses.first()) {
+                    (Some(probe), Some(address)) => {
+                        let timeout = Duration::from_secs(probe.timeout_seconds.into());
+                        match calls::probe(address, probe.port, &host, &probe.path, timeout).await {
+                            Ok(code) if probe.accepts(code) => Ok(()),
+                            Ok(code) => Err(format!("the probe through {address} answered {code}")),
+                            Err(error) => Err(error),
+                        }
+                    }
+                    (None, Some(_)) => Ok(()),
+                    (_, None) => Err("no address".to_owned()),
+                };
+                match probed {
+                    Ok(()) => break Ok(addresses),
+                    Err(why) if Instant::now() >= deadline => break Err(why),
+                    Err(_) => tokio::time::sleep(GATE_POLL).await,
+                }
+            };
+            calls::delete_canary(&self.client, namespace, &name).await?;
+            match outcome {
+                Ok(addresses) => status.steps[index]
+                    .canary
+                    .push(CanaryAddress { class, addresses }),
+                Err(why) => {
+                    let why = format!(
+                        "canary gate: the canary Ingress of class {class:?} was not served in {}s ({why}); nothing was moved",
+                        gates.canary.timeout_seconds
+                    );
+                    return self.gate_failed_early(migration, status, index, &why).await;
+                }
+            }
+            self.write(migration, status).await?;
+        }
+        Ok(true)
+    }
+
+    /// A gate that failed before anything moved: nothing to roll back.
+    async fn gate_failed_early(
+        &self,
+        migration: &StyrminMigration,
+        status: &mut StyrminMigrationStatus,
+        index: usize,
+        why: &str,
+    ) -> Result<bool, RunError> {
+        set_condition(status, "GatePassed", false, "CanaryNotServed", why);
+        match migration.spec.on_gate_failure {
+            OnGateFailure::Pause => {
+                self.pause(migration, status, index, why).await?;
+            }
+            OnGateFailure::Rollback => {
+                self.fail_step(migration, status, index, why).await?;
+            }
+        }
+        Ok(false)
+    }
+
+    async fn pause(
+        &self,
+        migration: &StyrminMigration,
+        status: &mut StyrminMigrationStatus,
+        index: usize,
+        why: &str,
+    ) -> Result<(), RunError> {
+        status.steps[index].phase = StepPhase::Paused;
+        status.steps[index].message = Some(step::bounded_note(why));
+        status.phase = Some(MigrationPhase::Paused);
+        self.event(migration, EventType::Normal, "Paused", why)
+            .await;
+        self.write(migration, status).await
+    }
+
+    /// The waves of a step whose levels are set, then its end.
+    async fn waves(
+        &self,
+        migration: &StyrminMigration,
+        status: &mut StyrminMigrationStatus,
+        index: usize,
+        movers: Movers,
+        previous: &[(LevelKey, Option<serde_json::Value>)],
+    ) -> Result<StepEnd, RunError> {
+        let name = migration
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or_default()
+            .to_owned();
+        let spec = &migration.spec;
+        let mut budget = CallBudget::new(f64::from(spec.pace.ingresses_per_second.max(1)));
+        let batch = usize::try_from(spec.pace.batch_size.max(1)).unwrap_or(usize::MAX);
+        // Moved before this replica came: verified once more as the first wave.
+        let mut wave: Vec<&Mover> = movers.ingresses.iter().filter(|m| m.is_moved()).collect();
+        let mut pending = movers.ingresses.iter().filter(|m| !m.is_moved());
+        let (mut served, mut failed) = (0usize, 0usize);
+        loop {
+            let latest = calls::read_migration(&self.client, &name).await?;
+            let Some(latest) = latest else {
+                return Ok(StepEnd::Stopped);
+            };
+            if latest.spec.abort {
+                status.steps[index].message = Some("aborted: moving back".to_owned());
+                return self
+                    .roll_back(&latest, status, index, &movers, previous)
+                    .await;
+            }
+            if latest.spec.paused {
+                if status.steps[index].phase != StepPhase::Paused {
+                    self.pause(&latest, status, index, "paused by spec.paused")
+                        .await?;
+                }
+                return Ok(StepEnd::Stopped);
+            }
+            if status.phase == Some(MigrationPhase::Paused) {
+                status.phase = Some(MigrationPhase::Running);
+                status.steps[index].phase = StepPhase::Moving;
+                self.event(&latest, EventType::Normal, "Resumed", "going on")
+                    .await;
+            }
+            if wave.is_empty() {
+                wave = pending.by_ref().take(batch).collect();
+                if wave.is_empty() {
+                    break;
+                }
+                self.move_wave(&name, &movers, &wave, &mut budget, &mut status.steps[index])
+                    .await;
+                status.steps[index].waves += 1;
+            }
+            status.steps[index].moved = count(movers.ingresses.len() - pending.clone().count());
+            status.steps[index].phase = StepPhase::Verifying;
+            mirror_counts(status, index);
+            self.write(&latest, status).await?;
+            let failures = self.verify(&latest, &wave, status, index).await?;
+            served += wave.len() - failures;
+            failed += failures;
+            status.steps[index].served = count(served);
+            status.steps[index].failed = count(failed);
+            status.steps[index].phase = StepPhase::Moving;
+            mirror_counts(status, index);
+            if step::too_many_failed(failures, wave.len(), spec.gates.max_failed_percent) {
+                let why = format!(
+                    "served gate: {failures} of {} Ingresses of wave {} not served",
+                    wave.len(),
+                    status.steps[index].waves
+                );
+                set_condition(status, "GatePassed", false, "NotServed", &why);
+                self.event(&latest, EventType::Warning, "GateFailed", &why)
+                    .await;
+                return match spec.on_gate_failure {
+                    OnGateFailure::Rollback => {
+                        status.steps[index].message = Some(why);
+                        self.roll_back(&latest, status, index, &movers, previous)
+                            .await
+                    }
+                    OnGateFailure::Pause => {
+                        self.pause(&latest, status, index, &why).await?;
+                        Ok(StepEnd::Stopped)
+                    }
+                };
+            }
+            self.write(&latest, status).await?;
+            wave.clear();
+        }
+        for id in movers.records.keys() {
+            calls::forget_record(&self.client, id).await?;
+        }
+        let step = &mut status.steps[index];
+        step.phase = StepPhase::Done;
+        step.finished_at = Some(crate::view::rfc3339(crate::clock::unix_now()));
+        let note = format!(
+            "step {:?} done: {} moved, {} served, {} failed",
+            step.name, step.moved, step.served, step.failed
+        );
+        set_condition(status, "GatePassed", true, "Served", &note);
+        mirror_counts(status, index);
+        self.write(migration, status).await?;
+        self.event(migration, EventType::Normal, "StepDone", &note)
+            .await;
+        Ok(StepEnd::Done)
+    }
+
+    /// Writes one wave: each deployment's record first (W5), then its Ingresses, at the
+    /// pace. A write that admission does not move is tried again, then counted as failing.
+    async fn move_wave(
+        &self,
+        migration: &str,
+        movers: &Movers,
+        wave: &[&Mover],
+        budget: &mut CallBudget,
+        step: &mut StepStatus,
+    ) {
+        let mut recorded = BTreeSet::new();
+        for mover in wave {
+            if let Some(target) = movers.records.get(&mover.deployment)
+                && recorded.insert(mover.deployment.clone())
+                && let Err(error) = calls::set_record(
+                    &self.client,
+                    &mover.deployment,
+                    migration,
+                    &step::record_of(target),
+                )
+                .await
+            {
+                step::note_failing(
+                    step,
+                    &mover.namespace,
+                    &mover.name,
+                    format!("its record: {error}"),
+                );
+                continue;
+            }
+            if let Some(why) = self.move_one(mover, budget).await {
+                step::note_failing(step, &mover.namespace, &mover.name, why);
+            }
+        }
+    }
+
+    /// Writes one Ingress back until it has `target` (`None`) or the tries run out.
+    async fn move_one_to(
+        &self,
+        namespace: &str,
+        name: &str,
+        target: &styrmin_ingress_rules::ClassFields,
+        budget: &mut CallBudget,
+    ) -> Option<String> {
+        let mut last = String::new();
+        for _ in 0..WRITE_BACK_TRIES {
+            tokio::time::sleep(budget.take(Instant::now())).await;
+            match calls::write_back(&self.client, namespace, name).await {
+                Ok(fields) if fields == *target => return None,
+                Ok(fields) => {
+                    last = format!(
+                        "admission gave it {} where the step wants {} (is every webhook replica's view current?)",
+                        step::show(&fields),
+                        step::show(target)
+                    );
+                }
+                Err(CallError::Api {
+                    source: kube::Error::Api(status),
+                    ..
+                }) if status.code == 404 => {
+                    return None;
+                }
+                Err(error) => last = error.to_string(),
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        Some(last)
+    }
+
+    async fn move_one(&self, mover: &Mover, budget: &mut CallBudget) -> Option<String> {
+        self.move_one_to(&mover.namespace, &mover.name, &mover.to, budget)
+            .await
+    }
+
+    /// The served gate (and the probe) on one wave; returns how many failed, and lists them.
+    async fn verify(
+        &self,
+        migration: &StyrminMigration,
+        wave: &[&Mover],
+        status: &mut StyrminMigrationStatus,
+        index: usize,
+    ) -> Result<usize, RunError> {
+        let gates = &migration.spec.gates;
+        let canary: Vec<String> = status.steps[index]
+            .canary
+            .iter()
+            .flat_map(|c| c.addresses.iter().cloned())
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(gates.served.timeout_seconds.into());
+        let mut waiting: BTreeMap<(&str, &str), (&Mover, String)> = wave
+            .iter()
+            .map(|m| ((m.namespace.as_str(), m.name.as_str()), (*m, String::new())))
+            .collect();
+        loop {
+            let namespaces: BTreeSet<&str> = waiting.keys().map(|(ns, _)| *ns).collect();
+            let mut read = BTreeMap::new();
+            for namespace in namespaces {
+                read.insert(namespace, calls::served_in(&self.client, namespace).await?);
+            }
+            let mut done = Vec::new();
+            for (key, (mover, why)) in &mut waiting {
+                let Some(ingress) = read.get(key.0).and_then(|ns| ns.get(key.1)) else {
+                    done.push(*key);
+                    continue;
+                };
+                match step::judge_served(ingress, &mover.to, &canary, gates.served.address) {
+                    Ok(address) => match &gates.probe {
+                        None => done.push(*key),
+                        Some(probe) => {
+                            let timeout = Duration::from_secs(probe.timeout_seconds.into());
+                            let mut failure = None;
+                            for host in &ingress.hosts {
+                                match calls::probe(&address, probe.port, host, &probe.path, timeout)
+                                    .await
+                                {
+                                    Ok(code) if probe.accepts(code) => {}
+                                    Ok(code) => {
+                                        failure = Some(format!(
+                                            "the probe of {host} through {address} answered {code}"
+                                        ))
+                                    }
+                                    Err(error) => failure = Some(error),
+                                }
+                            }
+                            match failure {
+                                None => done.push(*key),
+                                Some(f) => *why = f,
+                            }
+                        }
+                    },
+                    Err(reason) => *why = reason,
+                }
+            }
+            for key in done {
+                waiting.remove(&key);
+            }
+            if waiting.is_empty() || Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(GATE_POLL).await;
+        }
+        for ((namespace, name), (_, why)) in &waiting {
+            step::note_failing(
+                &mut status.steps[index],
+                namespace,
+                name,
+                format!("not served after {}s: {why}", gates.served.timeout_seconds),
+            );
+        }
+        Ok(waiting.len())
+    }
+
+    /// Puts the levels and the records back, writes the step's Ingresses back where they
+    /// were, and checks that they are served again.
+    async fn roll_back(
+        &self,
+        migration: &StyrminMigration,
+        status: &mut StyrminMigrationStatus,
+        index: usize,
+        movers: &Movers,
+        previous: &[(LevelKey, Option<serde_json::Value>)],
+    ) -> Result<StepEnd, RunError> {
+        status.steps[index].phase = StepPhase::RolledBack;
+        mirror_counts(status, index);
+        self.write(migration, status).await?;
+        self.event(
+            migration,
+            EventType::Warning,
+            "RollingBack",
+            "putting the levels and records back",
+        )
+        .await;
+        for (key, spec) in previous {
+            calls::write_level(&self.client, key, spec.as_ref()).await?;
+        }
+        for id in movers.records.keys() {
+            calls::restore_record(&self.client, id).await?;
+        }
+        let mut budget =
+            CallBudget::new(f64::from(migration.spec.pace.ingresses_per_second.max(1)));
+        let mut not_back = 0usize;
+        for mover in &movers.ingresses {
+            if mover.now == mover.back && !mover.is_moved() {
+                continue;
+            }
+            if let Some(why) = self
+                .move_one_to(&mover.namespace, &mover.name, &mover.back, &mut budget)
+                .await
+            {
+                not_back += 1;
+                step::note_failing(
+                    &mut status.steps[index],
+                    &mover.namespace,
+                    &mover.name,
+                    format!("not moved back: {why}"),
+                );
+            }
+        }
+        let unserved = self.verify_back(migration, movers, status, index).await?;
+        let step = &mut status.steps[index];
+        step.finished_at = Some(crate::view::rfc3339(crate::clock::unix_now()));
+        let note = format!(
+            "rolled back: {} Ingresses written back, {not_back} could not be, {unserved} not served again",
+            movers.ingresses.len()
+        );
+        step.message = Some(step::bounded_note(&match &step.message {
+            Some(why) => format!("{why}; {note}"),
+            None => note.clone(),
+        }));
+        self.event(migration, EventType::Warning, "RolledBack", &note)
+            .await;
+        let phase = if not_back + unserved == 0 {
+            MigrationPhase::RolledBack
+        } else {
+            MigrationPhase::Failed
+        };
+        self.finish(migration, status, phase).await?;
+        Ok(StepEnd::Stopped)
+    }
+
+    /// After a rollback: every Ingress of the step has its old class and an address that
+    /// is not the target's (served by the controller it came from).
+    async fn verify_back(
+        &self,
+        migration: &StyrminMigration,
+        movers: &Movers,
+        status: &mut StyrminMigrationStatus,
+        index: usize,
+    ) -> Result<usize, RunError> {
+        let target: BTreeSet<String> = status.steps[index]
+            .canary
+            .iter()
+            .flat_map(|c| c.addresses.iter().cloned())
+            .collect();
+        let deadline = Instant::now()
+            + Duration::from_secs(migration.spec.gates.served.timeout_seconds.into());
+        let mut waiting: BTreeSet<(&str, &str)> = movers
+            .ingresses
+            .iter()
+            .map(|m| (m.namespace.as_str(), m.name.as_str()))
+            .collect();
+        let by_key: BTreeMap<(&str, &str), &Mover> = movers
+            .ingresses
+            .iter()
+            .map(|m| ((m.namespace.as_str(), m.name.as_str()), m))
+            .collect();
+        loop {
+            let namespaces: BTreeSet<&str> = waiting.iter().map(|(ns, _)| *ns).collect();
+            for namespace in namespaces {
+                let read = calls::served_in(&self.client, namespace).await?;
+                waiting.retain(|key| {
+                    if key.0 != namespace {
+                        return true;
+                    }
+                    let Some(ingress) = read.get(key.1) else {
+                        return false;
+                    };
+                    let mover = by_key[key];
+                    !(ingress.fields == mover.back
+                        && ingress.addresses.iter().any(|a| !target.contains(a)))
+                });
+            }
+            if waiting.is_empty() || Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(GATE_POLL).await;
+        }
+        for (namespace, name) in &waiting {
+            step::note_failing(
+                &mut status.steps[index],
+                namespace,
+                name,
+                "not served again after the rollback".to_owned(),
+            );
+        }
+        Ok(waiting.len())
+    }
+}
+
+/// The pre-flight findings that stop a step: they leave Ingresses served by nobody.
+pub fn is_blocking(reason: PreflightReason) -> bool {
+    matches!(
+        reason,
+        PreflightReason::MissingIngressClass
+            | PreflightReason::ControllerNotRunning
+            | PreflightReason::CannotEnforce
+            | PreflightReason::DefaultClassPicksUp
+    )
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The migration's counts are those of the step in progress.
+fn mirror_counts(status: &mut StyrminMigrationStatus, index: usize) {
+    let step = &status.steps[index];
+    (status.planned, status.moved, status.served, status.failed) =
+        (step.planned, step.moved, step.served, step.failed);
+}
+
+/// Sets a condition, its transition time changed only when its status changes.
+fn set_condition(
+    status: &mut StyrminMigrationStatus,
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: &str,
+) {
+    let value = if ok { "True" } else { "False" };
+    let now = crate::view::rfc3339(crate::clock::unix_now());
+    let generation = status.observed_generation;
+    match status.conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(condition) => {
+            if condition.status != value {
+                condition.last_transition_time = now;
+            }
+            condition.status = value.to_owned();
+            condition.reason = reason.to_owned();
+            condition.message = step::bounded_note(message);
+            condition.observed_generation = generation;
+        }
+        None => status.conditions.push(MigrationCondition {
+            type_: type_.to_owned(),
+            status: value.to_owned(),
+            reason: reason.to_owned(),
+            message: step::bounded_note(message),
+            last_transition_time: now,
+            observed_generation: generation,
+        }),
+    }
+}

@@ -1,0 +1,448 @@
+//! What one step of a migration does, as pure functions of what the executor read: the
+//! levels before and after the step ([`Levels`]), the Ingresses it moves and where to
+//! ([`movers`]), the record a deployment gets ([`record_of`]), and whether a moved Ingress
+//! is served ([`judge_served`]).
+//!
+//! Nothing here remembers which Ingresses were written: an Ingress whose class fields are
+//! already its target is moved, and is never written again. That is what lets any replica
+//! resume a step from the status and the cluster alone.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use styrmin_ingress_rules::{ClassFields, EnforcementMode, IngressTarget, LevelName, Origin};
+
+use crate::audit::objects::AuditedIngress;
+use crate::crd::migration::{
+    AddressMatch, FailingIngress, MAX_FAILING_LISTED, MigrationStep, StepStatus,
+};
+use crate::crd::{GROUP, StyrminCluster, StyrminDeployment, StyrminEnvironment, VERSION};
+use crate::kube_source::{BuiltView, InvalidObject, build_view};
+use crate::plan::{Proposal, ProposalError};
+use crate::view::{View, namespace_owner};
+use styrmin_ingress_rules::KubernetesVersion;
+
+/// A level object a step sets, named as the API server names it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LevelKey {
+    pub kind: LevelKind,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LevelKind {
+    Cluster,
+    Environment,
+    Deployment,
+}
+
+impl LevelKind {
+    pub fn kind(self) -> &'static str {
+        match self {
+            LevelKind::Cluster => "StyrminCluster",
+            LevelKind::Environment => "StyrminEnvironment",
+            LevelKind::Deployment => "StyrminDeployment",
+        }
+    }
+}
+
+impl std::fmt::Display for LevelKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(namespace) => write!(f, "{} {namespace}/{}", self.kind.kind(), self.name),
+            None => write!(f, "{} {}", self.kind.kind(), self.name),
+        }
+    }
+}
+
+/// Why a step cannot be carried out as written.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error("step {step:?}: {source}")]
+    Change {
+        step: String,
+        #[source]
+        source: ProposalError,
+    },
+    #[error("step {step:?}, change {index}: {what}")]
+    Key {
+        step: String,
+        index: usize,
+        what: &'static str,
+    },
+    #[error("the levels {which} the step")]
+    View {
+        which: &'static str,
+        #[source]
+        source: InvalidObject,
+    },
+}
+
+/// A step's level objects, checked as `plan -f` checks its files, each with its key and
+/// the spec to set (exactly, `null`s included).
+pub fn step_changes(step: &MigrationStep) -> Result<Vec<(LevelKey, Value)>, StepError> {
+    let mut proposal = Proposal::default();
+    let list = json!({"kind": "List", "items": step.changes});
+    proposal
+        .add_file(&format!("step {:?}", step.name), &list.to_string())
+        .map_err(|source| StepError::Change {
+            step: step.name.clone(),
+            source,
+        })?;
+    step.changes
+        .iter()
+        .enumerate()
+        .map(|(index, object)| {
+            let key = level_key(object).ok_or(StepError::Key {
+                step: step.name.clone(),
+                index: index + 1,
+                what: "no metadata.name (or a StyrminDeployment without metadata.namespace)",
+            })?;
+            Ok((
+                key,
+                object.get("spec").cloned().unwrap_or_else(|| json!({})),
+            ))
+        })
+        .collect()
+}
+
+/// The key of a level object (`None`: not a level object, or unnamed).
+pub fn level_key(object: &Value) -> Option<LevelKey> {
+    let kind = match object.get("kind")?.as_str()? {
+        "StyrminCluster" => LevelKind::Cluster,
+        "StyrminEnvironment" => LevelKind::Environment,
+        "StyrminDeployment" => LevelKind::Deployment,
+        _ => return None,
+    };
+    let name = object.pointer("/metadata/name")?.as_str()?.to_owned();
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    if kind == LevelKind::Deployment && namespace.is_none() {
+        return None;
+    }
+    Some(LevelKey {
+        kind,
+        namespace: namespace.filter(|_| kind == LevelKind::Deployment),
+        name,
+    })
+}
+
+/// A level object as a step's status keeps it for a rollback: its spec, or none when the
+/// object did not exist.
+pub fn previous_object(key: &LevelKey, spec: Option<&Value>) -> Value {
+    let mut metadata = json!({"name": key.name});
+    if let Some(namespace) = &key.namespace {
+        metadata["namespace"] = Value::from(namespace.as_str());
+    }
+    let mut object = json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": key.kind.kind(),
+        "metadata": metadata,
+    });
+    if let Some(spec) = spec {
+        object["spec"] = spec.clone();
+    }
+    object
+}
+
+/// The three resources' objects.
+#[derive(Clone, Debug, Default)]
+pub struct Levels {
+    pub clusters: Vec<Arc<StyrminCluster>>,
+    pub environments: Vec<Arc<StyrminEnvironment>>,
+    pub deployments: Vec<Arc<StyrminDeployment>>,
+}
+
+impl Levels {
+    /// These levels with `objects` set: one with a spec replaces (or adds) the object of its
+    /// key, keeping a deployment's status; one without removes it.
+    pub fn with(&self, objects: &[(LevelKey, Option<Value>)]) -> Result<Levels, StepError> {
+        let mut proposal = Proposal::default();
+        let present: Vec<Value> = objects
+            .iter()
+            .filter_map(|(key, spec)| {
+                let spec = spec.as_ref()?;
+                let mut object = previous_object(key, Some(spec));
+                object["metadata"]["name"] = Value::from(key.name.as_str());
+                Some(object)
+            })
+            .collect();
+        let list = json!({"kind": "List", "items": present});
+        proposal
+            .add_file("the step's levels", &list.to_string())
+            .map_err(|source| StepError::Change {
+                step: String::new(),
+                source,
+            })?;
+        let after = proposal.apply_to(&self.clusters, &self.environments, &self.deployments);
+        let absent: BTreeSet<&LevelKey> = objects
+            .iter()
+            .filter(|(_, spec)| spec.is_none())
+            .map(|(key, _)| key)
+            .collect();
+        let kept = |kind: LevelKind, meta: &kube::api::ObjectMeta| {
+            let key = LevelKey {
+                kind,
+                namespace: meta.namespace.clone(),
+                name: meta.name.clone().unwrap_or_default(),
+            };
+            !absent.contains(&key)
+        };
+        use kube::Resource as _;
+        Ok(Levels {
+            clusters: keep(after.clusters, |o| kept(LevelKind::Cluster, o.meta())),
+            environments: keep(after.environments, |o| {
+                kept(LevelKind::Environment, o.meta())
+            }),
+            deployments: keep(after.deployments, |o| kept(LevelKind::Deployment, o.meta())),
+        })
+    }
+
+    /// The view these levels make.
+    pub fn view(
+        &self,
+        kubernetes: Option<KubernetesVersion>,
+        which: &'static str,
+    ) -> Result<View, StepError> {
+        let BuiltView { view, .. } = build_view(
+            &self.clusters,
+            &self.environments,
+            &self.deployments,
+            kubernetes,
+        )
+        .map_err(|source| StepError::View { which, source })?;
+        Ok(view)
+    }
+}
+
+fn keep<T>(objects: Vec<Arc<T>>, keep: impl Fn(&T) -> bool) -> Vec<Arc<T>> {
+    objects.into_iter().filter(|o| keep(o)).collect()
+}
+
+/// One Ingress a step moves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mover {
+    pub namespace: String,
+    pub name: String,
+    /// Its deployment's id.
+    pub deployment: String,
+    /// Its class fields as they are.
+    pub now: ClassFields,
+    /// What admission gives it after the step: the levels' answer, as at a redeploy.
+    pub to: ClassFields,
+    /// What admission gives it under the levels before the step, with the records as they
+    /// were: where a rollback takes it.
+    pub back: ClassFields,
+}
+
+impl Mover {
+    /// Already where the step takes it (moved, or never needed a write).
+    pub fn is_moved(&self) -> bool {
+        self.now == self.to
+    }
+
+    /// The class that serves it after the step.
+    pub fn target_class(&self) -> Option<&str> {
+        class_of(&self.to)
+    }
+}
+
+/// The class a controller serves an Ingress with these fields by.
+pub fn class_of(fields: &ClassFields) -> Option<&str> {
+    fields
+        .ingress_class_name
+        .as_deref()
+        .or(fields.class_annotation.as_deref())
+}
+
+/// What a step does to the Ingresses.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Movers {
+    /// By namespace and name.
+    pub ingresses: Vec<Mover>,
+    /// Deployment id → the new record of each deployment that has one and moves (W5).
+    pub records: BTreeMap<String, IngressTarget>,
+    /// Deployments left where they are: their own level decides their class, or they are
+    /// in `warn`.
+    pub left_in_place: BTreeSet<String>,
+}
+
+/// The Ingresses of Styrmin namespaces whose target differs between `before` and
+/// `after`: an Ingress moves when the levels' answer for its deployment changes (whatever
+/// a record says: a migration moves them the way a redeploy does).
+pub fn movers(before: &View, after: &View, ingresses: &[Arc<AuditedIngress>]) -> Movers {
+    let kubernetes = after.kubernetes_version();
+    let mut out = Movers::default();
+    let mut changed_environments = BTreeSet::new();
+    let mut own_level = BTreeMap::new();
+    for ingress in ingresses {
+        let Some(owner) = namespace_owner(ingress.namespace()) else {
+            continue;
+        };
+        let then = before.settings_for_deployment(owner);
+        let next = after.settings_for_deployment(owner);
+        let environment = after
+            .deployment(owner)
+            .and_then(|d| d.environment.clone())
+            .unwrap_or_default();
+        let mode = styrmin_ingress_rules::resolve_mode(&after.levels_for_deployment(owner)).mode;
+        if then.levels.target == next.levels.target {
+            if next.levels.origin == Origin::Level(LevelName::Deployment) {
+                own_level.insert(owner.to_owned(), environment);
+            }
+            continue;
+        }
+        changed_environments.insert(environment);
+        if mode == EnforcementMode::Warn {
+            out.left_in_place.insert(owner.to_owned());
+            continue;
+        }
+        let now = ingress.class_fields();
+        let enforce = |target: &IngressTarget, fields: &ClassFields| {
+            styrmin_ingress_rules::enforce(target, fields, kubernetes)
+                .map_or_else(|_| fields.clone(), |e| e.fields)
+        };
+        let to = enforce(&next.levels.target, &now);
+        let back = enforce(&then.resolved.target, &now);
+        if then.resolved.origin == Origin::LastDeployed {
+            out.records
+                .insert(owner.to_owned(), next.levels.target.clone());
+        }
+        out.ingresses.push(Mover {
+            namespace: ingress.namespace().to_owned(),
+            name: ingress.name().to_owned(),
+            deployment: owner.to_owned(),
+            now,
+            to,
+            back,
+        });
+    }
+    for (owner, environment) in own_level {
+        if changed_environments.contains(&environment) {
+            out.left_in_place.insert(owner);
+        }
+    }
+    out.ingresses
+        .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    out
+}
+
+/// The record (`status.lastDeployed`) of a deployment deployed with `target`.
+pub fn record_of(target: &IngressTarget) -> Value {
+    match target {
+        IngressTarget::Dedicated => json!({"dedicatedIngress": {}}),
+        IngressTarget::Class(class) => json!({"ingressClass": class.as_str()}),
+        IngressTarget::NoClass => json!({"ingressClass": ""}),
+    }
+}
+
+/// What the gates read of a moved Ingress.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServedIngress {
+    pub fields: ClassFields,
+    /// `status.loadBalancer.ingress`: each IP or hostname.
+    pub addresses: Vec<String>,
+    /// The hosts of its rules.
+    pub hosts: Vec<String>,
+}
+
+/// Whether an Ingress is served where the step takes it: it has `to`'s class and, with
+/// [`AddressMatch::Canary`], one of the addresses the canary of that class got from its
+/// controller; with [`AddressMatch::Any`], any address. `Err` says what is missing.
+pub fn judge_served(
+    ingress: &ServedIngress,
+    to: &ClassFields,
+    canary: &[String],
+    mode: AddressMatch,
+) -> Result<String, String> {
+    if ingress.fields != *to {
+        return Err(format!(
+            "its class fields are {} where the step wants {}",
+            show(&ingress.fields),
+            show(to)
+        ));
+    }
+    let class = class_of(to).unwrap_or("(no class)");
+    let found = match mode {
+        AddressMatch::Canary => ingress.addresses.iter().find(|a| canary.contains(a)),
+        AddressMatch::Any => ingress.addresses.first(),
+    };
+    match found {
+        Some(address) => Ok(address.clone()),
+        None if ingress.addresses.is_empty() => Err(format!("no address from class {class:?}")),
+        None => Err(format!(
+            "addresses {:?}, none of them the address of class {class:?} ({canary:?})",
+            ingress.addresses
+        )),
+    }
+}
+
+/// Class fields as a person reads them.
+pub fn show(fields: &ClassFields) -> String {
+    crate::plan::Fields::from(fields).short()
+}
+
+/// Adds a failing Ingress to a step's status, keeping at most [`MAX_FAILING_LISTED`].
+pub fn note_failing(step: &mut StepStatus, namespace: &str, name: &str, reason: String) {
+    if let Some(known) = step
+        .failing
+        .iter_mut()
+        .find(|f| f.namespace == namespace && f.name == name)
+    {
+        known.reason = reason;
+        return;
+    }
+    if step.failing.len() < MAX_FAILING_LISTED {
+        step.failing.push(FailingIngress {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            reason,
+        });
+    }
+}
+
+/// Whether `failed` of `total` is more than `max_percent` allows.
+pub fn too_many_failed(failed: usize, total: usize, max_percent: u32) -> bool {
+    // failed / total > max / 100, in integers.
+    failed > 0 && (failed as u128) * 100 > (total as u128) * u128::from(max_percent)
+}
+
+/// The longest text a status message, condition or event note holds.
+pub const MAX_NOTE: usize = 1024;
+
+/// `text` cut at [`MAX_NOTE`] bytes on a character boundary, with `…` when cut: the
+/// messages quote what users wrote (class names, hosts), and a status stays small.
+pub fn bounded_note(text: &str) -> String {
+    if text.len() <= MAX_NOTE {
+        return text.to_owned();
+    }
+    let mut end = MAX_NOTE - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// The name and host of the canary Ingress of `class` in a migration: fixed by the two, so
+/// that a replica that resumes finds the one already created.
+pub fn canary_names(migration: &str, class: &str) -> (String, String) {
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("{migration}\n{class}").as_bytes(),
+    );
+    let hex: String = digest.as_ref()[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    (
+        format!("styrmin-canary-{hex}"),
+        format!("canary-{hex}.styrmin.invalid"),
+    )
+}
+
+#[cfg(test)]
+mod tests;
