@@ -153,11 +153,7 @@ impl PolicyReportArgs {
             policy_reports_results,
             policy_reports_qps,
             policy_reports_resync_secs,
-            policy_reports_lease_namespace,
-            policy_reports_lease_identity,
-            policy_reports_lease_duration_ms,
-            policy_reports_renew_deadline_ms,
-            policy_reports_retry_period_ms,
+            ..
         } = self;
         let target = match policy_reports {
             PolicyReportMode::Off => return Ok(None),
@@ -165,42 +161,54 @@ impl PolicyReportArgs {
             PolicyReportMode::Openreports => ReportTarget::Api(ReportApi::OpenReports),
             PolicyReportMode::Wgpolicyk8s => ReportTarget::Api(ReportApi::WgPolicy),
         };
-        if !(*policy_reports_retry_period_ms > 0
-            && policy_reports_retry_period_ms < policy_reports_renew_deadline_ms
-            && policy_reports_renew_deadline_ms < policy_reports_lease_duration_ms)
-        {
-            return Err(PolicyReportArgsError::Timing {
-                duration: *policy_reports_lease_duration_ms,
-                renew_deadline: *policy_reports_renew_deadline_ms,
-                retry_period: *policy_reports_retry_period_ms,
-            });
-        }
+        let lease = self.lease()?;
         if !(policy_reports_qps.is_finite() && *policy_reports_qps >= 0.0) {
             return Err(PolicyReportArgsError::Qps(*policy_reports_qps));
         }
         if *policy_reports_resync_secs == 0 {
             return Err(PolicyReportArgsError::Resync);
         }
-        // Two replicas with one name would both count themselves the holder.
-        let identity = policy_reports_lease_identity
-            .clone()
-            .filter(|i| !i.trim().is_empty())
-            .ok_or(PolicyReportArgsError::NoIdentity)?;
         Ok(Some(PolicyReportSettings {
             target,
             results: *policy_reports_results,
             qps: *policy_reports_qps,
             resync_every: Duration::from_secs(*policy_reports_resync_secs),
-            lease: LeaseSettings {
-                namespace: policy_reports_lease_namespace.clone().unwrap_or_default(),
-                name: LEASE_NAME.to_owned(),
-                identity,
-                duration: Duration::from_millis(*policy_reports_lease_duration_ms),
-                renew_deadline: Duration::from_millis(*policy_reports_renew_deadline_ms),
-                retry_period: Duration::from_millis(*policy_reports_retry_period_ms),
-            },
+            lease,
             rediscover_every: REDISCOVER_EVERY,
         }))
+    }
+
+    /// The Lease of the cluster-wide controllers (the report writer and the migrations): its
+    /// timing checked, and this replica's unique identity. An empty namespace means the
+    /// client's.
+    pub fn lease(&self) -> Result<LeaseSettings, PolicyReportArgsError> {
+        let duration = self.policy_reports_lease_duration_ms;
+        let renew_deadline = self.policy_reports_renew_deadline_ms;
+        let retry_period = self.policy_reports_retry_period_ms;
+        if !(retry_period > 0 && retry_period < renew_deadline && renew_deadline < duration) {
+            return Err(PolicyReportArgsError::Timing {
+                duration,
+                renew_deadline,
+                retry_period,
+            });
+        }
+        // Two replicas with one name would both count themselves the holder.
+        let identity = self
+            .policy_reports_lease_identity
+            .clone()
+            .filter(|i| !i.trim().is_empty())
+            .ok_or(PolicyReportArgsError::NoIdentity)?;
+        Ok(LeaseSettings {
+            namespace: self
+                .policy_reports_lease_namespace
+                .clone()
+                .unwrap_or_default(),
+            name: LEASE_NAME.to_owned(),
+            identity,
+            duration: Duration::from_millis(duration),
+            renew_deadline: Duration::from_millis(renew_deadline),
+            retry_period: Duration::from_millis(retry_period),
+        })
     }
 }
 
