@@ -460,3 +460,15 @@ pub async fn probe(
             ))
         })
 }
+
+/// Sets `spec.paused` of a migration (a gate that pauses it).
+pub async fn set_paused(client: &Client, name: &str) -> Result<(), CallError> {
+    let api: Api<StyrminMigration> = Api::all(client.clone());
+    let patch = json!({"spec": {"paused": true}});
+    bounded(
+        || format!("pausing StyrminMigration {name}"),
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)),
+    )
+    .await
+    .map(|_| ())
+}

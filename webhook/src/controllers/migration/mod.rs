@@ -1,20 +1,19 @@
-//! Carrying out [`StyrminMigration`](crate::crd::StyrminMigration)s: the leader (the replica that holds the Lease, as
-//! for the report writer) moves the fleet step by step, gated and reversible
-//! (docs/migrate.md).
+//! Carrying out [`StyrminMigration`](crate::crd::StyrminMigration)s: the leader (the
+//! replica that holds the Lease, as for the report writer) moves the fleet step by step,
+//! gated and reversible ([`run`], deciding with [`step`], calling through [`calls`]).
 
 use crate::kube_source::ApiCall;
 
 /// The executor's calls in every namespace, granted by the chart's ClusterRole only with
-/// `migrations.enabled` (a test compares them): it reads the migrations and writes their
-/// status, sets the levels of a step and puts them back (deleting one the step created),
-/// updates a deployment's last-deployed record, writes an Ingress back unchanged so that
-/// admission rewrites its class, and records events.
+/// `migrations.enabled` (a test compares them): it reads the migrations, writes their
+/// status and pauses one whose gate says so, sets the levels of a step and puts them back
+/// (deleting one the step created), and updates a deployment's last-deployed record.
 pub const MIGRATION_CALLS: [ApiCall; 6] = [
     ApiCall::Resource {
         group: "styrmin.io",
         version: "v1alpha1",
         resource: "styrminmigrations",
-        verbs: &["get", "list", "watch"],
+        verbs: &["get", "list", "watch", "patch"],
         names: &[],
     },
     ApiCall::Resource {

@@ -131,6 +131,28 @@ impl Executor {
                 })
                 .collect();
         }
+        if let Some(index) = status.steps.iter().position(|s| s.phase != StepPhase::Done)
+            && !migration.spec.abort
+            && migration.spec.paused
+            && status.steps[index].phase == StepPhase::Paused
+        {
+            // Stays paused: nothing to read or write until the spec changes.
+            return Ok(());
+        }
+        if migration.spec.abort
+            && let Some(step) = status
+                .steps
+                .iter_mut()
+                .find(|s| s.phase == StepPhase::Pending)
+            && status.phase.is_none_or(|p| p == MigrationPhase::Pending)
+        {
+            step.phase = StepPhase::RolledBack;
+            step.message = Some("aborted before it started: nothing was changed".to_owned());
+            step.finished_at = Some(crate::view::rfc3339(crate::clock::unix_now()));
+            return self
+                .finish(&migration, &mut status, MigrationPhase::RolledBack)
+                .await;
+        }
         if status.phase.is_none() || status.phase == Some(MigrationPhase::Pending) {
             status.phase = Some(MigrationPhase::Running);
             self.event(
@@ -499,6 +521,12 @@ impl Executor {
         status.steps[index].phase = StepPhase::Paused;
         status.steps[index].message = Some(step::bounded_note(why));
         status.phase = Some(MigrationPhase::Paused);
+        // A gate that pauses sets `spec.paused` itself, so that going on is a person's
+        // `paused: false` (`migrate resume`), not the next poll.
+        if !migration.spec.paused {
+            let name = migration.metadata.name.as_deref().unwrap_or_default();
+            calls::set_paused(&self.client, name).await?;
+        }
         self.event(migration, EventType::Normal, "Paused", why)
             .await;
         self.write(migration, status).await
