@@ -122,6 +122,8 @@ pub struct Metrics {
     pub audit: crate::audit::AuditMetrics,
     /// The PolicyReport writer's (`crate::controllers::policy_reports`), handed to it at start.
     pub policy_reports: crate::controllers::policy_reports::metrics::PolicyReportMetrics,
+    /// The migration executor's (`crate::controllers::migration`), handed to it at start.
+    pub migrations: crate::controllers::migration::metrics::MigrationMetrics,
     registry: Registry,
 }
 
@@ -136,6 +138,7 @@ impl Metrics {
         let mut metrics = Metrics {
             audit: crate::audit::AuditMetrics::default(),
             policy_reports: Default::default(),
+            migrations: Default::default(),
             requests: Family::default(),
             // 50 µs .. ~1.6 s.
             request_duration: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
@@ -162,6 +165,9 @@ impl Metrics {
             crate::controllers::policy_reports::metrics::PolicyReportMetrics::register(
                 &mut metrics.registry,
             );
+        metrics.migrations = crate::controllers::migration::metrics::MigrationMetrics::register(
+            &mut metrics.registry,
+        );
         metrics
     }
 

@@ -118,7 +118,8 @@ impl Default for Pace {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Gates {
-    /// Before a step: an Ingress of the executor's own on each target class must be served.
+    /// Before a step: an Ingress of the executor's own on each target class must get an
+    /// address (and, with the probe, any HTTP answer through it: it has no backend).
     #[serde(default)]
     pub canary: CanaryGate,
     /// After each wave: every moved Ingress has its target class and the target
@@ -313,7 +314,8 @@ pub struct StepStatus {
     /// Ingresses the step moves.
     #[serde(default)]
     pub planned: u32,
-    /// Ingresses written with their target class.
+    /// Ingresses of the waves written so far (those admission did not move are also in
+    /// `failing`).
     #[serde(default)]
     pub moved: u32,
     /// Moved Ingresses the gates found served.
@@ -353,7 +355,7 @@ pub struct StepStatus {
     pub finished_at: Option<String>,
 }
 
-/// A condition, as `metav1.Condition` has it (`Ready`, `PreflightPassed`, `GateFailed`).
+/// A condition, as `metav1.Condition` has it (`Ready`, `PreflightPassed`, `GatePassed`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MigrationCondition {

@@ -17,9 +17,7 @@ use crate::crd::{GROUP, VERSION};
 
 /// How long one call may take.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-/// The annotation that keeps a deployment's record as it was before a migration moved it
-/// (the migration's name and the record), so that a rollback by any replica puts it back.
-pub const RECORD_BEFORE_ANNOTATION: &str = "styrmin.io/record-before-migration";
+pub use super::step::RECORD_BEFORE_ANNOTATION;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
@@ -232,15 +230,21 @@ pub async fn forget_record(client: &Client, id: &str) -> Result<(), CallError> {
 
 /// Writes an Ingress back as it is (a replace with its `resourceVersion`), so that admission
 /// applies the rules to it; returns its class fields as stored.
+/// With `dry_run`, admission answers and nothing is stored: what a write would give.
 pub async fn write_back(
     client: &Client,
     namespace: &str,
     name: &str,
+    dry_run: bool,
 ) -> Result<ClassFields, CallError> {
     let api: Api<Ingress> = Api::namespaced(client.clone(), namespace);
     let what = || format!("writing Ingress {namespace}/{name}");
     let ingress = bounded(what, api.get(name)).await?;
-    let stored = bounded(what, api.replace(name, &PostParams::default(), &ingress)).await?;
+    let params = PostParams {
+        dry_run,
+        ..PostParams::default()
+    };
+    let stored = bounded(what, api.replace(name, &params, &ingress)).await?;
     Ok(class_fields(&stored))
 }
 

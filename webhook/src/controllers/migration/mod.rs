@@ -83,5 +83,6 @@ pub const CANARY_CALLS: [ApiCall; 1] = [ApiCall::Resource {
 }];
 
 pub mod calls;
+pub mod metrics;
 pub mod run;
 pub mod step;

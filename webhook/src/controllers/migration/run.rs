@@ -11,6 +11,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio_util::sync::CancellationToken;
 
 use super::calls::{self, CallError};
+use super::metrics::MigrationMetrics;
 use super::step::{self, LevelKey, Levels, Mover, Movers, StepError};
 use crate::controllers::lease::Leadership;
 use crate::controllers::policy_reports::CallBudget;
@@ -22,6 +23,8 @@ use crate::kube_source::{Snapshot, SnapshotError};
 use crate::plan::{ClassInfo, PlanInput, PreflightReason};
 use crate::view::View;
 
+/// The condition a blocking pre-flight sets `False` (until the spec changes).
+const PREFLIGHT: &str = "PreflightPassed";
 /// How often the executor looks for a migration to carry out, and at a paused one.
 pub const POLL_EVERY: Duration = Duration::from_secs(2);
 /// How often a gate looks again at what it waits for.
@@ -29,14 +32,17 @@ const GATE_POLL: Duration = Duration::from_secs(2);
 /// How often a write back that admission did not change is tried again (a replica whose
 /// view has not yet seen the new levels answered it).
 const WRITE_BACK_TRIES: u32 = 5;
+/// How long a wave waits for admission to give its first Ingress the target.
+const VIEW_WAIT: Duration = Duration::from_secs(10);
 
 /// What the executor needs besides the client.
 #[derive(Clone, Debug)]
 pub struct MigrationSettings {
-    /// The webhook's own namespace, where the canaries are created.
+    /// The webhook's own namespace, where the canaries are created (empty: the Lease's).
     pub namespace: String,
     /// This replica's name, in events.
     pub identity: String,
+    pub metrics: MigrationMetrics,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +96,7 @@ pub async fn run_migrations(
         {
             tracing::warn!(error = %error, "migration: cannot go on; trying again");
         }
+        executor.settings.metrics.running.set(0);
         tokio::select! {
             () = tokio::time::sleep(POLL_EVERY) => {}
             () = executor.leadership.changed() => {}
@@ -113,13 +120,12 @@ impl Executor {
         let Some(migration) = migrations.into_iter().find(|m| !is_finished(m)) else {
             return Ok(());
         };
+        self.settings.metrics.running.set(1);
         self.drive(migration).await
     }
 
     async fn drive(&self, migration: StyrminMigration) -> Result<(), RunError> {
-        let name = migration.metadata.name.clone().unwrap_or_default();
         let mut status = migration.status.clone().unwrap_or_default();
-        status.observed_generation = migration.metadata.generation;
         if status.steps.len() != migration.spec.steps.len() {
             status.steps = migration
                 .spec
@@ -132,26 +138,9 @@ impl Executor {
                 .collect();
         }
         if let Some(index) = status.steps.iter().position(|s| s.phase != StepPhase::Done)
-            && !migration.spec.abort
-            && migration.spec.paused
-            && status.steps[index].phase == StepPhase::Paused
+            && self.holds_still(&migration, &mut status, index).await?
         {
-            // Stays paused: nothing to read or write until the spec changes.
             return Ok(());
-        }
-        if migration.spec.abort
-            && let Some(step) = status
-                .steps
-                .iter_mut()
-                .find(|s| s.phase == StepPhase::Pending)
-            && status.phase.is_none_or(|p| p == MigrationPhase::Pending)
-        {
-            step.phase = StepPhase::RolledBack;
-            step.message = Some("aborted before it started: nothing was changed".to_owned());
-            step.finished_at = Some(crate::view::rfc3339(crate::clock::unix_now()));
-            return self
-                .finish(&migration, &mut status, MigrationPhase::RolledBack)
-                .await;
         }
         if status.phase.is_none() || status.phase == Some(MigrationPhase::Pending) {
             status.phase = Some(MigrationPhase::Running);
@@ -186,9 +175,56 @@ impl Executor {
         self.event(&migration, EventType::Normal, "Done", "every step is done")
             .await;
         self.finish(&migration, &mut status, MigrationPhase::Done)
-            .await?;
-        let _ = name;
-        Ok(())
+            .await
+    }
+
+    /// What the spec asks before step `index` goes on: `true` when the migration holds
+    /// still (paused, or blocked by its pre-flight until the spec changes), or ended
+    /// (aborted before the step started: nothing to roll back).
+    async fn holds_still(
+        &self,
+        migration: &StyrminMigration,
+        status: &mut StyrminMigrationStatus,
+        index: usize,
+    ) -> Result<bool, RunError> {
+        let spec = &migration.spec;
+        let generation = migration.metadata.generation;
+        let blocked = status.conditions.iter().any(|c| {
+            c.type_ == PREFLIGHT && c.status == "False" && c.observed_generation == generation
+        });
+        if blocked && !spec.abort {
+            return Ok(true);
+        }
+        status.observed_generation = generation;
+        let pending = status.steps[index].phase == StepPhase::Pending;
+        if spec.abort && pending {
+            let step = &mut status.steps[index];
+            step.phase = StepPhase::RolledBack;
+            step.message = Some("aborted before it started: nothing was changed".to_owned());
+            step.finished_at = Some(crate::view::rfc3339(crate::clock::unix_now()));
+            self.finish(migration, status, MigrationPhase::RolledBack)
+                .await?;
+            return Ok(true);
+        }
+        let paused = status.phase == Some(MigrationPhase::Paused);
+        if spec.paused && !spec.abort {
+            if !paused && pending {
+                // Nothing of the step is done yet: it stops before its pre-flight.
+                self.pause(migration, status, index, "paused by spec.paused")
+                    .await?;
+            }
+            // A step under way stops at its next wave ([`Self::waves`]).
+            return Ok(paused || pending);
+        }
+        if paused {
+            status.phase = Some(MigrationPhase::Running);
+            if status.steps[index].phase == StepPhase::Paused {
+                status.steps[index].phase = StepPhase::Moving;
+            }
+            self.event(migration, EventType::Normal, "Resumed", "going on")
+                .await;
+        }
+        Ok(false)
     }
 
     async fn finish(
@@ -215,6 +251,12 @@ impl Executor {
     ) -> Result<(), RunError> {
         let name = migration.metadata.name.as_deref().unwrap_or_default();
         calls::write_status(&self.client, name, status).await?;
+        self.settings.metrics.set_counts(
+            status.planned,
+            status.moved,
+            status.served,
+            status.failed,
+        );
         Ok(())
     }
 
@@ -278,7 +320,12 @@ impl Executor {
             environments: snapshot.environments.clone(),
             deployments: snapshot.deployments.clone(),
         };
-        let before = now.with(&previous)?.view(snapshot.kubernetes, "before")?;
+        let migration_name = migration.metadata.name.as_deref().unwrap_or_default();
+        let then = Levels {
+            deployments: step::with_kept_records(&now.deployments, migration_name),
+            ..now.clone()
+        };
+        let before = then.with(&previous)?.view(snapshot.kubernetes, "before")?;
         let after = now.with(&wanted)?.view(snapshot.kubernetes, "after")?;
         let movers = step::movers(&before, &after, &snapshot.ingresses);
         let step_status = &mut status.steps[index];
@@ -287,11 +334,22 @@ impl Executor {
             step_status.left_in_place = count(movers.left_in_place.len());
             step_status.started_at = Some(crate::view::rfc3339(crate::clock::unix_now()));
             if let Some(blocking) = self
-                .preflight(&snapshot, &before, &after, status, index)
+                .preflight(
+                    &snapshot,
+                    &before,
+                    &after,
+                    status,
+                    index,
+                    migration.spec.force,
+                )
                 .await
                 && !migration.spec.force
             {
-                return self.fail_step(migration, status, index, &blocking).await;
+                status.steps[index].message = Some(blocking.clone());
+                self.write(migration, status).await?;
+                self.event(migration, EventType::Warning, "PreflightBlocked", &blocking)
+                    .await;
+                return Ok(StepEnd::Stopped);
             }
         }
         mirror_counts(status, index);
@@ -326,8 +384,8 @@ impl Executor {
             .await
     }
 
-    /// The pre-flight of a step: its findings go into a condition and events; returns the
-    /// blocking ones, said in one line.
+    /// The pre-flight of a step: its findings go into a condition (passed when nothing
+    /// blocks, or `force`) and the step's notes; returns the blocking ones, in one line.
     async fn preflight(
         &self,
         snapshot: &Snapshot,
@@ -335,6 +393,7 @@ impl Executor {
         after: &View,
         status: &mut StyrminMigrationStatus,
         index: usize,
+        force: bool,
     ) -> Option<String> {
         let classes: Vec<ClassInfo> = snapshot
             .ingress_classes
@@ -391,12 +450,12 @@ impl Executor {
         step.preflight = notes.into_iter().collect();
         set_condition(
             status,
-            "PreflightPassed",
-            blocking.is_empty(),
-            if blocking.is_empty() {
-                "NothingBlocks"
-            } else {
-                "Blocked"
+            PREFLIGHT,
+            blocking.is_empty() || force,
+            match (blocking.is_empty(), force) {
+                (true, _) => "NothingBlocks",
+                (false, true) => "Forced",
+                (false, false) => "Blocked",
             },
             &summary,
         );
@@ -404,7 +463,7 @@ impl Executor {
             None
         } else {
             Some(step::bounded_note(&format!(
-                "blocking pre-flight findings (set spec.force to go on): {}",
+                "blocking pre-flight findings (fix them, or set spec.force: true to go on anyway): {}",
                 blocking.join("; ")
             )))
         }
@@ -417,6 +476,7 @@ impl Executor {
         index: usize,
         why: &str,
     ) -> Result<StepEnd, RunError> {
+        self.settings.metrics.step_ended("failed");
         let step = &mut status.steps[index];
         step.phase = StepPhase::Failed;
         step.message = Some(step::bounded_note(why));
@@ -458,11 +518,11 @@ impl Executor {
                 let probed = match (&gates.probe, addresses.first()) {
                     (Some(probe), Some(address)) => {
                         let timeout = Duration::from_secs(probe.timeout_seconds.into());
-                        match calls::probe(address, probe.port, &host, &probe.path, timeout).await {
-                            Ok(code) if probe.accepts(code) => Ok(()),
-                            Ok(code) => Err(format!("the probe through {address} answered {code}")),
-                            Err(error) => Err(error),
-                        }
+                        // The canary has no backend (a controller answers 503 or 404 for
+                        // it): any HTTP answer through the address shows it is served.
+                        calls::probe(address, probe.port, &host, &probe.path, timeout)
+                            .await
+                            .map(|_| ())
                     }
                     (None, Some(_)) => Ok(()),
                     (_, None) => Err("no address".to_owned()),
@@ -500,6 +560,7 @@ impl Executor {
         why: &str,
     ) -> Result<bool, RunError> {
         set_condition(status, "GatePassed", false, "CanaryNotServed", why);
+        self.settings.metrics.gate_failed("canary");
         match migration.spec.on_gate_failure {
             OnGateFailure::Pause => {
                 self.pause(migration, status, index, why).await?;
@@ -518,7 +579,11 @@ impl Executor {
         index: usize,
         why: &str,
     ) -> Result<(), RunError> {
-        status.steps[index].phase = StepPhase::Paused;
+        self.settings.metrics.step_ended("paused");
+        // A step not started stays `Pending`: going on runs its pre-flight and canary.
+        if status.steps[index].phase != StepPhase::Pending {
+            status.steps[index].phase = StepPhase::Paused;
+        }
         status.steps[index].message = Some(step::bounded_note(why));
         status.phase = Some(MigrationPhase::Paused);
         // A gate that pauses sets `spec.paused` itself, so that going on is a person's
@@ -572,12 +637,6 @@ impl Executor {
                 }
                 return Ok(StepEnd::Stopped);
             }
-            if status.phase == Some(MigrationPhase::Paused) {
-                status.phase = Some(MigrationPhase::Running);
-                status.steps[index].phase = StepPhase::Moving;
-                self.event(&latest, EventType::Normal, "Resumed", "going on")
-                    .await;
-            }
             if wave.is_empty() {
                 wave = pending.by_ref().take(batch).collect();
                 if wave.is_empty() {
@@ -605,6 +664,7 @@ impl Executor {
                     status.steps[index].waves
                 );
                 set_condition(status, "GatePassed", false, "NotServed", &why);
+                self.settings.metrics.gate_failed("served");
                 self.event(&latest, EventType::Warning, "GateFailed", &why)
                     .await;
                 return match spec.on_gate_failure {
@@ -625,6 +685,7 @@ impl Executor {
         for id in movers.records.keys() {
             calls::forget_record(&self.client, id).await?;
         }
+        self.settings.metrics.step_ended("done");
         let step = &mut status.steps[index];
         step.phase = StepPhase::Done;
         step.finished_at = Some(crate::view::rfc3339(crate::clock::unix_now()));
@@ -650,8 +711,25 @@ impl Executor {
         budget: &mut CallBudget,
         step: &mut StepStatus,
     ) {
+        if let Some(first) = wave
+            .iter()
+            .find(|m| !movers.records.contains_key(&m.deployment))
+        {
+            self.until_admission_agrees(first, budget).await;
+        }
         let mut recorded = BTreeSet::new();
+        let mut unrecorded = BTreeSet::new();
         for mover in wave {
+            if unrecorded.contains(&mover.deployment) {
+                // Its record could not be written: moving it would go around W5.
+                step::note_failing(
+                    step,
+                    &mover.namespace,
+                    &mover.name,
+                    "its deployment's record could not be written".to_owned(),
+                );
+                continue;
+            }
             if let Some(target) = movers.records.get(&mover.deployment)
                 && recorded.insert(mover.deployment.clone())
                 && let Err(error) = calls::set_record(
@@ -668,6 +746,7 @@ impl Executor {
                     &mover.name,
                     format!("its record: {error}"),
                 );
+                unrecorded.insert(mover.deployment.clone());
                 continue;
             }
             if let Some(why) = self.move_one(mover, budget).await {
@@ -687,9 +766,13 @@ impl Executor {
         let mut last = String::new();
         for _ in 0..WRITE_BACK_TRIES {
             tokio::time::sleep(budget.take(Instant::now())).await;
-            match calls::write_back(&self.client, namespace, name).await {
-                Ok(fields) if fields == *target => return None,
+            match calls::write_back(&self.client, namespace, name, false).await {
+                Ok(fields) if fields == *target => {
+                    self.settings.metrics.write("moved");
+                    return None;
+                }
                 Ok(fields) => {
+                    self.settings.metrics.write("not_moved");
                     last = format!(
                         "admission gave it {} where the step wants {} (is every webhook replica's view current?)",
                         step::show(&fields),
@@ -702,11 +785,28 @@ impl Executor {
                 }) if status.code == 404 => {
                     return None;
                 }
-                Err(error) => last = error.to_string(),
+                Err(error) => {
+                    self.settings.metrics.write("failed");
+                    last = error.to_string();
+                }
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
         Some(last)
+    }
+
+    /// Waits (at most [`VIEW_WAIT`]) until admission gives `mover` its target in a dry run:
+    /// right after the levels are set, a replica's view may not have them yet, and a write
+    /// it answers would move nothing and be written again.
+    async fn until_admission_agrees(&self, mover: &Mover, budget: &mut CallBudget) {
+        let deadline = Instant::now() + VIEW_WAIT;
+        while Instant::now() < deadline {
+            tokio::time::sleep(budget.take(Instant::now())).await;
+            match calls::write_back(&self.client, &mover.namespace, &mover.name, true).await {
+                Ok(fields) if fields == mover.to => return,
+                Ok(_) | Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
     }
 
     async fn move_one(&self, mover: &Mover, budget: &mut CallBudget) -> Option<String> {
@@ -820,11 +920,12 @@ impl Executor {
         }
         let mut budget =
             CallBudget::new(f64::from(migration.spec.pace.ingresses_per_second.max(1)));
-        let mut not_back = 0usize;
+        let (mut written, mut not_back) = (0usize, 0usize);
         for mover in &movers.ingresses {
-            if mover.now == mover.back && !mover.is_moved() {
+            if mover.now == mover.back {
                 continue;
             }
+            written += 1;
             if let Some(why) = self
                 .move_one_to(&mover.namespace, &mover.name, &mover.back, &mut budget)
                 .await
@@ -842,8 +943,7 @@ impl Executor {
         let step = &mut status.steps[index];
         step.finished_at = Some(crate::view::rfc3339(crate::clock::unix_now()));
         let note = format!(
-            "rolled back: {} Ingresses written back, {not_back} could not be, {unserved} not served again",
-            movers.ingresses.len()
+            "rolled back: {written} Ingresses written back, {not_back} could not be, {unserved} not served again"
         );
         step.message = Some(step::bounded_note(&match &step.message {
             Some(why) => format!("{why}; {note}"),
@@ -851,6 +951,7 @@ impl Executor {
         }));
         self.event(migration, EventType::Warning, "RolledBack", &note)
             .await;
+        self.settings.metrics.step_ended("rolled_back");
         let phase = if not_back + unserved == 0 {
             MigrationPhase::RolledBack
         } else {

@@ -223,6 +223,41 @@ fn keep<T>(objects: Vec<Arc<T>>, keep: impl Fn(&T) -> bool) -> Vec<Arc<T>> {
     objects.into_iter().filter(|o| keep(o)).collect()
 }
 
+/// The annotation that keeps a deployment's record as it was before a migration moved it
+/// (`{"migration": NAME, "lastDeployed": RECORD}`), so that a rollback by any replica puts
+/// it back.
+pub const RECORD_BEFORE_ANNOTATION: &str = "styrmin.io/record-before-migration";
+
+/// The deployments with the records `migration` replaced put back (as they were before
+/// the step), so that the levels before a step are read with the records they had.
+pub fn with_kept_records(
+    deployments: &[Arc<StyrminDeployment>],
+    migration: &str,
+) -> Vec<Arc<StyrminDeployment>> {
+    deployments
+        .iter()
+        .map(|deployment| {
+            let kept = deployment
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(RECORD_BEFORE_ANNOTATION))
+                .and_then(|text| serde_json::from_str::<Value>(text).ok())
+                .filter(|kept| kept["migration"] == migration);
+            let Some(kept) = kept else {
+                return Arc::clone(deployment);
+            };
+            let record = serde_json::from_value(kept["lastDeployed"].clone()).ok();
+            let mut deployment = Arc::clone(deployment);
+            Arc::make_mut(&mut deployment)
+                .status
+                .get_or_insert_with(Default::default)
+                .last_deployed = record;
+            deployment
+        })
+        .collect()
+}
+
 /// One Ingress a step moves.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mover {
@@ -273,7 +308,8 @@ pub struct Movers {
 
 /// The Ingresses of Styrmin namespaces whose target differs between `before` and
 /// `after`: an Ingress moves when the levels' answer for its deployment changes (whatever
-/// a record says: a migration moves them the way a redeploy does).
+/// a record says: a migration moves them the way a redeploy does), or when its deployment
+/// goes from `warn` to `enforce`.
 pub fn movers(before: &View, after: &View, ingresses: &[Arc<AuditedIngress>]) -> Movers {
     let kubernetes = after.kubernetes_version();
     let mut out = Movers::default();
@@ -290,7 +326,11 @@ pub fn movers(before: &View, after: &View, ingresses: &[Arc<AuditedIngress>]) ->
             .and_then(|d| d.environment.clone())
             .unwrap_or_default();
         let mode = styrmin_ingress_rules::resolve_mode(&after.levels_for_deployment(owner)).mode;
-        if then.levels.target == next.levels.target {
+        let mode_then =
+            styrmin_ingress_rules::resolve_mode(&before.levels_for_deployment(owner)).mode;
+        // From `warn` to `enforce`, the rules start moving what they only warned about.
+        let enforced_now = mode_then == EnforcementMode::Warn && mode == EnforcementMode::Enforce;
+        if then.levels.target == next.levels.target && !enforced_now {
             if next.levels.origin == Origin::Level(LevelName::Deployment) {
                 own_level.insert(owner.to_owned(), environment);
             }
@@ -307,7 +347,11 @@ pub fn movers(before: &View, after: &View, ingresses: &[Arc<AuditedIngress>]) ->
                 .map_or_else(|_| fields.clone(), |e| e.fields)
         };
         let to = enforce(&next.levels.target, &now);
-        let back = enforce(&then.resolved.target, &now);
+        // In `warn`, admission changes nothing: back is where it is.
+        let back = match mode_then {
+            EnforcementMode::Warn => now.clone(),
+            EnforcementMode::Enforce => enforce(&then.resolved.target, &now),
+        };
         if then.resolved.origin == Origin::LastDeployed {
             out.records
                 .insert(owner.to_owned(), next.levels.target.clone());

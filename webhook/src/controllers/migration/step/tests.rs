@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 use crate::crd::migration::StyrminMigration;
@@ -251,4 +251,64 @@ fn notes_are_cut_on_a_character_and_canaries_named_by_migration_and_class() {
         record_of(&IngressTarget::NoClass),
         json!({"ingressClass": ""})
     );
+}
+
+#[test]
+fn from_warn_to_enforce_moves_what_was_only_warned_about() {
+    let before = parse_policy(
+        Path::new("before"),
+        "cluster: {ingress_class: haproxy, enforcement_mode: warn}\ndeployments:\n  web1: {}\n",
+    )
+    .unwrap();
+    let after = parse_policy(
+        Path::new("after"),
+        "cluster: {ingress_class: haproxy, enforcement_mode: enforce}\ndeployments:\n  web1: {}\n",
+    )
+    .unwrap();
+    let movers = movers(
+        &before,
+        &after,
+        &[
+            ingress("styrmin-web1", "web", Some("nginx")),
+            ingress("styrmin-web1", "ok", Some("haproxy")),
+        ],
+    );
+    let moved: Vec<(&str, bool)> = movers
+        .ingresses
+        .iter()
+        .map(|m| (m.name.as_str(), m.is_moved()))
+        .collect();
+    assert_eq!(moved, [("ok", true), ("web", false)]);
+    // In warn admission changed nothing: back is where it was.
+    assert_eq!(movers.ingresses[1].back, fields("nginx"));
+    assert_eq!(movers.ingresses[1].to, fields("haproxy"));
+}
+
+#[test]
+fn the_levels_before_a_step_read_the_records_it_replaced() {
+    let deployment = |annotation: Option<Value>| {
+        let mut object = json!({
+            "apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminDeployment",
+            "metadata": {"name": "styrmin-web2", "namespace": "styrmin-web2"},
+            "spec": {"environmentId": "staging"},
+            "status": {"lastDeployed": {"ingressClass": "haproxy"}},
+        });
+        if let Some(kept) = annotation {
+            object["metadata"]["annotations"] = json!({RECORD_BEFORE_ANNOTATION: kept.to_string()});
+        }
+        Arc::new(serde_json::from_value::<StyrminDeployment>(object).unwrap())
+    };
+    let record = |d: &StyrminDeployment| {
+        serde_json::to_value(&d.status.as_ref().unwrap().last_deployed).unwrap()
+    };
+    let kept = json!({"migration": "leave-nginx", "lastDeployed": {"ingressClass": "nginx"}});
+    let restored = with_kept_records(&[deployment(Some(kept.clone()))], "leave-nginx");
+    assert_eq!(record(&restored[0]), json!({"ingressClass": "nginx"}));
+    // Another migration's, or none: as it is.
+    let other = with_kept_records(&[deployment(Some(kept))], "other");
+    assert_eq!(record(&other[0]), json!({"ingressClass": "haproxy"}));
+    // No record before: none.
+    let none = json!({"migration": "m", "lastDeployed": null});
+    let restored = with_kept_records(&[deployment(Some(none))], "m");
+    assert_eq!(record(&restored[0]), Value::Null);
 }
