@@ -6,7 +6,9 @@
 //! - [`flag_docs`]: docs/config.md's flag tables, written from the programs' clap commands;
 //! - [`ingress_gen`]: the property tests' generators of rendered streams and configurations;
 //! - `recorded_cluster` (feature `recorded-cluster`): the webhook's `--source kubernetes`
-//!   against the recorded API server answers of `webhook/tests/data/apiserver/`.
+//!   against the recorded API server answers of `webhook/tests/data/apiserver/`;
+//! - `stand_in_controller` (feature `stand-in-controller`): stand-in ingress controllers that
+//!   publish an address per class and answer HTTP for their Ingresses' hosts.
 //!
 //! Paths to test data start at the workspace root.
 
@@ -16,3 +18,5 @@ pub mod ingress_gen;
 pub mod recorded_cluster;
 pub mod rendered;
 pub mod resolution_table;
+#[cfg(feature = "stand-in-controller")]
+pub mod stand_in_controller;
