@@ -2,7 +2,8 @@
 //! ([`crate::FakeApiServer::accept_writes`]): create (`POST`), replace (`PUT`, refused with
 //! 409 when its `resourceVersion` is not the stored one, as the API server's optimistic
 //! concurrency does), server-side apply (`PATCH`: the body becomes the object, the managed
-//! fields are not tracked), delete, get and list (with an equality label selector).
+//! fields are not tracked), JSON merge patch (`PATCH` as `application/merge-patch+json`, RFC
+//! 7386), delete, get and list (with an equality label selector).
 
 use std::collections::BTreeMap;
 
@@ -83,6 +84,26 @@ fn labels_match(object: &Value, selector: Option<&str>) -> bool {
             Some((key, value)) => object["metadata"]["labels"][key] == value,
             None => false,
         })
+}
+
+/// RFC 7386: an object merges key by key, `null` removes a key, anything else replaces.
+fn merge(target: &mut Value, patch: &Value) {
+    let Value::Object(changes) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    if let Value::Object(fields) = target {
+        for (key, value) in changes {
+            if value.is_null() {
+                fields.remove(key);
+            } else {
+                merge(fields.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+    }
 }
 
 impl Store {
@@ -194,6 +215,21 @@ impl Store {
         }
     }
 
+    /// A JSON merge patch (RFC 7386) of a stored object: 404 when there is none.
+    pub(crate) fn merge_patch(&mut self, path: &str, body: &[u8]) -> (u16, String) {
+        let Ok(patch) = serde_json::from_slice::<Value>(body) else {
+            return status(400, "BadRequest", "the body is not JSON");
+        };
+        let Some(previous) = self.objects.get(path).cloned() else {
+            return status(404, "NotFound", &format!("{path} not found"));
+        };
+        let mut object = previous.clone();
+        merge(&mut object, &patch);
+        self.stamp(&mut object, Some(&previous));
+        self.objects.insert(path.to_owned(), object.clone());
+        (200, object.to_string())
+    }
+
     /// Every stored object under `prefix`, by path.
     pub(crate) fn objects(&self, prefix: &str) -> BTreeMap<String, Value> {
         self.objects
@@ -251,6 +287,24 @@ mod tests {
         assert_eq!(store.handle("PUT", &path, None, &body(read.clone())).0, 200);
         // The same version again: someone wrote meanwhile.
         assert_eq!(store.handle("PUT", &path, None, &body(read)).0, 409);
+    }
+
+    #[test]
+    fn a_merge_patch_changes_only_what_it_names() {
+        let mut store = Store::default();
+        let path = "/apis/styrmin.io/v1alpha1/styrminmigrations/m";
+        assert_eq!(store.merge_patch(path, b"{}").0, 404);
+        store.put(
+            path,
+            json!({"metadata": {"name": "m"}, "spec": {"steps": [1], "paused": true, "abort": false}}),
+        );
+        let (code, patched) =
+            store.merge_patch(path, br#"{"spec": {"paused": null, "abort": true}}"#);
+        assert_eq!(code, 200);
+        let patched: Value = serde_json::from_str(&patched).unwrap_or_default();
+        assert_eq!(patched["spec"], json!({"steps": [1], "abort": true}));
+        assert_eq!(patched["metadata"]["name"], "m");
+        assert_eq!(patched["metadata"]["resourceVersion"], "2");
     }
 
     #[test]
