@@ -246,6 +246,22 @@ mod tests {
     }
 
     #[test]
+    fn migrations_are_off_unless_asked_for() {
+        assert!(!bare_serve_options().migrations.migrations);
+        let cli = Cli::parse_from_args(args(&[
+            "styrmin-webhook",
+            "--tls-cert=c.pem",
+            "--tls-key=k.pem",
+            "--source=kubernetes",
+            "--migrations",
+        ]));
+        let Command::Serve(serve) = cli.command else {
+            panic!("not serve: {cli:?}");
+        };
+        assert!(serve.migrations.migrations);
+    }
+
+    #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
     }

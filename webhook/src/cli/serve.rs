@@ -42,6 +42,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub policy_reports: super::policy_reports::PolicyReportArgs,
     #[command(flatten)]
+    pub migrations: MigrationArgs,
+    #[command(flatten)]
     pub budgets: BudgetArgs,
     #[command(flatten)]
     pub shutdown: ShutdownArgs,
@@ -134,6 +136,17 @@ pub struct DecisionArgs {
     /// (the user's own are kept in order). Off by default.
     #[arg(long, env = "STYRMIN_WEBHOOK_FLUX_POST_RENDERER")]
     pub flux_post_renderer: bool,
+}
+
+/// StyrminMigrations.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Migrations")]
+pub struct MigrationArgs {
+    /// `--source kubernetes`: the replica that holds the Lease (as for `--policy-reports`)
+    /// carries out StyrminMigrations, step by step. Needs the calls the chart grants with
+    /// `migrations.enabled`. Off by default.
+    #[arg(long, env = "STYRMIN_WEBHOOK_MIGRATIONS")]
+    pub migrations: bool,
 }
 
 /// The budgets of connections and requests (docs/webhook-budgets.md).
@@ -321,6 +334,11 @@ impl ServeArgs {
         if policy_reports.is_some() && source.source != SourceKind::Kubernetes {
             anyhow::bail!(
                 "--policy-reports needs --source kubernetes (the audit it writes runs there)"
+            );
+        }
+        if self.migrations.migrations && source.source != SourceKind::Kubernetes {
+            anyhow::bail!(
+                "--migrations needs --source kubernetes (migrations are custom resources)"
             );
         }
         match (source.source, &source.policy_file) {
