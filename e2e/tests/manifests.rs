@@ -32,6 +32,7 @@ use styrmin_e2e::{
 };
 use styrmin_webhook::acme_issuers::ISSUER_CALLS;
 use styrmin_webhook::controllers::LEASE_CALLS;
+use styrmin_webhook::controllers::migration::{CANARY_CALLS, MIGRATION_CALLS, MOVE_CALLS};
 use styrmin_webhook::controllers::policy_reports::content::ReportApi;
 use styrmin_webhook::controllers::policy_reports::report_call;
 use styrmin_webhook::crd::{all_crds, crd_yaml};
@@ -684,6 +685,108 @@ fn policy_reports_add_exactly_the_writers_calls_and_a_role_on_the_lease() {
     assert!(
         String::from_utf8_lossy(&refused.stderr)
             .contains("policyReports.mode needs view.source=kubernetes"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}
+
+#[test]
+fn migrations_add_exactly_the_executors_calls_a_canary_role_and_the_lease() {
+    let objects = chart("helm4", &["--set=migrations.enabled=true"]);
+    let role: ClusterRole = typed(find(&objects, "ClusterRole", "styrmin-webhook"));
+    let executor = MIGRATION_CALLS.iter().chain(&MOVE_CALLS);
+    assert_eq!(
+        grants(role.rules.unwrap_or_default()),
+        calls(API_CALLS.iter().chain(&ISSUER_CALLS).chain(executor)),
+        "ClusterRole vs API_CALLS, MIGRATION_CALLS and MOVE_CALLS"
+    );
+    for (name, wanted) in [
+        ("styrmin-webhook-policy-reports", &LEASE_CALLS[..]),
+        ("styrmin-webhook-migration-canary", &CANARY_CALLS[..]),
+    ] {
+        let role: Role = typed(find(&objects, "Role", name));
+        assert_eq!(role.metadata.namespace.as_deref(), Some("styrmin-system"));
+        assert_eq!(
+            grants(role.rules.unwrap_or_default()),
+            calls(wanted),
+            "Role {name}"
+        );
+        let binding: RoleBinding = typed(find(&objects, "RoleBinding", name));
+        assert_eq!(binding.role_ref.name, name);
+        assert_eq!(binding.subjects.unwrap()[0].name, "styrmin-webhook");
+    }
+    assert_eq!(objects.iter().filter(|o| o["kind"] == "Role").count(), 2);
+    let deployment: Deployment = typed(find(&objects, "Deployment", "styrmin-webhook"));
+    let container = &deployment.spec.template.spec.unwrap().containers[0];
+    let args = container.args.clone().unwrap_or_default();
+    assert!(args.contains(&"--migrations".to_owned()), "{args:?}");
+    assert!(args.contains(&"--source=kubernetes".to_owned()), "{args:?}");
+    let env: Vec<_> = container
+        .env
+        .iter()
+        .flatten()
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(
+        env,
+        [
+            "STYRMIN_WEBHOOK_POLICY_REPORTS_LEASE_NAMESPACE",
+            "STYRMIN_WEBHOOK_POLICY_REPORTS_LEASE_IDENTITY"
+        ]
+    );
+    for object in &objects {
+        check_object(object);
+    }
+
+    // Without it: none of the executor's grants, no canary Role, no flag; with reports on,
+    // only the reports' Lease Role.
+    let executor_only: BTreeSet<String> = calls(MIGRATION_CALLS.iter().chain(&MOVE_CALLS))
+        .difference(&calls(API_CALLS.iter().chain(&ISSUER_CALLS)))
+        .cloned()
+        .collect();
+    assert!(!executor_only.is_empty());
+    for values in [&[][..], &["--set=policyReports.mode=auto"][..]] {
+        let objects = chart("helm4", values);
+        let role: ClusterRole = typed(find(&objects, "ClusterRole", "styrmin-webhook"));
+        let granted = grants(role.rules.unwrap_or_default());
+        assert!(
+            granted.is_disjoint(&executor_only),
+            "{values:?}: {:?}",
+            granted.intersection(&executor_only).collect::<Vec<_>>()
+        );
+        let roles: Vec<&Value> = objects
+            .iter()
+            .filter(|o| o["kind"] == "Role" || o["kind"] == "RoleBinding")
+            .map(|o| &o["metadata"]["name"])
+            .collect();
+        assert!(
+            roles
+                .iter()
+                .all(|name| *name == "styrmin-webhook-policy-reports"),
+            "{values:?}: {roles:?}"
+        );
+        let deployment = find(&objects, "Deployment", "styrmin-webhook");
+        let args = &deployment["spec"]["template"]["spec"]["containers"][0]["args"];
+        assert!(
+            !args.as_array().unwrap().iter().any(|a| a == "--migrations"),
+            "{values:?}: {args}"
+        );
+    }
+    let refused = HelmHome::new("manifests-helm4")
+        .helm("helm4")
+        .args(["template", "styrmin-webhook"])
+        .arg(workspace_root().join("charts/styrmin-webhook"))
+        .args([
+            "--set=migrations.enabled=true",
+            "--set=view.source=policy-file",
+            "--set=view.policy=x",
+        ])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("migrations.enabled needs view.source=kubernetes"),
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );
