@@ -15,6 +15,7 @@ use crate::api::{AppState, metrics_router, router};
 use crate::audit::AuditStore;
 use crate::budget::{self, RequestBudget};
 use crate::controllers::WithControllers;
+use crate::controllers::migration::run::MigrationSettings;
 use crate::decide::DecideOptions;
 use crate::kube_source::{AUDIT_INTERVAL, KubeSource};
 use crate::metrics::Metrics;
@@ -341,6 +342,18 @@ impl ServeArgs {
                 "--migrations needs --source kubernetes (migrations are custom resources)"
             );
         }
+        // Migrations hold the report writer's Lease, with its flags.
+        let migrations = if self.migrations.migrations {
+            let lease = self.policy_reports.lease()?;
+            let settings = MigrationSettings {
+                namespace: lease.namespace.clone(),
+                identity: lease.identity.clone(),
+                metrics: metrics.migrations.clone(),
+            };
+            Some((lease, settings))
+        } else {
+            None
+        };
         match (source.source, &source.policy_file) {
             (SourceKind::Kubernetes, _) => {
                 let kube = KubeSource::from_environment()
@@ -356,7 +369,7 @@ impl ServeArgs {
                     source: kube,
                     policy_reports,
                     metrics: metrics.policy_reports.clone(),
-                    migrations: None,
+                    migrations,
                     shutdown: shutdown.clone(),
                 };
                 serve(&self, source, audits, metrics, shutdown).await
