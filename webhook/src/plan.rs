@@ -737,31 +737,37 @@ pub fn render_table(plan: &Plan) -> String {
 }
 
 /// The JSON form: the plan by reference, serialized as it is written (no tree of values).
-#[derive(Serialize)]
-struct JsonPlan<'a> {
+#[derive(Debug, Serialize)]
+pub struct JsonPlan<'a> {
     environments: &'a BTreeMap<String, Vec<PlannedIngress>>,
     preflight: &'a [Preflight],
     moves: JsonMoves,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct JsonMoves {
     right_after: usize,
     next_deploy: usize,
 }
 
-/// Writes the plan as JSON: `{"environments": {...}, "preflight": [...], "moves": {...}}`.
+impl<'a> JsonPlan<'a> {
+    /// `{"environments": {...}, "preflight": [...], "moves": {...}}` of `plan`.
+    pub fn of(plan: &'a Plan) -> Self {
+        let (right_after, next_deploy) = plan.moves();
+        JsonPlan {
+            environments: &plan.environments,
+            preflight: &plan.preflight,
+            moves: JsonMoves {
+                right_after,
+                next_deploy,
+            },
+        }
+    }
+}
+
+/// Writes the plan as JSON ([`JsonPlan`]).
 pub fn write_json(plan: &Plan, out: &mut impl std::io::Write) -> std::io::Result<()> {
-    let (right_after, next_deploy) = plan.moves();
-    let json = JsonPlan {
-        environments: &plan.environments,
-        preflight: &plan.preflight,
-        moves: JsonMoves {
-            right_after,
-            next_deploy,
-        },
-    };
-    serde_json::to_writer_pretty(&mut *out, &json)?;
+    serde_json::to_writer_pretty(&mut *out, &JsonPlan::of(plan))?;
     out.write_all(b"\n")
 }
 
@@ -808,6 +814,22 @@ pub enum ProposalError {
     },
 }
 
+/// What is wrong with one proposed object, wherever it was read.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    #[error(
+        "{kind} is not a level object: expected a StyrminCluster, StyrminEnvironment or StyrminDeployment of styrmin.io/v1alpha1"
+    )]
+    NotStyrmin { kind: String },
+    #[error("{kind} {name}")]
+    Invalid {
+        kind: String,
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 impl Proposal {
     /// Adds the objects of one file (YAML documents or JSON; `List`s are opened).
     pub fn add_file(&mut self, origin: &str, text: &str) -> Result<(), ProposalError> {
@@ -839,6 +861,25 @@ impl Proposal {
         document: usize,
         object: serde_json::Value,
     ) -> Result<(), ProposalError> {
+        self.add_change(object).map_err(|error| match error {
+            ChangeError::NotStyrmin { kind } => ProposalError::NotStyrmin {
+                origin: origin.to_owned(),
+                document,
+                kind,
+            },
+            ChangeError::Invalid { kind, name, source } => ProposalError::Invalid {
+                origin: origin.to_owned(),
+                document,
+                kind,
+                name,
+                source,
+            },
+        })
+    }
+
+    /// Adds one proposed object (not a `List`); the error says what is wrong with it, the
+    /// caller where it was read.
+    pub fn add_change(&mut self, object: serde_json::Value) -> Result<(), ChangeError> {
         let text = |key: &str| {
             object
                 .get(key)
@@ -852,19 +893,16 @@ impl Proposal {
             .and_then(serde_json::Value::as_str)
             .unwrap_or("(no name)")
             .to_owned();
-        let invalid = |source| ProposalError::Invalid {
-            origin: origin.to_owned(),
-            document,
+        let invalid = |source| ChangeError::Invalid {
             kind: kind.clone(),
             name: name.clone(),
             source,
         };
+        let not_styrmin = || ChangeError::NotStyrmin {
+            kind: format!("{api_version} {kind}").trim().to_owned(),
+        };
         if api_version != format!("{}/{}", crate::crd::GROUP, crate::crd::VERSION) {
-            return Err(ProposalError::NotStyrmin {
-                origin: origin.to_owned(),
-                document,
-                kind: format!("{api_version} {kind}").trim().to_owned(),
-            });
+            return Err(not_styrmin());
         }
         match kind.as_str() {
             "StyrminCluster" => self
@@ -876,13 +914,7 @@ impl Proposal {
             "StyrminDeployment" => self
                 .deployments
                 .push(Arc::new(serde_json::from_value(object).map_err(invalid)?)),
-            _ => {
-                return Err(ProposalError::NotStyrmin {
-                    origin: origin.to_owned(),
-                    document,
-                    kind: format!("{api_version} {kind}"),
-                });
-            }
+            _ => return Err(not_styrmin()),
         }
         Ok(())
     }
