@@ -466,3 +466,91 @@ fn plan_exits_2_when_it_cannot_be_made_and_reads_a_policy_file_proposal() {
         ]
     );
 }
+
+/// The rows of the Ingresses that move.
+fn moving(plan: &Value) -> Vec<(String, String, String)> {
+    let mut rows = moves(plan);
+    rows.retain(|(_, _, moves)| moves != "no");
+    rows
+}
+
+/// The three steps above as one StyrminMigration, for `migrate plan`.
+fn three_step_migration(scratch: &Scratch, first_change: Option<Value>) -> PathBuf {
+    let mut steps = Vec::new();
+    for (name, file) in [
+        ("warn", "step1-warn-cluster-wide.yaml"),
+        ("prod", "step2-enforce-prod.yaml"),
+        ("everywhere", "step3-enforce-everywhere.yaml"),
+    ] {
+        let text = std::fs::read_to_string(step_file(file)).unwrap();
+        let changes: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+        steps.push(json!({"name": name, "changes": changes}));
+    }
+    if let Some(change) = first_change {
+        steps[0]["changes"][0] = change;
+    }
+    let migration = json!({
+        "apiVersion": "styrmin.io/v1alpha1",
+        "kind": "StyrminMigration",
+        "metadata": {"name": "leave-nginx"},
+        "spec": {"steps": steps}
+    });
+    scratch.write("leave-nginx.json", &migration.to_string())
+}
+
+#[test]
+fn migrate_plan_plans_each_step_on_the_ones_before_and_refuses_a_bad_file() {
+    let cluster = Cluster::recorded();
+    let scratch = Scratch::new("migrate-plan");
+    let file = three_step_migration(&scratch, None);
+    let file = file.to_str().unwrap();
+    let (code, json) = cluster.webhook_cli(&["migrate", "plan", "-o", "json", "-f", file]);
+    assert_eq!(code, Some(1), "Ingresses move");
+    let plans: Value = serde_json::from_str(&json).unwrap();
+    let steps = plans["steps"].as_array().unwrap();
+    let names: Vec<&str> = steps.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["warn", "prod", "everywhere"]);
+    let warned = moving(&steps[0]["plan"]);
+    assert!(warned.is_empty(), "in warn nothing moves: {warned:?}");
+    assert_eq!(
+        moving(&steps[1]["plan"]),
+        [
+            row("prod", "styrmin-web1", "next_deploy"),
+            row("prod", "styrmin-web2", "right_after"),
+        ]
+    );
+    // Prod's moved in the step before: only staging's are left.
+    assert_eq!(
+        moving(&steps[2]["plan"]),
+        [
+            row("staging", "styrmin-api1", "right_after"),
+            row("staging", "styrmin-shop1", "next_deploy"),
+        ]
+    );
+    let (table_code, table) = cluster.webhook_cli(&["migrate", "plan", "-f", file]);
+    assert_eq!(table_code, Some(1));
+    assert!(table.starts_with("STEP 1 of 3: warn\n"), "{table}");
+
+    // A change that is not a level object: exit 2, nothing on stdout, the error names it.
+    let bad = three_step_migration(
+        &scratch,
+        Some(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})),
+    );
+    let output = run(
+        Command::new(release_binary("styrmin-webhook"))
+            .args(["migrate", "plan", "-f"])
+            .arg(&bad)
+            .arg("--kubeconfig")
+            .arg(&cluster.kubeconfig),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "leave-nginx.json, document 1, step 1 (warn), change 1: v1 ConfigMap is not a level object"
+        ),
+        "{stderr}"
+    );
+}

@@ -4,10 +4,13 @@
 //!   the chart and the kustomize base start it.
 //! - [`audit`]: one audit of a cluster, for a person, CI or cron.
 //! - [`plan`]: what a proposed change of the levels would do, before it is made.
+//! - [`migrate`]: StyrminMigrations: plan one step by step, start it, follow, pause, resume
+//!   or abort it.
 //!
 //! A new subcommand is a module here, a variant of [`Command`] and an arm of [`Cli::run`].
 
 pub mod audit;
+pub mod migrate;
 pub mod plan;
 pub mod policy_reports;
 pub mod serve;
@@ -19,6 +22,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory as _, Parser, Subcommand};
 
 pub use self::audit::AuditArgs;
+pub use self::migrate::MigrateArgs;
 pub use self::plan::PlanArgs;
 pub use self::serve::ServeArgs;
 
@@ -53,6 +57,14 @@ pub enum Command {
     /// Exit status: 0 nothing moves and nothing found, 1 something moves or a finding, 2 the
     /// plan could not be made.
     Plan(PlanArgs),
+    /// Plans, starts and follows a StyrminMigration: level changes in steps, carried out by
+    /// the webhook (`serve --migrations`), each gated on the target controller serving what
+    /// moved.
+    ///
+    /// `plan -f` shows each step's plan on top of the steps before it; `start -f` creates the
+    /// migration; `status NAME` shows its progress (`--watch` until it is finished); `pause`,
+    /// `resume` and `abort NAME` set a switch of its spec.
+    Migrate(MigrateArgs),
 }
 
 impl Cli {
@@ -75,6 +87,7 @@ impl Cli {
             },
             Command::Audit(args) => args.run().await,
             Command::Plan(args) => args.run().await,
+            Command::Migrate(args) => args.run().await,
         }
     }
 }
@@ -161,7 +174,7 @@ mod tests {
     #[test]
     fn help_lists_every_subcommand_under_its_full_name() {
         let help = Cli::command().render_help().to_string();
-        for name in ["serve", "audit", "plan"] {
+        for name in ["serve", "audit", "plan", "migrate"] {
             assert!(help.contains(&format!("  {name}  ")), "{help}");
         }
         let audit_help = Cli::try_parse_from(["styrmin-webhook", "audit", "--help"])
@@ -195,7 +208,7 @@ mod tests {
                 let thresholds = match cli.command {
                     Command::Audit(audit) => audit.thresholds,
                     Command::Serve(serve) => serve.thresholds,
-                    Command::Plan(_) => panic!("plan"),
+                    Command::Plan(_) | Command::Migrate(_) => panic!("not audit or serve"),
                 };
                 assert_eq!(thresholds.not_served_grace_secs, 60, "{command} {name}");
             }

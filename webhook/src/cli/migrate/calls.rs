@@ -1,0 +1,168 @@
+//! The calls `migrate` makes, on StyrminMigrations only: create one, read one, watch one, and
+//! a merge patch of one of the three switches of its spec.
+
+use futures::{Stream, StreamExt as _};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Api, Client};
+use serde_json::json;
+
+use crate::crd::StyrminMigration;
+
+/// A call that failed, or its answer that says no.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateCallError {
+    #[error(
+        "a StyrminMigration named {name} already exists: choose another name, or delete it first (kubectl delete styrminmigration {name})"
+    )]
+    AlreadyExists { name: String },
+    #[error("no StyrminMigration named {name}")]
+    NotFound { name: String },
+    #[error(
+        "the API server does not serve StyrminMigrations (styrmin.io/v1alpha1): install the chart's CRDs first"
+    )]
+    NotServed,
+    #[error("StyrminMigration {name} was deleted")]
+    Deleted { name: String },
+    #[error("watching StyrminMigration {name}")]
+    Watch {
+        name: String,
+        #[source]
+        source: watcher::Error,
+    },
+    #[error("cannot {verb} StyrminMigration {name}")]
+    Api {
+        verb: &'static str,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+fn api(client: &Client) -> Api<StyrminMigration> {
+    Api::all(client.clone())
+}
+
+fn status_code(error: &kube::Error) -> Option<u16> {
+    match error {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+/// Creates `migration` (its status left out: the executor writes it).
+pub async fn create(
+    client: &Client,
+    migration: &StyrminMigration,
+) -> Result<StyrminMigration, MigrateCallError> {
+    let name = migration.metadata.name.clone().unwrap_or_default();
+    let mut object = migration.clone();
+    object.status = None;
+    object.metadata.resource_version = None;
+    api(client)
+        .create(&PostParams::default(), &object)
+        .await
+        .map_err(|source| match status_code(&source) {
+            Some(409) => MigrateCallError::AlreadyExists { name },
+            Some(404) => MigrateCallError::NotServed,
+            _ => MigrateCallError::Api {
+                verb: "create",
+                name,
+                source,
+            },
+        })
+}
+
+/// Reads the migration `name`.
+pub async fn get(client: &Client, name: &str) -> Result<StyrminMigration, MigrateCallError> {
+    api(client)
+        .get(name)
+        .await
+        .map_err(|source| not_found_or(name, "read", source))
+}
+
+fn not_found_or(name: &str, verb: &'static str, source: kube::Error) -> MigrateCallError {
+    match status_code(&source) {
+        Some(404) => MigrateCallError::NotFound {
+            name: name.to_owned(),
+        },
+        _ => MigrateCallError::Api {
+            verb,
+            name: name.to_owned(),
+            source,
+        },
+    }
+}
+
+/// The switches of a migration's spec a person flips.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Switch {
+    /// `spec.paused: true`: the executor stops between waves.
+    Pause,
+    /// `spec.paused: false`: it goes on.
+    Resume,
+    /// `spec.abort: true`: the step in progress is rolled back and the migration stops.
+    Abort,
+}
+
+impl Switch {
+    /// The field and the value the merge patch sets.
+    pub fn field(self) -> (&'static str, bool) {
+        match self {
+            Switch::Pause => ("paused", true),
+            Switch::Resume => ("paused", false),
+            Switch::Abort => ("abort", true),
+        }
+    }
+
+    fn verb(self) -> &'static str {
+        match self {
+            Switch::Pause => "pause",
+            Switch::Resume => "resume",
+            Switch::Abort => "abort",
+        }
+    }
+}
+
+/// A merge patch of the switch on the migration `name`; the object as it is after it.
+pub async fn flip(
+    client: &Client,
+    name: &str,
+    switch: Switch,
+) -> Result<StyrminMigration, MigrateCallError> {
+    let (field, value) = switch.field();
+    let patch = json!({ "spec": { field: value } });
+    api(client)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|source| not_found_or(name, switch.verb(), source))
+}
+
+/// The migration `name` each time it changes (a watch on that one object, listed again
+/// after a break); an error of the watch is passed on and the watch goes on after a
+/// backoff; [`MigrateCallError::Deleted`] when it is deleted.
+pub fn watch(
+    client: &Client,
+    name: &str,
+) -> impl Stream<Item = Result<StyrminMigration, MigrateCallError>> + use<> {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let name = name.to_owned();
+    watcher(api(client), config)
+        .default_backoff()
+        .filter_map(move |event| {
+            let item = match event {
+                Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
+                    Some(Ok(object))
+                }
+                Ok(watcher::Event::Delete(_)) => {
+                    Some(Err(MigrateCallError::Deleted { name: name.clone() }))
+                }
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+                Err(source) => Some(Err(MigrateCallError::Watch {
+                    name: name.clone(),
+                    source,
+                })),
+            };
+            std::future::ready(item)
+        })
+}
