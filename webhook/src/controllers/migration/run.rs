@@ -514,6 +514,15 @@ impl Executor {
             calls::create_canary(&self.client, namespace, &name, &class, &host).await?;
             let outcome = loop {
                 let read = calls::read_canary(&self.client, namespace, &name).await?;
+                if let Some(found) = &read
+                    && step::class_of(&found.fields) != Some(class.as_str())
+                {
+                    // Admission moved it: its address would be another controller's.
+                    break Err(format!(
+                        "admission gave it {} (exclude the webhook's namespace from the webhook)",
+                        step::show(&found.fields)
+                    ));
+                }
                 let addresses = read.map(|r| r.addresses).unwrap_or_default();
                 let probed = match (&gates.probe, addresses.first()) {
                     (Some(probe), Some(address)) => {
@@ -920,9 +929,22 @@ impl Executor {
         }
         let mut budget =
             CallBudget::new(f64::from(migration.spec.pace.ingresses_per_second.max(1)));
+        // The fields as they are now: the movers were read before the waves moved them.
+        let mut current = BTreeMap::new();
+        for namespace in movers
+            .ingresses
+            .iter()
+            .map(|m| m.namespace.as_str())
+            .collect::<BTreeSet<_>>()
+        {
+            current.insert(namespace, calls::served_in(&self.client, namespace).await?);
+        }
         let (mut written, mut not_back) = (0usize, 0usize);
         for mover in &movers.ingresses {
-            if mover.now == mover.back {
+            let now = current
+                .get(mover.namespace.as_str())
+                .and_then(|ns| ns.get(&mover.name));
+            if now.is_none_or(|ingress| ingress.fields == mover.back) {
                 continue;
             }
             written += 1;

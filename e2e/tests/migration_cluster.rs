@@ -1,0 +1,710 @@
+//! StyrminMigrations on a real API server (`make test-cluster`, `KUBEBUILDER_ASSETS`): the
+//! webhook registered as the API server's mutating admission webhook (so the executor's
+//! writes go through the rules), stand-in ingress controllers for two classes publishing
+//! addresses and answering HTTP, and the API server's audit log to count every write.
+//!
+//! - Two steps (staging, then the cluster) move every Ingress to the new class, served
+//!   and answering the probe; a deployment with a record moves after its record is updated.
+//! - The target controller stopped in the middle of a step: the gate fails and everything
+//!   rolls back (levels, records, Ingresses, served again by the old controller).
+//! - The holder SIGKILLed mid-step: the other replica resumes, and no Ingress is written
+//!   twice.
+//! - Pause and resume through the spec.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use base64::Engine as _;
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+use styrmin_e2e::control_plane::{
+    self, ControlPlane, Processes, apply, install_crds, lease_holder, resource_of,
+};
+use styrmin_e2e::{Scratch, free_port, release_binary};
+use styrmin_test_support::stand_in_controller::{ClassAddress, Running, StandIn};
+
+const OLD: &str = "nginx";
+const NEW: &str = "haproxy";
+const LEASE_NAME: &str = "styrmin-webhook-policy-reports";
+
+/// The API server's audit policy: every write to an Ingress, with who made it.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  resources: [{group: networking.k8s.io, resources: [ingresses]}]
+  verbs: [update, patch, create, delete]
+- level: Metadata
+  resources: [{group: styrmin.io, resources: [styrmindeployments/status]}]
+  verbs: [patch]
+- level: None
+";
+
+/// A serving certificate for `127.0.0.1` signed by a new CA: the API server checks the
+/// webhook's certificate against the `caBundle` and the URL's IP, as for any webhook.
+fn serving_pki(dir: &Path) -> (PathBuf, PathBuf, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::from_ca_cert_pem(&ca_cert.pem(), ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut leaf = CertificateParams::new(Vec::<String>::new()).unwrap();
+    leaf.subject_alt_names = vec![SanType::IpAddress([127, 0, 0, 1].into())];
+    let cert = leaf.signed_by(&key, &issuer).unwrap();
+    let (cert_path, key_path) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    let bundle = base64::engine::general_purpose::STANDARD.encode(ca_cert.pem());
+    (cert_path, key_path, bundle)
+}
+
+/// A `serve --source kubernetes --migrations` replica named `identity`.
+fn replica(
+    dir: &Path,
+    kubeconfig: &Path,
+    identity: &str,
+    listen: u16,
+    tls: &(PathBuf, PathBuf, String),
+) -> Child {
+    Command::new(release_binary("styrmin-webhook"))
+        .args(["serve", "--source", "kubernetes", "--migrations"])
+        .args(["--policy-reports-lease-namespace", "styrmin-system"])
+        .args(["--policy-reports-lease-identity", identity])
+        .args([
+            "--policy-reports-lease-duration-ms=3000",
+            "--policy-reports-renew-deadline-ms=2000",
+        ])
+        .arg("--policy-reports-retry-period-ms=500")
+        .arg(format!("--listen=127.0.0.1:{listen}"))
+        .arg(format!("--metrics-listen=127.0.0.1:{}", free_port()))
+        .arg("--tls-cert")
+        .arg(&tls.0)
+        .arg("--tls-key")
+        .arg(&tls.1)
+        .env("KUBECONFIG", kubeconfig)
+        .arg("--log-filter=info,styrmin_webhook=debug,kube_client=error")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join(format!("replica-{identity}.log"))).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// Registers the replicas (each its own entry: the API server calls one after the other
+/// with `reinvocationPolicy: IfNeeded`, and a killed one is skipped with `Ignore`).
+async fn register(client: &kube::Client, ports: &[u16], bundle: &str) {
+    let webhooks: Vec<Value> = ports
+        .iter()
+        .enumerate()
+        .map(|(n, port)| {
+            json!({
+                "name": format!("ingress-class-{n}.styrmin.io"),
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Ignore",
+                "timeoutSeconds": 5,
+                "reinvocationPolicy": "IfNeeded",
+                // As the chart: never the webhook's own namespace (the canaries are there).
+                "namespaceSelector": {"matchExpressions": [
+                    {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["styrmin-system"]}]},
+                "rules": [{"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"],
+                           "operations": ["CREATE", "UPDATE"], "resources": ["ingresses"]}],
+                "clientConfig": {"url": format!("https://127.0.0.1:{port}/mutate"), "caBundle": bundle},
+            })
+        })
+        .collect();
+    apply(
+        client,
+        &json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+                "metadata": {"name": "styrmin-migration-test"}, "webhooks": webhooks}),
+    )
+    .await;
+}
+
+/// The levels (cluster class nginx, environments staging and prod), two IngressClasses,
+/// `per_namespace` Ingresses in each deployment's namespace (hosts `NAME.NS.test`, some with
+/// nginx annotations), and deployment `rec` with a record of nginx.
+async fn fleet(client: &kube::Client, deployments: &[(&str, &str)], per_namespace: usize) {
+    for object in [
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "styrmin-system"}}),
+        json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminCluster", "metadata": {"name": "default"},
+               "spec": {"ingressClass": OLD}}),
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": {"name": OLD},
+               "spec": {"controller": "k8s.io/ingress-nginx"}}),
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": {"name": NEW},
+               "spec": {"controller": "haproxy.org/ingress-controller"}}),
+        json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminEnvironment", "metadata": {"name": "staging"}, "spec": {}}),
+        json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminEnvironment", "metadata": {"name": "prod"}, "spec": {}}),
+    ] {
+        apply(client, &object).await;
+    }
+    for (id, environment) in deployments {
+        let namespace = format!("styrmin-{id}");
+        apply(
+            client,
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        )
+        .await;
+        apply(
+            client,
+            &json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminDeployment",
+                    "metadata": {"name": namespace, "namespace": namespace},
+                    "spec": {"environmentId": environment}}),
+        )
+        .await;
+        if *id == "rec" {
+            let api: Api<DynamicObject> = Api::namespaced_with(
+                client.clone(),
+                &namespace,
+                &resource_of(
+                    &json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminDeployment"}),
+                ),
+            );
+            let patch = json!({"status": {"lastDeployed": {"ingressClass": OLD}}});
+            api.patch_status(&namespace, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
+        }
+        for n in 0..per_namespace {
+            let name = format!("web{n}");
+            let mut annotations = json!({"kubernetes.io/ingress.class": OLD});
+            if n == 0 {
+                annotations["nginx.ingress.kubernetes.io/rewrite-target"] = json!("/");
+            }
+            apply(
+                client,
+                &json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+                        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+                        "spec": {"ingressClassName": OLD, "rules": [{"host": format!("{name}.{namespace}.test"),
+                            "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                                "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]}}),
+            )
+            .await;
+        }
+    }
+}
+
+fn migrations(client: &kube::Client) -> Api<DynamicObject> {
+    Api::all_with(
+        client.clone(),
+        &resource_of(&json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminMigration"})),
+    )
+}
+
+/// Creates a migration of `steps` ((name, level object)) with the probe on `port`.
+async fn start_migration(
+    client: &kube::Client,
+    name: &str,
+    steps: &[(&str, Value)],
+    extra: Value,
+    port: u16,
+) {
+    let steps: Vec<Value> = steps
+        .iter()
+        .map(|(step, change)| json!({"name": step, "changes": [change]}))
+        .collect();
+    let mut spec = json!({
+        "steps": steps,
+        "pace": {"ingressesPerSecond": 50, "batchSize": 10},
+        "gates": {"canary": {"timeoutSeconds": 30}, "served": {"timeoutSeconds": 10},
+                  "probe": {"port": port, "expectedStatus": [200]}},
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        spec[key] = value.clone();
+    }
+    apply(
+        client,
+        &json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminMigration",
+                "metadata": {"name": name}, "spec": spec}),
+    )
+    .await;
+}
+
+fn environment(name: &str, class: &str) -> Value {
+    json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminEnvironment", "metadata": {"name": name},
+           "spec": {"ingressClass": class}})
+}
+
+fn cluster_level(class: &str) -> Value {
+    json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminCluster", "metadata": {"name": "default"},
+           "spec": {"ingressClass": class}})
+}
+
+/// The migration's status once `done` says so (at most `limit`).
+async fn status_when(
+    client: &kube::Client,
+    name: &str,
+    limit: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Ok(object) = migrations(client).get(name).await {
+            let status = object.data.get("status").cloned().unwrap_or(Value::Null);
+            if done(&status) {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out; the status is {status:#}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn phase_is(phase: &'static str) -> impl Fn(&Value) -> bool {
+    move |status| status["phase"] == phase
+}
+
+/// Every Ingress of the Styrmin namespaces: (namespace/name → (class, addresses)).
+async fn classes(client: &kube::Client) -> BTreeMap<String, (String, Vec<String>)> {
+    let api: Api<Ingress> = Api::all(client.clone());
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|i| {
+            i.metadata
+                .namespace
+                .as_deref()
+                .is_some_and(|n| n.starts_with("styrmin-") && n != "styrmin-system")
+        })
+        .map(|i| {
+            let key = format!(
+                "{}/{}",
+                i.metadata.namespace.clone().unwrap(),
+                i.metadata.name.clone().unwrap()
+            );
+            let class = i
+                .spec
+                .as_ref()
+                .and_then(|s| s.ingress_class_name.clone())
+                .unwrap_or_default();
+            let addresses = i
+                .status
+                .and_then(|s| s.load_balancer)
+                .and_then(|lb| lb.ingress)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|a| a.ip)
+                .collect();
+            (key, (class, addresses))
+        })
+        .collect()
+}
+
+/// `update`s of Ingresses in the audit log, by namespace/name (the executor's write backs:
+/// the test and the stand-ins apply and patch), without the dry runs that ask admission.
+fn updates(audit_log: &Path) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for line in std::fs::read_to_string(audit_log)
+        .unwrap_or_default()
+        .lines()
+    {
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let object = &event["objectRef"];
+        if event["verb"] == "update"
+            && object["resource"] == "ingresses"
+            && object.get("subresource").is_none()
+            && event["stage"] == "ResponseComplete"
+            && !event["requestURI"]
+                .as_str()
+                .unwrap_or("")
+                .contains("dryRun")
+        {
+            let key = format!(
+                "{}/{}",
+                object["namespace"].as_str().unwrap_or(""),
+                object["name"].as_str().unwrap_or("")
+            );
+            *out.entry(key).or_default() += 1;
+        }
+    }
+    out
+}
+
+/// When the completed requests of the audit log that `matches` were received, in order.
+fn received(audit_log: &Path, matches: impl Fn(&Value) -> bool) -> Vec<String> {
+    let mut times: Vec<String> = std::fs::read_to_string(audit_log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|e| e["stage"] == "ResponseComplete" && matches(e))
+        .filter_map(|e| e["requestReceivedTimestamp"].as_str().map(str::to_owned))
+        .collect();
+    times.sort();
+    times
+}
+
+/// A control plane with the audit log, the fleet, the stand-ins and `replicas` webhooks.
+struct Cluster {
+    _plane: ControlPlane,
+    client: kube::Client,
+    dir: PathBuf,
+    audit_log: PathBuf,
+    stand_ins: Running,
+    replicas: Vec<(String, Child)>,
+    _scratch: Scratch,
+}
+
+impl Cluster {
+    async fn start(
+        label: &str,
+        deployments: &[(&str, &str)],
+        per_namespace: usize,
+        replicas: &[&str],
+    ) -> Option<Cluster> {
+        let Some(assets) = control_plane::assets() else {
+            eprintln!("skipped: KUBEBUILDER_ASSETS is not set; `make test-cluster` runs this");
+            return None;
+        };
+        let scratch = Scratch::new(label);
+        let dir = scratch.path().to_owned();
+        let policy = dir.join("audit-policy.yaml");
+        std::fs::write(&policy, AUDIT_POLICY).unwrap();
+        let audit_log = dir.join("audit.log");
+        let plane = ControlPlane::start(
+            &assets,
+            &dir,
+            &[
+                format!("--audit-policy-file={}", policy.display()),
+                format!("--audit-log-path={}", audit_log.display()),
+                "--audit-log-format=json".to_owned(),
+                "--audit-log-mode=blocking".to_owned(),
+            ],
+        );
+        let client = plane.ready().await;
+        install_crds(&client).await;
+        fleet(&client, deployments, per_namespace).await;
+        let stand_ins = StandIn::new(
+            [(OLD, "127.0.0.41"), (NEW, "127.0.0.42")].map(|(class, ip)| ClassAddress {
+                class: class.to_owned(),
+                ip: ip.parse().unwrap(),
+            }),
+            0,
+        )
+        .unwrap()
+        .start(client.clone())
+        .await
+        .unwrap();
+        let tls = serving_pki(&dir);
+        let ports: Vec<u16> = replicas.iter().map(|_| free_port()).collect();
+        let children = replicas
+            .iter()
+            .zip(&ports)
+            .map(|(identity, port)| {
+                (
+                    (*identity).to_owned(),
+                    replica(&dir, &plane.kubeconfig, identity, *port, &tls),
+                )
+            })
+            .collect();
+        register(&client, &ports, &tls.2).await;
+        let cluster = Cluster {
+            _plane: plane,
+            client,
+            dir,
+            audit_log,
+            stand_ins,
+            replicas: children,
+            _scratch: scratch,
+        };
+        cluster.until_served(OLD).await;
+        Some(cluster)
+    }
+
+    /// Until every Ingress has `class` and that class's address.
+    async fn until_served(&self, class: &str) {
+        let address = self.stand_ins.address(class).unwrap().ip().to_string();
+        control_plane::eventually(&format!("every Ingress served by {class}"), async || {
+            let all = classes(&self.client).await;
+            all.values()
+                .all(|(c, a)| c == class && a == &[address.clone()])
+                .then_some(())
+        })
+        .await;
+    }
+
+    fn log(&self, identity: &str) -> String {
+        std::fs::read_to_string(self.dir.join(format!("replica-{identity}.log")))
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let children = self.replicas.drain(..).map(|(_, c)| c).collect();
+        drop(Processes(children));
+    }
+}
+
+const DEPLOYMENTS: &[(&str, &str)] = &[
+    ("s1", "staging"),
+    ("s2", "staging"),
+    ("rec", "staging"),
+    ("p1", "prod"),
+    ("p2", "prod"),
+    ("p3", "prod"),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a real API server: make test-cluster with KUBEBUILDER_ASSETS"]
+async fn two_steps_move_every_ingress_served_and_each_written_once() {
+    let Some(cluster) = Cluster::start("migration-two-steps", DEPLOYMENTS, 5, &["a"]).await else {
+        return;
+    };
+    let client = &cluster.client;
+    let port = cluster.stand_ins.port();
+    start_migration(
+        client,
+        "leave-nginx",
+        &[
+            ("staging", environment("staging", NEW)),
+            ("cluster", cluster_level(NEW)),
+        ],
+        json!({}),
+        port,
+    )
+    .await;
+    let status = status_when(client, "leave-nginx", Duration::from_secs(180), |s| {
+        s["phase"] == "Done" || s["phase"] == "Failed" || s["phase"] == "RolledBack"
+    })
+    .await;
+    assert_eq!(status["phase"], "Done", "{status:#}\n{}", cluster.log("a"));
+    let steps = status["steps"].as_array().unwrap();
+    // Staging: s1, s2, rec (15 Ingresses); then the cluster: prod's 15.
+    assert_eq!(
+        steps
+            .iter()
+            .map(|s| (
+                s["phase"].clone(),
+                s["planned"].clone(),
+                s["moved"].clone(),
+                s["served"].clone(),
+                s["failed"].clone()
+            ))
+            .collect::<Vec<_>>(),
+        [
+            (json!("Done"), json!(15), json!(15), json!(15), json!(0)),
+            (json!("Done"), json!(15), json!(15), json!(15), json!(0)),
+        ],
+        "{status:#}"
+    );
+    // The pre-flight named the annotations an nginx → haproxy move leaves behind.
+    let preflight = steps[0]["preflight"].to_string();
+    assert!(
+        preflight.contains("annotations_not_carried") && preflight.contains("rewrite-target"),
+        "{preflight}"
+    );
+    let address = cluster.stand_ins.address(NEW).unwrap().ip().to_string();
+    let all = classes(client).await;
+    assert_eq!(all.len(), 30);
+    for (key, (class, addresses)) in &all {
+        assert_eq!(
+            (class.as_str(), addresses.as_slice()),
+            (NEW, &[address.clone()][..]),
+            "{key}"
+        );
+    }
+    // Every Ingress written once by the executor (the API server's audit log).
+    let written = updates(&cluster.audit_log);
+    assert_eq!(written.len(), 30, "{written:?}");
+    assert!(written.values().all(|n| *n == 1), "{written:?}");
+    // The record follows the move, and nothing is kept to put back once the step is done.
+    let deployments: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "styrmin-rec",
+        &resource_of(&json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminDeployment"})),
+    );
+    let rec = deployments.get("styrmin-rec").await.unwrap();
+    assert_eq!(
+        rec.data["status"]["lastDeployed"],
+        json!({"ingressClass": NEW})
+    );
+    assert!(rec.metadata.annotations.unwrap_or_default().is_empty());
+    // In order: the canary served (then deleted), the record (the second write of its
+    // status: the first is the test's own), then its Ingresses.
+    let canary_done = received(&cluster.audit_log, |e| {
+        e["verb"] == "delete" && e["objectRef"]["namespace"] == "styrmin-system"
+    });
+    let records = received(&cluster.audit_log, |e| {
+        e["objectRef"]["subresource"] == "status" && e["objectRef"]["namespace"] == "styrmin-rec"
+    });
+    let moved = received(&cluster.audit_log, |e| {
+        e["verb"] == "update"
+            && e["objectRef"]["namespace"] == "styrmin-rec"
+            && !e["requestURI"].as_str().unwrap_or("").contains("dryRun")
+    });
+    assert_eq!((canary_done.len(), records.len(), moved.len()), (2, 2, 5));
+    assert!(
+        canary_done[0] < records[1] && records[1] < moved[0],
+        "{canary_done:?} {records:?} {moved:?}"
+    );
+    // Every host answers through the new address.
+    let counters = cluster.stand_ins.counters(NEW).unwrap();
+    assert!(counters.answered >= 30, "{counters:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a real API server: make test-cluster with KUBEBUILDER_ASSETS"]
+async fn a_target_stopped_mid_step_rolls_everything_back() {
+    let Some(mut cluster) = Cluster::start("migration-rollback", DEPLOYMENTS, 5, &["a"]).await
+    else {
+        return;
+    };
+    let client = cluster.client.clone();
+    let port = cluster.stand_ins.port();
+    start_migration(
+        &client,
+        "leave-nginx",
+        &[("all", cluster_level(NEW))],
+        json!({"pace": {"ingressesPerSecond": 5, "batchSize": 5}}),
+        port,
+    )
+    .await;
+    status_when(&client, "leave-nginx", Duration::from_secs(60), |s| {
+        s["steps"][0]["served"].as_u64().is_some_and(|n| n >= 5)
+    })
+    .await;
+    assert!(cluster.stand_ins.stop(NEW).await);
+    let status = status_when(&client, "leave-nginx", Duration::from_secs(120), |s| {
+        s["phase"] == "RolledBack" || s["phase"] == "Failed" || s["phase"] == "Done"
+    })
+    .await;
+    assert_eq!(
+        status["phase"],
+        "RolledBack",
+        "{status:#}\n{}",
+        cluster.log("a")
+    );
+    assert_eq!(status["steps"][0]["phase"], "RolledBack");
+    assert!(
+        !status["steps"][0]["failing"].as_array().unwrap().is_empty(),
+        "{status:#}"
+    );
+    // Back on nginx and served by it again; the levels and the record as they were.
+    cluster.until_served(OLD).await;
+    let levels: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource_of(&json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminCluster"})),
+    );
+    assert_eq!(
+        levels.get("default").await.unwrap().data["spec"]["ingressClass"],
+        OLD
+    );
+    let deployments: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "styrmin-rec",
+        &resource_of(&json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminDeployment"})),
+    );
+    let rec = deployments.get("styrmin-rec").await.unwrap();
+    assert_eq!(
+        rec.data["status"]["lastDeployed"],
+        json!({"ingressClass": OLD})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a real API server: make test-cluster with KUBEBUILDER_ASSETS"]
+async fn a_killed_holder_is_resumed_by_the_other_and_pause_holds_it() {
+    let Some(mut cluster) = Cluster::start("migration-resume", DEPLOYMENTS, 10, &["a", "b"]).await
+    else {
+        return;
+    };
+    let client = cluster.client.clone();
+    let port = cluster.stand_ins.port();
+    start_migration(
+        &client,
+        "leave-nginx",
+        &[("all", cluster_level(NEW))],
+        json!({"pace": {"ingressesPerSecond": 5, "batchSize": 10}}),
+        port,
+    )
+    .await;
+    // Pause once a wave is served: nothing more is written while paused.
+    status_when(&client, "leave-nginx", Duration::from_secs(60), |s| {
+        s["steps"][0]["served"].as_u64().is_some_and(|n| n >= 10)
+    })
+    .await;
+    let pause = |paused: bool| json!({"spec": {"paused": paused}});
+    migrations(&client)
+        .patch(
+            "leave-nginx",
+            &PatchParams::default(),
+            &Patch::Merge(&pause(true)),
+        )
+        .await
+        .unwrap();
+    let paused = status_when(
+        &client,
+        "leave-nginx",
+        Duration::from_secs(60),
+        phase_is("Paused"),
+    )
+    .await;
+    let written = updates(&cluster.audit_log).len();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        updates(&cluster.audit_log).len(),
+        written,
+        "paused: {paused:#}"
+    );
+    // Resume, then kill the holder in the middle of the step.
+    migrations(&client)
+        .patch(
+            "leave-nginx",
+            &PatchParams::default(),
+            &Patch::Merge(&pause(false)),
+        )
+        .await
+        .unwrap();
+    status_when(&client, "leave-nginx", Duration::from_secs(60), |s| {
+        s["phase"] == "Running" && s["steps"][0]["moved"].as_u64().is_some_and(|n| n >= 30)
+    })
+    .await;
+    let holder = lease_holder(&client, "styrmin-system", LEASE_NAME)
+        .await
+        .unwrap();
+    let index = cluster
+        .replicas
+        .iter()
+        .position(|(id, _)| *id == holder)
+        .unwrap();
+    let (_, mut child) = cluster.replicas.remove(index);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let status = status_when(&client, "leave-nginx", Duration::from_secs(180), |s| {
+        s["phase"] == "Done" || s["phase"] == "Failed" || s["phase"] == "RolledBack"
+    })
+    .await;
+    let other = &cluster.replicas[0].0;
+    assert_eq!(
+        status["phase"],
+        "Done",
+        "{status:#}\n{}",
+        cluster.log(other)
+    );
+    assert_ne!(
+        lease_holder(&client, "styrmin-system", LEASE_NAME)
+            .await
+            .unwrap(),
+        holder
+    );
+    cluster.until_served(NEW).await;
+    // 60 Ingresses, each written once: the new holder wrote none the old one had moved.
+    let written = updates(&cluster.audit_log);
+    assert_eq!(written.len(), 60, "{written:?}");
+    assert!(written.values().all(|n| *n == 1), "{written:?}");
+}
