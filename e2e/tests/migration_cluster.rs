@@ -431,7 +431,7 @@ impl Cluster {
         control_plane::eventually(&format!("every Ingress served by {class}"), async || {
             let all = classes(&self.client).await;
             all.values()
-                .all(|(c, a)| c == class && a == &[address.clone()])
+                .all(|(c, a)| c == class && a == std::slice::from_ref(&address))
                 .then_some(())
         })
         .await;
