@@ -314,14 +314,15 @@ fn the_image_is_reproducible_small_and_laid_out_as_the_dockerfile_says() {
             std::fs::metadata(release_binary(bin)).unwrap().len()
         );
     }
-    // Under 30 MB unpacked (what a node stores), so the compressed layer is smaller still.
+    // Under 32 MB unpacked (what a node stores), so the compressed layer is smaller still:
+    // 30.4 MB with the migration executor and `migrate`, 11.0 MB compressed.
     let unpacked: u64 = entries.values().map(|e| e.size).sum();
     println!(
         "image: {unpacked} bytes unpacked, {} bytes compressed, {}",
         std::fs::metadata(first.layer()).unwrap().len(),
         first.digest
     );
-    assert!(unpacked < 30_000_000, "{unpacked} bytes");
+    assert!(unpacked < 32_000_000, "{unpacked} bytes");
 
     // The user the chart runs as has a name, as in distroless (the Dockerfile's base).
     let unpacked_dir = scratch.join("rootfs");
