@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 
+pub mod admission;
 pub mod control_plane;
 pub mod crd_schema;
 pub mod webhook;
