@@ -3,8 +3,11 @@
 //! writes go through the rules), stand-in ingress controllers for two classes publishing
 //! addresses and answering HTTP, and the API server's audit log to count every write.
 //!
-//! - Two steps (staging, then the cluster) move every Ingress to the new class, served
-//!   and answering the probe; a deployment with a record moves after its record is updated.
+//! - `migrate start -f` with two steps (staging, then the cluster) moves 200 Ingresses of
+//!   10 namespaces and 3 environments to the new class, served and answering the probe,
+//!   while a client asks every host through the address its Ingress has at that moment:
+//!   no request fails; the pre-flight names the annotations and the Issuer left behind; a
+//!   deployment with a record moves after its record is updated, after the canary.
 //! - The target controller stopped in the middle of a step: the gate fails and everything
 //!   rolls back (levels, records, Ingresses, served again by the old controller).
 //! - The holder SIGKILLed mid-step: the other replica resumes, and no Ingress is written
@@ -25,6 +28,10 @@ use styrmin_e2e::admission::{AUDIT_POLICY, received, register, replica, serving_
 use styrmin_e2e::control_plane::{
     self, ControlPlane, Processes, apply, install_crds, lease_holder, resource_of,
 };
+#[path = "support/probing.rs"]
+mod probing;
+
+use probing::Prober;
 use styrmin_e2e::{Scratch, free_port};
 use styrmin_test_support::stand_in_controller::{ClassAddress, Running, StandIn};
 
@@ -46,6 +53,11 @@ async fn fleet(client: &kube::Client, deployments: &[(&str, &str)], per_namespac
                "spec": {"controller": "haproxy.org/ingress-controller"}}),
         json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminEnvironment", "metadata": {"name": "staging"}, "spec": {}}),
         json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminEnvironment", "metadata": {"name": "prod"}, "spec": {}}),
+        json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminEnvironment", "metadata": {"name": "edge"}, "spec": {}}),
+        // cert-manager's HTTP01 solver names the old class: the pre-flight says so.
+        json!({"apiVersion": "cert-manager.io/v1", "kind": "Issuer", "metadata": {"name": "letsencrypt", "namespace": "styrmin-system"},
+               "spec": {"acme": {"server": "https://acme.test/directory", "privateKeySecretRef": {"name": "letsencrypt"},
+                                 "solvers": [{"http01": {"ingress": {"ingressClassName": OLD}}}]}}}),
     ] {
         apply(client, &object).await;
     }
@@ -208,7 +220,7 @@ async fn classes(client: &kube::Client) -> BTreeMap<String, (String, Vec<String>
 
 /// A control plane with the audit log, the fleet, the stand-ins and `replicas` webhooks.
 struct Cluster {
-    _plane: ControlPlane,
+    plane: ControlPlane,
     client: kube::Client,
     dir: PathBuf,
     audit_log: PathBuf,
@@ -245,6 +257,12 @@ impl Cluster {
         );
         let client = plane.ready().await;
         install_crds(&client).await;
+        control_plane::apply_all(
+            &client,
+            &std::fs::read_to_string(styrmin_e2e::data("crds/cert-manager.io_issuers.yaml"))
+                .unwrap(),
+        )
+        .await;
         fleet(&client, deployments, per_namespace).await;
         let stand_ins = StandIn::new(
             [(OLD, "127.0.0.41"), (NEW, "127.0.0.42")].map(|(class, ip)| ClassAddress {
@@ -271,7 +289,7 @@ impl Cluster {
             .collect();
         register(&client, &ports, &tls.2).await;
         let cluster = Cluster {
-            _plane: plane,
+            plane,
             client,
             dir,
             audit_log,
@@ -308,6 +326,37 @@ impl Drop for Cluster {
     }
 }
 
+/// 10 namespaces over 3 environments.
+const FLEET: &[(&str, &str)] = &[
+    ("s1", "staging"),
+    ("s2", "staging"),
+    ("rec", "staging"),
+    ("p1", "prod"),
+    ("p2", "prod"),
+    ("p3", "prod"),
+    ("e1", "edge"),
+    ("e2", "edge"),
+    ("e3", "edge"),
+    ("e4", "edge"),
+];
+
+/// `styrmin-webhook migrate start -f`, as a person starts a migration.
+fn migrate_start(cluster: &Cluster, migration: &Value) {
+    let file = cluster.dir.join("migration.yaml");
+    std::fs::write(&file, serde_json::to_string_pretty(migration).unwrap()).unwrap();
+    let out = std::process::Command::new(styrmin_e2e::release_binary("styrmin-webhook"))
+        .args(["migrate", "start", "-f"])
+        .arg(&file)
+        .env("KUBECONFIG", &cluster.plane.kubeconfig)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 const DEPLOYMENTS: &[(&str, &str)] = &[
     ("s1", "staging"),
     ("s2", "staging"),
@@ -320,29 +369,36 @@ const DEPLOYMENTS: &[(&str, &str)] = &[
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs a real API server: make test-cluster with KUBEBUILDER_ASSETS"]
 async fn two_steps_move_every_ingress_served_and_each_written_once() {
-    let Some(cluster) = Cluster::start("migration-two-steps", DEPLOYMENTS, 5, &["a"]).await else {
+    let Some(cluster) = Cluster::start("migration-two-steps", FLEET, 20, &["a"]).await else {
         return;
     };
     let client = &cluster.client;
     let port = cluster.stand_ins.port();
-    start_migration(
-        client,
-        "leave-nginx",
-        &[
-            ("staging", environment("staging", NEW)),
-            ("cluster", cluster_level(NEW)),
-        ],
-        json!({}),
-        port,
-    )
-    .await;
-    let status = status_when(client, "leave-nginx", Duration::from_secs(180), |s| {
+    let prober = Prober::start(client.clone(), port, Duration::from_millis(100));
+    let started = std::time::Instant::now();
+    migrate_start(
+        &cluster,
+        &json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminMigration",
+                "metadata": {"name": "leave-nginx"},
+                "spec": {"steps": [
+                    {"name": "staging", "changes": [environment("staging", NEW)]},
+                    {"name": "cluster", "changes": [cluster_level(NEW)]}],
+                  "pace": {"ingressesPerSecond": 50, "batchSize": 50},
+                  "gates": {"canary": {"timeoutSeconds": 30}, "served": {"timeoutSeconds": 20},
+                            "probe": {"port": port, "expectedStatus": [200]}}}}),
+    );
+    let status = status_when(client, "leave-nginx", Duration::from_secs(300), |s| {
         s["phase"] == "Done" || s["phase"] == "Failed" || s["phase"] == "RolledBack"
     })
     .await;
+    let took = started.elapsed();
+    let probed = prober.stop().await;
+    eprintln!("migration: 200 Ingresses in two steps in {took:?}; probes: {probed:?}");
     assert_eq!(status["phase"], "Done", "{status:#}\n{}", cluster.log("a"));
+    assert!(probed.failed.is_empty(), "{probed:?}");
+    assert!(probed.answered >= 200 && probed.rounds >= 10, "{probed:?}");
     let steps = status["steps"].as_array().unwrap();
-    // Staging: s1, s2, rec (15 Ingresses); then the cluster: prod's 15.
+    // Staging: s1, s2, rec (60 Ingresses); then the cluster: prod's and edge's 140.
     assert_eq!(
         steps
             .iter()
@@ -355,10 +411,16 @@ async fn two_steps_move_every_ingress_served_and_each_written_once() {
             ))
             .collect::<Vec<_>>(),
         [
-            (json!("Done"), json!(15), json!(15), json!(15), json!(0)),
-            (json!("Done"), json!(15), json!(15), json!(15), json!(0)),
+            (json!("Done"), json!(60), json!(60), json!(60), json!(0)),
+            (json!("Done"), json!(140), json!(140), json!(140), json!(0)),
         ],
         "{status:#}"
+    );
+    // The pre-flight named the Issuer whose solver names the class the step leaves.
+    let preflight = steps[0]["preflight"].to_string();
+    assert!(
+        preflight.contains("acme_solver_class") && preflight.contains("letsencrypt"),
+        "{preflight}"
     );
     // The pre-flight named the annotations an nginx → haproxy move leaves behind.
     let preflight = steps[0]["preflight"].to_string();
@@ -368,7 +430,7 @@ async fn two_steps_move_every_ingress_served_and_each_written_once() {
     );
     let address = cluster.stand_ins.address(NEW).unwrap().ip().to_string();
     let all = classes(client).await;
-    assert_eq!(all.len(), 30);
+    assert_eq!(all.len(), 200);
     for (key, (class, addresses)) in &all {
         assert_eq!(
             (class.as_str(), addresses.as_slice()),
@@ -378,7 +440,7 @@ async fn two_steps_move_every_ingress_served_and_each_written_once() {
     }
     // Every Ingress written once by the executor (the API server's audit log).
     let written = updates(&cluster.audit_log);
-    assert_eq!(written.len(), 30, "{written:?}");
+    assert_eq!(written.len(), 200, "{written:?}");
     assert!(written.values().all(|n| *n == 1), "{written:?}");
     // The record follows the move, and nothing is kept to put back once the step is done.
     let deployments: Api<DynamicObject> = Api::namespaced_with(
@@ -405,14 +467,14 @@ async fn two_steps_move_every_ingress_served_and_each_written_once() {
             && e["objectRef"]["namespace"] == "styrmin-rec"
             && !e["requestURI"].as_str().unwrap_or("").contains("dryRun")
     });
-    assert_eq!((canary_done.len(), records.len(), moved.len()), (2, 2, 5));
+    assert_eq!((canary_done.len(), records.len(), moved.len()), (2, 2, 20));
     assert!(
         canary_done[0] < records[1] && records[1] < moved[0],
         "{canary_done:?} {records:?} {moved:?}"
     );
     // Every host answers through the new address.
     let counters = cluster.stand_ins.counters(NEW).unwrap();
-    assert!(counters.answered >= 30, "{counters:?}");
+    assert!(counters.answered >= 200, "{counters:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
