@@ -12,7 +12,7 @@
 //!   rolls back (levels, records, Ingresses, served again by the old controller).
 //! - The holder SIGKILLed mid-step: the other replica resumes, and no Ingress is written
 //!   twice.
-//! - Pause and resume through the spec.
+//! - Pause and resume through the spec; an abort mid-step rolls the step back.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -514,7 +514,12 @@ async fn a_target_stopped_mid_step_rolls_everything_back() {
         !status["steps"][0]["failing"].as_array().unwrap().is_empty(),
         "{status:#}"
     );
-    // Back on nginx and served by it again; the levels and the record as they were.
+    as_before(&cluster).await;
+}
+
+/// Back on nginx and served by it again; the levels and the record as they were.
+async fn as_before(cluster: &Cluster) {
+    let client = &cluster.client;
     cluster.until_served(OLD).await;
     let levels: Api<DynamicObject> = Api::all_with(
         client.clone(),
@@ -534,6 +539,56 @@ async fn a_target_stopped_mid_step_rolls_everything_back() {
         rec.data["status"]["lastDeployed"],
         json!({"ingressClass": OLD})
     );
+    assert!(rec.metadata.annotations.unwrap_or_default().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a real API server: make test-cluster with KUBEBUILDER_ASSETS"]
+async fn an_abort_mid_step_rolls_everything_back() {
+    let Some(cluster) = Cluster::start("migration-abort", DEPLOYMENTS, 5, &["a"]).await else {
+        return;
+    };
+    let client = cluster.client.clone();
+    let port = cluster.stand_ins.port();
+    start_migration(
+        &client,
+        "leave-nginx",
+        &[("all", cluster_level(NEW))],
+        json!({"pace": {"ingressesPerSecond": 5, "batchSize": 5}}),
+        port,
+    )
+    .await;
+    status_when(&client, "leave-nginx", Duration::from_secs(60), |s| {
+        s["steps"][0]["served"].as_u64().is_some_and(|n| n >= 5)
+    })
+    .await;
+    migrations(&client)
+        .patch(
+            "leave-nginx",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"abort": true}})),
+        )
+        .await
+        .unwrap();
+    let status = status_when(&client, "leave-nginx", Duration::from_secs(120), |s| {
+        s["phase"] == "RolledBack" || s["phase"] == "Failed" || s["phase"] == "Done"
+    })
+    .await;
+    assert_eq!(
+        status["phase"],
+        "RolledBack",
+        "{status:#}\n{}",
+        cluster.log("a")
+    );
+    let message = status["steps"][0]["message"].as_str().unwrap_or("");
+    assert!(message.starts_with("aborted"), "{message}");
+    assert!(
+        status["steps"][0]["failing"]
+            .as_array()
+            .is_none_or(Vec::is_empty),
+        "{status:#}"
+    );
+    as_before(&cluster).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
