@@ -8,9 +8,6 @@
 //! window (nothing changes in the cluster), requests by verb, the reports' stored size, and
 //! the webhook's resident memory with reports off and on.
 
-use std::collections::BTreeMap;
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,6 +23,9 @@ use styrmin_e2e::control_plane::{
 };
 use styrmin_e2e::webhook::Certs;
 use styrmin_e2e::{Scratch, free_port, release_binary, workspace_root};
+use styrmin_webhook_bench::measure::{
+    Memory, Requests, apiserver_requests, difference, http, memory_of, metric, series,
+};
 
 #[derive(Parser, Debug)]
 #[command(about = "Styrmin's audit and PolicyReports at cluster scale, on a real API server")]
@@ -400,31 +400,10 @@ impl Webhook {
         }
     }
 
-    /// VmRSS and VmHWM of `/proc/PID/status`, in KiB.
+    /// VmRSS and VmHWM of the webhook.
     fn memory(&self) -> Result<Memory> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
-        let field = |name: &str| -> Result<u64> {
-            let line = status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .ok_or_else(|| anyhow!("no {name} in /proc/{}/status", self.pid()))?;
-            Ok(line[name.len()..]
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse()?)
-        };
-        Ok(Memory {
-            rss_kib: field("VmRSS:")?,
-            peak_kib: field("VmHWM:")?,
-        })
+        memory_of(self.pid())
     }
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-struct Memory {
-    rss_kib: u64,
-    peak_kib: u64,
 }
 
 /// The bytes of every stored report's JSON, read in pages of 500.
@@ -461,89 +440,11 @@ struct ReportsJson {
     sample: Value,
 }
 
-/// Requests by (resource, verb, response code).
-type Requests = BTreeMap<(String, String, String), f64>;
-
-/// `apiserver_request_total` summed by (resource, verb, code).
-async fn apiserver_requests(client: &kube::Client) -> Result<Requests> {
-    let text = client
-        .request_text(http::Request::get("/metrics").body(Vec::new())?)
-        .await?;
-    let mut counts = BTreeMap::new();
-    for (labels, value) in series(&text, "apiserver_request_total") {
-        let key = (
-            label(labels, "resource"),
-            label(labels, "verb"),
-            label(labels, "code"),
-        );
-        *counts.entry(key).or_default() += value;
-    }
-    Ok(counts)
-}
-
-fn difference(end: &Requests, start: &Requests) -> Requests {
-    end.iter()
-        .map(|(key, value)| (key.clone(), value - start.get(key).copied().unwrap_or(0.0)))
-        .filter(|(_, value)| *value > 0.0)
-        .collect()
-}
-
 /// `styrmin_webhook_policy_report_writes_total`, all operations and outcomes.
 fn webhook_writes(text: &str) -> u64 {
     series(text, "styrmin_webhook_policy_report_writes_total")
         .map(|(_, value)| value)
         .sum::<f64>() as u64
-}
-
-/// The series of metric `name` in Prometheus text: (labels between the braces, value).
-fn series<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
-    text.lines().filter_map(move |line| {
-        let rest = line.strip_prefix(name)?;
-        let (labels, value) = if let Some(braced) = rest.strip_prefix('{') {
-            braced.split_once("} ")?
-        } else {
-            ("", rest.strip_prefix(' ')?)
-        };
-        Some((labels, value.trim().parse().ok()?))
-    })
-}
-
-fn metric(text: &str, name: &str) -> Option<f64> {
-    series(text, name).map(|(_, value)| value).next()
-}
-
-fn label(labels: &str, name: &str) -> String {
-    labels
-        .split(',')
-        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix("=\""))
-        .map(|v| v.trim_end_matches('"').to_owned())
-        .unwrap_or_default()
-}
-
-/// One plain HTTP/1.1 request on loopback (the webhook's metrics, etcd's metrics and gateway).
-fn http(address: &str, method: &str, path: &str, body: &str) -> Result<String> {
-    let mut stream =
-        TcpStream::connect(address).with_context(|| format!("connecting {address}"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(300)))?;
-    write!(
-        stream,
-        "{method} {path} HTTP/1.0\r\nHost: {address}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer)?;
-    let (head, body) = answer
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| anyhow!("{method} {address}{path}: no HTTP answer"))?;
-    // HTTP/1.0: the answer is never chunked, its body ends with the connection.
-    if !head
-        .lines()
-        .next()
-        .is_some_and(|status| status.contains(" 200 "))
-    {
-        bail!("{method} {address}{path}: {head}");
-    }
-    Ok(body.to_owned())
 }
 
 /// etcd through its HTTP endpoints: `/metrics` and the v3 JSON gateway.

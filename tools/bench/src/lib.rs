@@ -1,0 +1,4 @@
+//! What the scale benchmarks share (`make bench-scale`): reading the API server's request
+//! counts, Prometheus text and a process's memory.
+
+pub mod measure;
