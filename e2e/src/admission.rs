@@ -1,7 +1,8 @@
 //! The webhook as a real API server's mutating admission webhook, as
-//! `e2e/tests/migration_cluster.rs` runs it: a serving certificate for `127.0.0.1`,
-//! `serve --source kubernetes --migrations` replicas registered in a
-//! MutatingWebhookConfiguration, and the API server's audit log of the writes to Ingresses.
+//! `e2e/tests/migration_cluster.rs` and `make bench-scale` (`bench_migrate`) run it: a
+//! serving certificate for `127.0.0.1`, `serve --source kubernetes --migrations` replicas
+//! registered in a MutatingWebhookConfiguration, and the API server's audit log of the
+//! writes to Ingresses.
 
 #![allow(clippy::unwrap_used, clippy::missing_panics_doc)] // test harness: a failed unwrap is a failed test
 
