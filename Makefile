@@ -113,6 +113,7 @@ test-cluster: tools build
 	$(CARGO) test --release --locked -p styrmin-e2e --test migration_cluster -- --ignored --nocapture --test-threads 1
 	$(CARGO) test --release --locked -p styrmin-e2e --test release -- --nocapture
 	$(CARGO) run --release --locked -q -p styrmin-webhook-bench --bin bench_scale -- --check
+	$(CARGO) run --release --locked -q -p styrmin-webhook-bench --bin bench_migrate -- --check
 
 # Benchmarks (not part of `make test`): ratios against a baseline measured in the same run.
 bench: tools build
@@ -127,8 +128,13 @@ bench-webhook:
 # qps 200: writes to converge, writes in a steady window, requests by verb, stored size, RSS.
 # BENCH_SCALE_INGRESSES=100000 for the large run, BENCH_SCALE_STEADY_SECS for a quick one;
 # the table goes to target/bench-scale/<ingresses>.md.
+# Then a StyrminMigration of as many Ingresses from nginx to haproxy (stand-in controllers,
+# the webhook as the API server's admission, the default pace, the probe unless
+# BENCH_MIGRATE_PROBE=false): time to Done, writes per Ingress, requests by verb, RSS;
+# the table goes to target/bench-scale/migrate-<ingresses>.md.
 bench-scale: build
 	$(CARGO) run --release --locked -q -p styrmin-webhook-bench --bin bench_scale
+	$(CARGO) run --release --locked -q -p styrmin-webhook-bench --bin bench_migrate
 
 # Fuzzing (not part of `make test`: installing cargo-fuzz and building the instrumented
 # targets takes longer than a test run should; `cargo test` runs the targets' bodies over
