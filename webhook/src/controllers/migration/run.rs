@@ -352,6 +352,8 @@ impl Executor {
                 return Ok(StepEnd::Stopped);
             }
         }
+        // The movers are all the waves need: the cluster's copy goes before they start.
+        drop((snapshot, before, after, now, then));
         mirror_counts(status, index);
         self.write(migration, status).await?;
         if matches!(status.steps[index].phase, StepPhase::Pending) {
