@@ -30,6 +30,21 @@ rules:
 - level: None
 ";
 
+/// Writes [`AUDIT_POLICY`] into `dir`: the API server's arguments that log with it, and the
+/// log's path.
+pub fn audit_log_args(dir: &Path) -> (Vec<String>, PathBuf) {
+    let policy = dir.join("audit-policy.yaml");
+    std::fs::write(&policy, AUDIT_POLICY).unwrap();
+    let log = dir.join("audit.log");
+    let args = vec![
+        format!("--audit-policy-file={}", policy.display()),
+        format!("--audit-log-path={}", log.display()),
+        "--audit-log-format=json".to_owned(),
+        "--audit-log-mode=blocking".to_owned(),
+    ];
+    (args, log)
+}
+
 /// A serving certificate for `127.0.0.1` signed by a new CA: the API server checks the
 /// webhook's certificate against the `caBundle` and the URL's IP, as for any webhook.
 pub fn serving_pki(dir: &Path) -> (PathBuf, PathBuf, String) {

@@ -24,7 +24,7 @@ use std::time::Duration;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use styrmin_e2e::admission::{AUDIT_POLICY, received, register, replica, serving_pki, updates};
+use styrmin_e2e::admission::{audit_log_args, received, register, replica, serving_pki, updates};
 use styrmin_e2e::control_plane::{
     self, ControlPlane, Processes, apply, install_crds, lease_holder, resource_of,
 };
@@ -242,19 +242,8 @@ impl Cluster {
         };
         let scratch = Scratch::new(label);
         let dir = scratch.path().to_owned();
-        let policy = dir.join("audit-policy.yaml");
-        std::fs::write(&policy, AUDIT_POLICY).unwrap();
-        let audit_log = dir.join("audit.log");
-        let plane = ControlPlane::start(
-            &assets,
-            &dir,
-            &[
-                format!("--audit-policy-file={}", policy.display()),
-                format!("--audit-log-path={}", audit_log.display()),
-                "--audit-log-format=json".to_owned(),
-                "--audit-log-mode=blocking".to_owned(),
-            ],
-        );
+        let (audit_args, audit_log) = audit_log_args(&dir);
+        let plane = ControlPlane::start(&assets, &dir, &audit_args);
         let client = plane.ready().await;
         install_crds(&client).await;
         control_plane::apply_all(
@@ -485,19 +474,7 @@ async fn a_target_stopped_mid_step_rolls_everything_back() {
         return;
     };
     let client = cluster.client.clone();
-    let port = cluster.stand_ins.port();
-    start_migration(
-        &client,
-        "leave-nginx",
-        &[("all", cluster_level(NEW))],
-        json!({"pace": {"ingressesPerSecond": 5, "batchSize": 5}}),
-        port,
-    )
-    .await;
-    status_when(&client, "leave-nginx", Duration::from_secs(60), |s| {
-        s["steps"][0]["served"].as_u64().is_some_and(|n| n >= 5)
-    })
-    .await;
+    until_a_wave_is_served(&cluster).await;
     assert!(cluster.stand_ins.stop(NEW).await);
     let status = status_when(&client, "leave-nginx", Duration::from_secs(120), |s| {
         s["phase"] == "RolledBack" || s["phase"] == "Failed" || s["phase"] == "Done"
@@ -515,6 +492,26 @@ async fn a_target_stopped_mid_step_rolls_everything_back() {
         "{status:#}"
     );
     as_before(&cluster).await;
+}
+
+/// Starts a one-step migration (the cluster to haproxy) in waves of 5 at 5 a second, and
+/// waits until its first wave is served.
+async fn until_a_wave_is_served(cluster: &Cluster) {
+    start_migration(
+        &cluster.client,
+        "leave-nginx",
+        &[("all", cluster_level(NEW))],
+        json!({"pace": {"ingressesPerSecond": 5, "batchSize": 5}}),
+        cluster.stand_ins.port(),
+    )
+    .await;
+    status_when(
+        &cluster.client,
+        "leave-nginx",
+        Duration::from_secs(60),
+        |s| s["steps"][0]["served"].as_u64().is_some_and(|n| n >= 5),
+    )
+    .await;
 }
 
 /// Back on nginx and served by it again; the levels and the record as they were.
@@ -549,19 +546,7 @@ async fn an_abort_mid_step_rolls_everything_back() {
         return;
     };
     let client = cluster.client.clone();
-    let port = cluster.stand_ins.port();
-    start_migration(
-        &client,
-        "leave-nginx",
-        &[("all", cluster_level(NEW))],
-        json!({"pace": {"ingressesPerSecond": 5, "batchSize": 5}}),
-        port,
-    )
-    .await;
-    status_when(&client, "leave-nginx", Duration::from_secs(60), |s| {
-        s["steps"][0]["served"].as_u64().is_some_and(|n| n >= 5)
-    })
-    .await;
+    until_a_wave_is_served(&cluster).await;
     migrations(&client)
         .patch(
             "leave-nginx",

@@ -16,15 +16,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use clap::Parser;
-use futures::{StreamExt as _, TryStreamExt as _};
+use futures::StreamExt as _;
 use k8s_openapi::api::networking::v1::Ingress;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
-use styrmin_e2e::admission::{AUDIT_POLICY, register, replica, serving_pki, updates};
+use styrmin_e2e::admission::{audit_log_args, register, replica, serving_pki, updates};
 use styrmin_e2e::control_plane::{
     self, ControlPlane, Processes, apply, install_crds, resource_of, until_lease_held_by,
 };
 use styrmin_e2e::{Scratch, free_port, release_binary, workspace_root};
+use styrmin_webhook_bench::fleet::{PlannedIngress, create_ingresses};
 use styrmin_webhook_bench::measure::{Memory, Requests, apiserver_requests, difference, memory_of};
 
 #[derive(Parser, Debug)]
@@ -79,25 +80,22 @@ async fn main() -> Result<()> {
     };
     let scratch = Scratch::new("bench-migrate");
     let dir = scratch.path();
-    let policy = dir.join("audit-policy.yaml");
-    std::fs::write(&policy, AUDIT_POLICY)?;
-    let audit_log = dir.join("audit.log");
-    let plane = ControlPlane::start(
-        &assets,
-        dir,
-        &[
-            format!("--audit-policy-file={}", policy.display()),
-            format!("--audit-log-path={}", audit_log.display()),
-            "--audit-log-format=json".to_owned(),
-            "--audit-log-mode=blocking".to_owned(),
-        ],
-    );
+    let (audit_args, audit_log) = audit_log_args(dir);
+    let plane = ControlPlane::start(&assets, dir, &audit_args);
     let client = plane.ready().await;
     install_crds(&client).await;
     fleet(&client, args.namespaces).await;
     let mut results = Results::default();
     let created = Instant::now();
-    create_ingresses(&client, args.ingresses, args.namespaces, args.parallel).await?;
+    create_ingresses(&client, args.ingresses, args.parallel, |i| {
+        let namespace = namespace(i % args.namespaces);
+        PlannedIngress {
+            host: format!("web-{i}.{namespace}.test"),
+            namespace,
+            class: OLD,
+        }
+    })
+    .await?;
     results.create_secs = created.elapsed().as_secs_f64();
     println!(
         "created {} Ingresses in {:.1} s",
@@ -204,40 +202,6 @@ async fn fleet(client: &kube::Client, namespaces: usize) {
             .collect::<Vec<()>>()
             .await;
     }
-}
-
-/// `count` Ingresses, `web-<i>` in namespace `i % namespaces`, on class `nginx` in both
-/// fields, each with its own host.
-async fn create_ingresses(
-    client: &kube::Client,
-    count: usize,
-    namespaces: usize,
-    parallel: usize,
-) -> Result<()> {
-    let params = PostParams::default();
-    futures::stream::iter(0..count)
-        .map(|i| {
-            let namespace = namespace(i % namespaces);
-            let api: Api<Ingress> = Api::namespaced(client.clone(), &namespace);
-            let ingress = serde_json::from_value::<Ingress>(json!({
-                "metadata": {"name": format!("web-{i}"),
-                             "annotations": {"kubernetes.io/ingress.class": OLD}},
-                "spec": {"ingressClassName": OLD,
-                         "rules": [{"host": format!("web-{i}.{namespace}.test"), "http": {"paths": [
-                             {"path": "/", "pathType": "Prefix",
-                              "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]}
-            }))
-            .map_err(anyhow::Error::from);
-            let params = &params;
-            async move {
-                api.create(params, &ingress?)
-                    .await
-                    .with_context(|| format!("creating Ingress web-{i}"))
-            }
-        })
-        .buffer_unordered(parallel)
-        .try_for_each(|_| async { Ok(()) })
-        .await
 }
 
 /// The `stand-in-ingress-controller` process for `nginx` and `haproxy`, and its HTTP port.

@@ -14,15 +14,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use clap::Parser;
-use futures::{StreamExt as _, TryStreamExt as _};
-use k8s_openapi::api::networking::v1::Ingress;
-use kube::api::{Api, ListParams, PostParams};
+use futures::StreamExt as _;
+use kube::api::ListParams;
 use serde_json::{Value, json};
 use styrmin_e2e::control_plane::{
     self, ControlPlane, Processes, apply, install_crds, open_reports, resource_of,
 };
 use styrmin_e2e::webhook::Certs;
 use styrmin_e2e::{Scratch, free_port, release_binary, workspace_root};
+use styrmin_webhook_bench::fleet::{PlannedIngress, create_ingresses};
 use styrmin_webhook_bench::measure::{
     Memory, Requests, apiserver_requests, difference, http, memory_of, metric, series,
 };
@@ -103,7 +103,13 @@ async fn main() -> Result<()> {
     }
 
     let created = Instant::now();
-    create_ingresses(&client, args.ingresses, args.namespaces, args.parallel).await?;
+    create_ingresses(&client, args.ingresses, args.parallel, |i| PlannedIngress {
+        namespace: namespace(i % args.namespaces),
+        // The odd ones have class `nginx` where the levels give `traefik`.
+        class: if i % 2 == 1 { "nginx" } else { "traefik" },
+        host: format!("web-{i}.example.test"),
+    })
+    .await?;
     results.create_secs = created.elapsed().as_secs_f64();
     println!(
         "created {} Ingresses in {:.1} s",
@@ -197,40 +203,6 @@ async fn base_objects(client: &kube::Client, namespaces: usize) {
 
 fn namespace(n: usize) -> String {
     format!("styrmin-b{n:03}")
-}
-
-/// `count` Ingresses, `web-<i>` in namespace `i % namespaces`, none with an address; the odd
-/// ones have class `nginx` where the levels give `traefik`.
-async fn create_ingresses(
-    client: &kube::Client,
-    count: usize,
-    namespaces: usize,
-    parallel: usize,
-) -> Result<()> {
-    let params = PostParams::default();
-    futures::stream::iter(0..count)
-        .map(|i| {
-            let api: Api<Ingress> = Api::namespaced(client.clone(), &namespace(i % namespaces));
-            let class = if i % 2 == 1 { "nginx" } else { "traefik" };
-            let ingress = serde_json::from_value::<Ingress>(json!({
-                "metadata": {"name": format!("web-{i}"),
-                             "annotations": {"kubernetes.io/ingress.class": class}},
-                "spec": {"ingressClassName": class,
-                         "rules": [{"host": format!("web-{i}.example.test"), "http": {"paths": [
-                             {"path": "/", "pathType": "Prefix",
-                              "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]}
-            }))
-            .map_err(anyhow::Error::from);
-            let params = &params;
-            async move {
-                api.create(params, &ingress?)
-                    .await
-                    .with_context(|| format!("creating Ingress web-{i}"))
-            }
-        })
-        .buffer_unordered(parallel)
-        .try_for_each(|_| async { Ok(()) })
-        .await
 }
 
 /// Everything one run needs to start a webhook.
