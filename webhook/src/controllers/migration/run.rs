@@ -16,8 +16,8 @@ use super::step::{self, LevelKey, Levels, Mover, Movers, StepError};
 use crate::controllers::lease::Leadership;
 use crate::controllers::policy_reports::CallBudget;
 use crate::crd::migration::{
-    CanaryAddress, MigrationCondition, MigrationPhase, OnGateFailure, StepPhase, StepStatus,
-    StyrminMigration, StyrminMigrationStatus,
+    CanaryAddress, MigrationCondition, MigrationPhase, OnGateFailure, ProbeGate, StepPhase,
+    StepStatus, StyrminMigration, StyrminMigrationStatus,
 };
 use crate::kube_source::{Snapshot, SnapshotError};
 use crate::plan::{ClassInfo, PlanInput, PreflightReason};
@@ -32,6 +32,9 @@ const GATE_POLL: Duration = Duration::from_secs(2);
 /// How often a write back that admission did not change is tried again (a replica whose
 /// view has not yet seen the new levels answered it).
 const WRITE_BACK_TRIES: u32 = 5;
+/// Ingresses probed at once during a gate: each probe may wait its whole timeout, so one
+/// after the other a wave of unanswered hosts would hold the gate for hours.
+const PROBES_IN_FLIGHT: usize = 16;
 /// How long a wave waits for admission to give its first Ingress the target.
 const VIEW_WAIT: Duration = Duration::from_secs(10);
 
@@ -851,37 +854,38 @@ impl Executor {
                 read.insert(namespace, calls::served_in(&self.client, namespace).await?);
             }
             let mut done = Vec::new();
+            let mut to_probe = Vec::new();
             for (key, (mover, why)) in &mut waiting {
                 let Some(ingress) = read.get(key.0).and_then(|ns| ns.get(key.1)) else {
                     done.push(*key);
                     continue;
                 };
                 match step::judge_served(ingress, &mover.to, &canary, gates.served.address) {
-                    Ok(address) => match &gates.probe {
-                        None => done.push(*key),
-                        Some(probe) => {
-                            let timeout = Duration::from_secs(probe.timeout_seconds.into());
-                            let mut failure = None;
-                            for host in &ingress.hosts {
-                                match calls::probe(&address, probe.port, host, &probe.path, timeout)
-                                    .await
-                                {
-                                    Ok(code) if probe.accepts(code) => {}
-                                    Ok(code) => {
-                                        failure = Some(format!(
-                                            "the probe of {host} through {address} answered {code}"
-                                        ))
-                                    }
-                                    Err(error) => failure = Some(error),
+                    Ok(_) if gates.probe.is_none() => done.push(*key),
+                    Ok(address) => {
+                        to_probe.push((*key, address, step::hosts_to_probe(&ingress.hosts)))
+                    }
+                    Err(reason) => *why = reason,
+                }
+            }
+            if let Some(probe) = &gates.probe {
+                for chunk in to_probe.chunks(PROBES_IN_FLIGHT) {
+                    let outcomes = futures::future::join_all(
+                        chunk
+                            .iter()
+                            .map(|(_, address, hosts)| probe_hosts(probe, address, hosts)),
+                    )
+                    .await;
+                    for ((key, _, _), outcome) in chunk.iter().zip(outcomes) {
+                        match outcome {
+                            Ok(()) => done.push(*key),
+                            Err(why) => {
+                                if let Some(waiting) = waiting.get_mut(key) {
+                                    waiting.1 = why;
                                 }
                             }
-                            match failure {
-                                None => done.push(*key),
-                                Some(f) => *why = f,
-                            }
                         }
-                    },
-                    Err(reason) => *why = reason,
+                    }
                 }
             }
             for key in done {
@@ -1042,6 +1046,29 @@ impl Executor {
         }
         Ok(waiting.len())
     }
+}
+
+/// Probes `hosts` through `address` side by side: `Err` says the first that is not served.
+async fn probe_hosts(probe: &ProbeGate, address: &str, hosts: &[String]) -> Result<(), String> {
+    let timeout = Duration::from_secs(probe.timeout_seconds.into());
+    let answers = futures::future::join_all(
+        hosts
+            .iter()
+            .map(|host| calls::probe(address, probe.port, host, &probe.path, timeout)),
+    )
+    .await;
+    for (host, answer) in hosts.iter().zip(answers) {
+        match answer {
+            Ok(code) if probe.accepts(code) => {}
+            Ok(code) => {
+                return Err(format!(
+                    "the probe of {host} through {address} answered {code}"
+                ));
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
 }
 
 /// The pre-flight findings that stop a step: they leave Ingresses served by nobody.

@@ -425,6 +425,25 @@ pub fn judge_served(
     }
 }
 
+/// Hosts probed per Ingress, at most: an Ingress's rules are its owner's to write (a
+/// thousand hosts is a valid Ingress), and each probe may wait its whole timeout.
+pub const MAX_PROBED_HOSTS: usize = 8;
+
+/// The hosts of an Ingress that a probe asks: each once, no wildcard (no request can name
+/// `*.example.com`), at most [`MAX_PROBED_HOSTS`].
+pub fn hosts_to_probe(hosts: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for host in hosts {
+        if !host.starts_with("*.") && !out.contains(host) {
+            out.push(host.clone());
+        }
+        if out.len() == MAX_PROBED_HOSTS {
+            break;
+        }
+    }
+    out
+}
+
 /// Class fields as a person reads them.
 pub fn show(fields: &ClassFields) -> String {
     crate::plan::Fields::from(fields).short()

@@ -312,3 +312,16 @@ fn the_levels_before_a_step_read_the_records_it_replaced() {
     let restored = with_kept_records(&[deployment(Some(none))], "m");
     assert_eq!(record(&restored[0]), Value::Null);
 }
+
+#[test]
+fn a_probe_asks_each_host_once_without_wildcards_and_at_most_eight() {
+    let hosts: Vec<String> = ["a.test", "*.b.test", "a.test"]
+        .into_iter()
+        .map(str::to_owned)
+        .chain((0..1000).map(|n| format!("h{n}.test")))
+        .collect();
+    let asked = hosts_to_probe(&hosts);
+    assert_eq!(asked.len(), MAX_PROBED_HOSTS);
+    assert_eq!(asked[..2], ["a.test".to_owned(), "h0.test".to_owned()]);
+    assert!(hosts_to_probe(&["*.only.test".to_owned()]).is_empty());
+}
