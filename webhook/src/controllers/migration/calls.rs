@@ -46,14 +46,36 @@ pub async fn bounded<T>(
     }
 }
 
-fn is_not_found(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 404)
+impl CallError {
+    /// The status code the API server answered with, if it answered.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            CallError::Api {
+                source: kube::Error::Api(status),
+                ..
+            } => Some(status.code),
+            _ => None,
+        }
+    }
+}
+
+/// `None` when the API server answered `code` (what the caller takes as done: a 404 to a
+/// delete, a 409 to a create), else the result.
+fn unless_answered<T>(code: u16, result: Result<T, CallError>) -> Result<Option<T>, CallError> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(error) if error.code() == Some(code) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+fn level_resource(key: &LevelKey) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(GROUP, VERSION, key.kind.kind()))
 }
 
 /// The dynamic API of a level object.
 fn level_api(client: &Client, key: &LevelKey) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk(GROUP, VERSION, key.kind.kind());
-    let resource = ApiResource::from_gvk(&gvk);
+    let resource = level_resource(key);
     match &key.namespace {
         Some(namespace) if key.kind == LevelKind::Deployment => {
             Api::namespaced_with(client.clone(), namespace, &resource)
@@ -65,16 +87,8 @@ fn level_api(client: &Client, key: &LevelKey) -> Api<DynamicObject> {
 /// A level object's spec (`None`: it does not exist).
 pub async fn read_level(client: &Client, key: &LevelKey) -> Result<Option<Value>, CallError> {
     let api = level_api(client, key);
-    match tokio::time::timeout(CALL_TIMEOUT, api.get_opt(&key.name)).await {
-        Ok(Ok(object)) => Ok(object.map(|o| o.data.get("spec").cloned().unwrap_or(json!({})))),
-        Ok(Err(source)) => Err(CallError::Api {
-            what: format!("reading {key}"),
-            source,
-        }),
-        Err(_) => Err(CallError::Timeout {
-            what: format!("reading {key}"),
-        }),
-    }
+    let object = bounded(|| format!("reading {key}"), api.get_opt(&key.name)).await?;
+    Ok(object.map(|o| o.data.get("spec").cloned().unwrap_or(json!({}))))
 }
 
 /// Sets a level object's spec exactly (`null`s kept: a JSON patch, not a merge), creating
@@ -87,54 +101,34 @@ pub async fn write_level(
     let api = level_api(client, key);
     let what = || format!("setting {key}");
     let Some(spec) = spec else {
-        return match tokio::time::timeout(
-            CALL_TIMEOUT,
+        let deleted = bounded(
+            || format!("deleting {key}"),
             api.delete(&key.name, &DeleteParams::default()),
         )
-        .await
-        {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(error)) if is_not_found(&error) => Ok(()),
-            Ok(Err(source)) => Err(CallError::Api {
-                what: format!("deleting {key}"),
-                source,
-            }),
-            Err(_) => Err(CallError::Timeout {
-                what: format!("deleting {key}"),
-            }),
-        };
+        .await;
+        return unless_answered(404, deleted).map(drop);
     };
     let patch: json_patch::Patch =
         serde_json::from_value(json!([{"op": "add", "path": "/spec", "value": spec}]))
             .unwrap_or_default();
-    match tokio::time::timeout(
-        CALL_TIMEOUT,
+    let patched = bounded(
+        what,
         api.patch(
             &key.name,
             &PatchParams::default(),
             &Patch::Json::<()>(patch),
         ),
     )
-    .await
-    {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(error)) if is_not_found(&error) => {
-            let mut object = DynamicObject::new(
-                &key.name,
-                &ApiResource::from_gvk(&GroupVersionKind::gvk(GROUP, VERSION, key.kind.kind())),
-            );
-            object.metadata.namespace = key.namespace.clone();
-            object.data = json!({"spec": spec});
-            bounded(what, api.create(&PostParams::default(), &object))
-                .await
-                .map(|_| ())
-        }
-        Ok(Err(source)) => Err(CallError::Api {
-            what: what(),
-            source,
-        }),
-        Err(_) => Err(CallError::Timeout { what: what() }),
+    .await;
+    if unless_answered(404, patched)?.is_some() {
+        return Ok(());
     }
+    let mut object = DynamicObject::new(&key.name, &level_resource(key));
+    object.metadata.namespace = key.namespace.clone();
+    object.data = json!({"spec": spec});
+    bounded(what, api.create(&PostParams::default(), &object))
+        .await
+        .map(drop)
 }
 
 fn deployment_api(client: &Client, id: &str) -> Api<DynamicObject> {
@@ -313,6 +307,21 @@ pub async fn served_in(
         .collect())
 }
 
+/// The Ingresses of each of `namespaces`, by namespace and name, as the gates read them.
+pub async fn served_in_each<'a>(
+    client: &Client,
+    namespaces: impl IntoIterator<Item = &'a str>,
+) -> Result<BTreeMap<&'a str, BTreeMap<String, ServedIngress>>, CallError> {
+    let mut read = BTreeMap::new();
+    for namespace in namespaces
+        .into_iter()
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        read.insert(namespace, served_in(client, namespace).await?);
+    }
+    Ok(read)
+}
+
 /// Creates the canary Ingress of `class` in `namespace` (kept if it exists).
 pub async fn create_canary(
     client: &Client,
@@ -338,17 +347,12 @@ pub async fn create_canary(
         },
     }))
     .unwrap_or_default();
-    match tokio::time::timeout(CALL_TIMEOUT, api.create(&PostParams::default(), &ingress)).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(kube::Error::Api(status))) if status.code == 409 => Ok(()),
-        Ok(Err(source)) => Err(CallError::Api {
-            what: format!("creating the canary Ingress {namespace}/{name}"),
-            source,
-        }),
-        Err(_) => Err(CallError::Timeout {
-            what: format!("creating the canary Ingress {namespace}/{name}"),
-        }),
-    }
+    let created = bounded(
+        || format!("creating the canary Ingress {namespace}/{name}"),
+        api.create(&PostParams::default(), &ingress),
+    )
+    .await;
+    unless_answered(409, created).map(drop)
 }
 
 /// The canary as the gates read it (`None`: gone).
@@ -368,17 +372,12 @@ pub async fn read_canary(
 
 pub async fn delete_canary(client: &Client, namespace: &str, name: &str) -> Result<(), CallError> {
     let api: Api<Ingress> = Api::namespaced(client.clone(), namespace);
-    match tokio::time::timeout(CALL_TIMEOUT, api.delete(name, &DeleteParams::default())).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(error)) if is_not_found(&error) => Ok(()),
-        Ok(Err(source)) => Err(CallError::Api {
-            what: format!("deleting the canary Ingress {namespace}/{name}"),
-            source,
-        }),
-        Err(_) => Err(CallError::Timeout {
-            what: format!("deleting the canary Ingress {namespace}/{name}"),
-        }),
-    }
+    let deleted = bounded(
+        || format!("deleting the canary Ingress {namespace}/{name}"),
+        api.delete(name, &DeleteParams::default()),
+    )
+    .await;
+    unless_answered(404, deleted).map(drop)
 }
 
 /// The migrations, oldest first.

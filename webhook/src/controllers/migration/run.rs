@@ -793,12 +793,8 @@ impl Executor {
                         step::show(target)
                     );
                 }
-                Err(CallError::Api {
-                    source: kube::Error::Api(status),
-                    ..
-                }) if status.code == 404 => {
-                    return None;
-                }
+                // Deleted meanwhile: nothing left to move.
+                Err(error) if error.code() == Some(404) => return None,
                 Err(error) => {
                     self.settings.metrics.write("failed");
                     last = error.to_string();
@@ -837,22 +833,15 @@ impl Executor {
         index: usize,
     ) -> Result<usize, RunError> {
         let gates = &migration.spec.gates;
-        let canary: Vec<String> = status.steps[index]
-            .canary
-            .iter()
-            .flat_map(|c| c.addresses.iter().cloned())
-            .collect();
+        let canary = step::canary_addresses(&status.steps[index]);
         let deadline = Instant::now() + Duration::from_secs(gates.served.timeout_seconds.into());
         let mut waiting: BTreeMap<(&str, &str), (&Mover, String)> = wave
             .iter()
             .map(|m| ((m.namespace.as_str(), m.name.as_str()), (*m, String::new())))
             .collect();
         loop {
-            let namespaces: BTreeSet<&str> = waiting.keys().map(|(ns, _)| *ns).collect();
-            let mut read = BTreeMap::new();
-            for namespace in namespaces {
-                read.insert(namespace, calls::served_in(&self.client, namespace).await?);
-            }
+            let read =
+                calls::served_in_each(&self.client, waiting.keys().map(|(ns, _)| *ns)).await?;
             let mut done = Vec::new();
             let mut to_probe = Vec::new();
             for (key, (mover, why)) in &mut waiting {
@@ -936,15 +925,11 @@ impl Executor {
         let mut budget =
             CallBudget::new(f64::from(migration.spec.pace.ingresses_per_second.max(1)));
         // The fields as they are now: the movers were read before the waves moved them.
-        let mut current = BTreeMap::new();
-        for namespace in movers
-            .ingresses
-            .iter()
-            .map(|m| m.namespace.as_str())
-            .collect::<BTreeSet<_>>()
-        {
-            current.insert(namespace, calls::served_in(&self.client, namespace).await?);
-        }
+        let current = calls::served_in_each(
+            &self.client,
+            movers.ingresses.iter().map(|m| m.namespace.as_str()),
+        )
+        .await?;
         let (mut written, mut not_back) = (0usize, 0usize);
         for mover in &movers.ingresses {
             let now = current
@@ -998,11 +983,7 @@ impl Executor {
         status: &mut StyrminMigrationStatus,
         index: usize,
     ) -> Result<usize, RunError> {
-        let target: BTreeSet<String> = status.steps[index]
-            .canary
-            .iter()
-            .flat_map(|c| c.addresses.iter().cloned())
-            .collect();
+        let target = step::canary_addresses(&status.steps[index]);
         let deadline = Instant::now()
             + Duration::from_secs(migration.spec.gates.served.timeout_seconds.into());
         let mut waiting: BTreeSet<(&str, &str)> = movers
@@ -1016,21 +997,16 @@ impl Executor {
             .map(|m| ((m.namespace.as_str(), m.name.as_str()), m))
             .collect();
         loop {
-            let namespaces: BTreeSet<&str> = waiting.iter().map(|(ns, _)| *ns).collect();
-            for namespace in namespaces {
-                let read = calls::served_in(&self.client, namespace).await?;
-                waiting.retain(|key| {
-                    if key.0 != namespace {
-                        return true;
-                    }
-                    let Some(ingress) = read.get(key.1) else {
-                        return false;
-                    };
-                    let mover = by_key[key];
-                    !(ingress.fields == mover.back
-                        && ingress.addresses.iter().any(|a| !target.contains(a)))
-                });
-            }
+            let read =
+                calls::served_in_each(&self.client, waiting.iter().map(|(ns, _)| *ns)).await?;
+            waiting.retain(|key| {
+                let Some(ingress) = read.get(key.0).and_then(|ns| ns.get(key.1)) else {
+                    return false;
+                };
+                let mover = by_key[key];
+                !(ingress.fields == mover.back
+                    && ingress.addresses.iter().any(|a| !target.contains(a)))
+            });
             if waiting.is_empty() || Instant::now() >= deadline {
                 break;
             }

@@ -449,6 +449,14 @@ pub fn show(fields: &ClassFields) -> String {
     crate::plan::Fields::from(fields).short()
 }
 
+/// Every address the step's canaries got: the target controllers' addresses.
+pub fn canary_addresses(step: &StepStatus) -> Vec<String> {
+    step.canary
+        .iter()
+        .flat_map(|c| c.addresses.iter().cloned())
+        .collect()
+}
+
 /// Adds a failing Ingress to a step's status, keeping at most [`MAX_FAILING_LISTED`].
 pub fn note_failing(step: &mut StepStatus, namespace: &str, name: &str, reason: String) {
     if let Some(known) = step
