@@ -19,7 +19,7 @@ use crate::crd::migration::{
 };
 use crate::crd::{GROUP, StyrminCluster, StyrminDeployment, StyrminEnvironment, VERSION};
 use crate::kube_source::{BuiltView, InvalidObject, build_view};
-use crate::plan::{Proposal, ProposalError};
+use crate::plan::{ChangeError, Proposal};
 use crate::view::{View, namespace_owner};
 use styrmin_ingress_rules::KubernetesVersion;
 
@@ -60,11 +60,18 @@ impl std::fmt::Display for LevelKey {
 /// Why a step cannot be carried out as written.
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
-    #[error("step {step:?}: {source}")]
+    #[error("step {step:?}, change {index}: {source}")]
     Change {
         step: String,
+        index: usize,
         #[source]
-        source: ProposalError,
+        source: ChangeError,
+    },
+    #[error("{key}: {source}")]
+    Level {
+        key: String,
+        #[source]
+        source: ChangeError,
     },
     #[error("step {step:?}, change {index}: {what}")]
     Key {
@@ -84,17 +91,17 @@ pub enum StepError {
 /// the spec to set (exactly, `null`s included).
 pub fn step_changes(step: &MigrationStep) -> Result<Vec<(LevelKey, Value)>, StepError> {
     let mut proposal = Proposal::default();
-    let list = json!({"kind": "List", "items": step.changes});
-    proposal
-        .add_file(&format!("step {:?}", step.name), &list.to_string())
-        .map_err(|source| StepError::Change {
-            step: step.name.clone(),
-            source,
-        })?;
     step.changes
         .iter()
         .enumerate()
         .map(|(index, object)| {
+            proposal
+                .add_change(object.clone())
+                .map_err(|source| StepError::Change {
+                    step: step.name.clone(),
+                    index: index + 1,
+                    source,
+                })?;
             let key = level_key(object).ok_or(StepError::Key {
                 step: step.name.clone(),
                 index: index + 1,
@@ -162,22 +169,16 @@ impl Levels {
     /// key, keeping a deployment's status; one without removes it.
     pub fn with(&self, objects: &[(LevelKey, Option<Value>)]) -> Result<Levels, StepError> {
         let mut proposal = Proposal::default();
-        let present: Vec<Value> = objects
-            .iter()
-            .filter_map(|(key, spec)| {
-                let spec = spec.as_ref()?;
-                let mut object = previous_object(key, Some(spec));
-                object["metadata"]["name"] = Value::from(key.name.as_str());
-                Some(object)
-            })
-            .collect();
-        let list = json!({"kind": "List", "items": present});
-        proposal
-            .add_file("the step's levels", &list.to_string())
-            .map_err(|source| StepError::Change {
-                step: String::new(),
-                source,
-            })?;
+        for (key, spec) in objects {
+            if let Some(spec) = spec {
+                proposal
+                    .add_change(previous_object(key, Some(spec)))
+                    .map_err(|source| StepError::Level {
+                        key: key.to_string(),
+                        source,
+                    })?;
+            }
+        }
         let after = proposal.apply_to(&self.clusters, &self.environments, &self.deployments);
         let absent: BTreeSet<&LevelKey> = objects
             .iter()
