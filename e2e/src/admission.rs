@@ -75,13 +75,13 @@ pub fn replica(
 ) -> Child {
     Command::new(release_binary("styrmin-webhook"))
         .args(["serve", "--source", "kubernetes", "--migrations"])
-        .args(["--policy-reports-lease-namespace", "styrmin-system"])
-        .args(["--policy-reports-lease-identity", identity])
+        .args(["--leader-election-namespace", "styrmin-system"])
+        .args(["--leader-election-identity", identity])
         .args([
-            "--policy-reports-lease-duration-ms=3000",
-            "--policy-reports-renew-deadline-ms=2000",
+            "--leader-election-lease-duration-ms=3000",
+            "--leader-election-renew-deadline-ms=2000",
         ])
-        .arg("--policy-reports-retry-period-ms=500")
+        .arg("--leader-election-retry-period-ms=500")
         .arg(format!("--listen=127.0.0.1:{listen}"))
         .arg(format!("--metrics-listen=127.0.0.1:{}", free_port()))
         .arg("--tls-cert")

@@ -541,7 +541,8 @@ fn alerts_and_dashboard_name_only_metrics_the_webhook_exports() {
         "styrmin_webhook_controllers_stuck_deleting",
         "styrmin_webhook_stale_service_aliases",
         "styrmin_webhook_policy_report_api",
-        "styrmin_webhook_policy_report_lease_held",
+        "styrmin_webhook_controllers_lease_held",
+        "styrmin_webhook_controllers_running",
         "styrmin_webhook_policy_reports_failing",
         "styrmin_webhook_policy_report_writes_total",
     ] {
@@ -591,8 +592,8 @@ fn scrape_after_an_audit() -> String {
     api.write_kubeconfig(&kubeconfig, None);
     let (webhook, listening) = start_webhook_with(|cmd| {
         cmd.args(["--source", "kubernetes", "--policy-reports", "openreports"])
-            .args(["--policy-reports-lease-namespace", "styrmin-system"])
-            .args(["--policy-reports-lease-identity", "alerts-test"])
+            .args(["--leader-election-namespace", "styrmin-system"])
+            .args(["--leader-election-identity", "alerts-test"])
             .env("KUBECONFIG", &kubeconfig);
     });
     let sample = |exposition: &str, series: &str| -> Option<f64> {
@@ -612,7 +613,7 @@ fn scrape_after_an_audit() -> String {
             "styrmin_webhook_audit_last_complete_timestamp_seconds",
         )
         .is_some_and(|v| v > 0.0);
-        let written = sample(&exposition, "styrmin_webhook_policy_report_lease_held") == Some(1.0)
+        let written = sample(&exposition, "styrmin_webhook_controllers_lease_held") == Some(1.0)
             && sample(
                 &exposition,
                 r#"styrmin_webhook_policy_report_writes_total{operation="apply",outcome="ok"}"#,

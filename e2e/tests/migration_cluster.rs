@@ -37,7 +37,7 @@ use styrmin_test_support::stand_in_controller::{ClassAddress, Running, StandIn};
 
 const OLD: &str = "nginx";
 const NEW: &str = "haproxy";
-const LEASE_NAME: &str = "styrmin-webhook-policy-reports";
+const LEASE_NAME: &str = "styrmin-webhook-controllers";
 
 /// The levels (cluster class nginx, environments staging and prod), two IngressClasses,
 /// `per_namespace` Ingresses in each deployment's namespace (hosts `NAME.NS.test`, some with

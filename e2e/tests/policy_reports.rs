@@ -72,26 +72,30 @@ fn cluster(served: &[ReportApi], replicas: usize) -> FakeApiServer {
     api
 }
 
-fn settings(
-    target: ReportTarget,
-    identity: &str,
-    results: ReportResults,
-    qps: f64,
-) -> PolicyReportSettings {
-    PolicyReportSettings {
-        target,
-        results,
-        qps,
-        lease: LeaseSettings {
+/// One replica's writer and its place in the election.
+struct Replica {
+    reports: PolicyReportSettings,
+    election: LeaseSettings,
+}
+
+fn settings(target: ReportTarget, identity: &str, results: ReportResults, qps: f64) -> Replica {
+    Replica {
+        reports: PolicyReportSettings {
+            target,
+            results,
+            qps,
+            rediscover_every: REDISCOVER,
+            resync_every: RESYNC_EVERY,
+        },
+        election: LeaseSettings {
             namespace: "styrmin-system".to_owned(),
             name: LEASE_NAME.to_owned(),
             identity: identity.to_owned(),
             duration: LEASE_DURATION,
             renew_deadline: Duration::from_millis(1000),
             retry_period: Duration::from_millis(200),
+            legacy_name: None,
         },
-        rediscover_every: REDISCOVER,
-        resync_every: RESYNC_EVERY,
     }
 }
 
@@ -112,7 +116,7 @@ fn client(api: &FakeApiServer, replica: &str) -> kube::Client {
 fn webhook(
     api: &FakeApiServer,
     replica: &str,
-    reports: PolicyReportSettings,
+    reports: Replica,
 ) -> (AppState, tokio::task::AbortHandle) {
     webhook_until(api, replica, reports, CancellationToken::new())
 }
@@ -121,7 +125,7 @@ fn webhook(
 fn webhook_until(
     api: &FakeApiServer,
     replica: &str,
-    reports: PolicyReportSettings,
+    reports: Replica,
     shutdown: CancellationToken,
 ) -> (AppState, tokio::task::AbortHandle) {
     let state = AppState::default();
@@ -134,8 +138,10 @@ fn webhook_until(
         );
     let source = WithControllers {
         source,
-        policy_reports: Some(reports),
+        election: reports.election,
+        policy_reports: Some(reports.reports),
         metrics: state.metrics().policy_reports.clone(),
+        lease_held: state.metrics().controllers_lease_held.clone(),
         migrations: None,
         shutdown,
     };
@@ -314,10 +320,7 @@ async fn reports_follow_the_findings_with_only_the_writes_they_need() {
         ),
         1.0
     );
-    assert_eq!(
-        metric(&text, "styrmin_webhook_policy_report_lease_held"),
-        1.0
-    );
+    assert_eq!(metric(&text, "styrmin_webhook_controllers_lease_held"), 1.0);
     let lease = api.stored(LEASES);
     assert_eq!(lease.len(), 1);
     assert_eq!(
@@ -490,14 +493,14 @@ async fn with_two_webhooks_one_writes_and_the_other_takes_over_when_it_dies() {
     assert_eq!(
         metric(
             &metrics(&state_a).await,
-            "styrmin_webhook_policy_report_lease_held"
+            "styrmin_webhook_controllers_lease_held"
         ),
         1.0
     );
     assert_eq!(
         metric(
             &metrics(&state_b).await,
-            "styrmin_webhook_policy_report_lease_held"
+            "styrmin_webhook_controllers_lease_held"
         ),
         0.0
     );
@@ -561,7 +564,7 @@ async fn with_two_webhooks_one_writes_and_the_other_takes_over_when_it_dies() {
     assert_eq!(
         metric(
             &metrics(&state_b).await,
-            "styrmin_webhook_policy_report_lease_held"
+            "styrmin_webhook_controllers_lease_held"
         ),
         1.0
     );
@@ -587,7 +590,7 @@ async fn a_resync_repairs_deleted_reports_and_a_stopping_holder_gives_the_lease_
             ReportResults::Findings,
             0.0,
         );
-        settings.resync_every = Duration::from_millis(500);
+        settings.reports.resync_every = Duration::from_millis(500);
         settings
     };
     let shutdown_a = CancellationToken::new();
@@ -640,7 +643,7 @@ async fn a_resync_repairs_deleted_reports_and_a_stopping_holder_gives_the_lease_
     assert_eq!(
         metric(
             &metrics(&state_b).await,
-            "styrmin_webhook_policy_report_lease_held"
+            "styrmin_webhook_controllers_lease_held"
         ),
         1.0
     );

@@ -6,8 +6,8 @@
 //! It checks that the API server accepts the reports (the real CRD schemas, server-side
 //! apply), that a finding's report appears and goes when fixed, and, with
 //! kube-controller-manager, that deleting an Ingress deletes its report (ownerReferences).
-//! Then two `styrmin-webhook serve` processes, each with a token of the chart's
-//! ServiceAccount and the chart's RBAC (so that what the chart grants is what they use):
+//! Then two `styrmin-webhook controllers` processes, each with a token of the chart's
+//! controllers' ServiceAccount and the chart's RBAC (so that what the chart grants is what they use):
 //! only the Lease holder writes, and when it is
 //! killed (SIGKILL, so it cannot give the Lease back) the other takes over within the lease
 //! duration and deletes the report of an Ingress fixed after the hand-over.
@@ -24,7 +24,6 @@ use styrmin_e2e::control_plane::{
     self, ControlPlane, Processes, WAIT, apply, eventually, install_crds, lease_holder,
     open_reports, report_of, scrape_value, until_lease_held_by,
 };
-use styrmin_e2e::webhook::Certs;
 use styrmin_e2e::{
     HelmHome, Scratch, free_port, release_binary, run_ok, split_documents, utf8, workspace_root,
 };
@@ -79,21 +78,23 @@ async fn reports_on_a_real_api_server() {
         target: ReportTarget::Auto,
         results: ReportResults::Findings,
         qps: 0.0,
-        lease: LeaseSettings {
+        rediscover_every: Duration::from_secs(1),
+        resync_every: RESYNC_EVERY,
+    });
+    let source = WithControllers {
+        source,
+        election: LeaseSettings {
             namespace: "styrmin-system".to_owned(),
             name: LEASE_NAME.to_owned(),
             identity: "cluster-test".to_owned(),
             duration: Duration::from_secs(3),
             renew_deadline: Duration::from_secs(2),
             retry_period: Duration::from_millis(500),
+            legacy_name: None,
         },
-        rediscover_every: Duration::from_secs(1),
-        resync_every: RESYNC_EVERY,
-    });
-    let source = WithControllers {
-        source,
         policy_reports: report_settings,
         metrics: state.metrics().policy_reports.clone(),
+        lease_held: state.metrics().controllers_lease_held.clone(),
         migrations: None,
         shutdown: tokio_util::sync::CancellationToken::new(),
     };
@@ -152,29 +153,24 @@ async fn reports_on_a_real_api_server() {
 /// The lease of the replica processes: short, so that a hand-over takes a few seconds.
 const REPLICA_LEASE: Duration = Duration::from_secs(3);
 
-/// A `styrmin-webhook serve --source kubernetes` process writing reports, with the identity
+/// A `styrmin-webhook controllers` process writing reports, with the identity
 /// `identity` in the Lease.
-fn replica(dir: &Path, certs: &Certs, identity: &str, metrics: u16) -> Child {
+fn replica(dir: &Path, identity: &str, metrics: u16) -> Child {
     let kubeconfig = dir.join("replica-kubeconfig");
     let mut command = Command::new(release_binary("styrmin-webhook"));
     command
-        .arg("serve")
-        .args(["--source", "kubernetes", "--audit-interval-secs", "1"])
+        .arg("controllers")
+        .args(["--audit-interval-secs", "1"])
         .args(["--policy-reports", "openreports"])
-        .args(["--policy-reports-lease-namespace", "styrmin-system"])
-        .args(["--policy-reports-lease-identity", identity])
+        .args(["--leader-election-namespace", "styrmin-system"])
+        .args(["--leader-election-identity", identity])
         .arg(format!(
-            "--policy-reports-lease-duration-ms={}",
+            "--leader-election-lease-duration-ms={}",
             REPLICA_LEASE.as_millis()
         ))
-        .args(["--policy-reports-renew-deadline-ms", "2000"])
-        .args(["--policy-reports-retry-period-ms", "500"])
-        .arg(format!("--listen=127.0.0.1:{}", free_port()))
+        .args(["--leader-election-renew-deadline-ms", "2000"])
+        .args(["--leader-election-retry-period-ms", "500"])
         .arg(format!("--metrics-listen=127.0.0.1:{metrics}"))
-        .arg("--tls-cert")
-        .arg(certs.dir.join("tls.crt"))
-        .arg("--tls-key")
-        .arg(certs.dir.join("tls.key"))
         .env("KUBECONFIG", &kubeconfig)
         .arg("--log-filter=debug,kube_client=error,hyper_util=info,tower=info,rustls=info,h2=info")
         .env("NO_COLOR", "1")
@@ -226,7 +222,7 @@ async fn as_the_charts_service_account(client: &kube::Client, url: &str, dir: &P
         ..Default::default()
     };
     let token = accounts
-        .create_token_request("styrmin-webhook", &Default::default(), &request)
+        .create_token_request("styrmin-webhook-controllers", &Default::default(), &request)
         .await
         .unwrap()
         .status
@@ -246,7 +242,6 @@ async fn two_replicas_one_writes_and_the_other_takes_over_when_it_is_killed(
     url: &str,
     dir: &Path,
 ) {
-    let certs = Certs::make(dir);
     as_the_charts_service_account(client, url, dir).await;
     // R4: both class fields, so that the Ingress conforms once its class is traefik.
     let wrong = |class: &str| {
@@ -258,15 +253,15 @@ async fn two_replicas_one_writes_and_the_other_takes_over_when_it_is_killed(
     apply(client, &wrong("nginx")).await;
 
     let (metrics_a, metrics_b) = (free_port(), free_port());
-    let a = Processes(vec![replica(dir, &certs, "replica-a", metrics_a)]);
+    let a = Processes(vec![replica(dir, "replica-a", metrics_a)]);
     until_lease_held_by(client, "styrmin-system", LEASE_NAME, "replica-a").await;
     eventually("web2's report, written by replica-a", async || {
         report_of(client, "styrmin-web1", "web2").await
     })
     .await;
-    let _b = Processes(vec![replica(dir, &certs, "replica-b", metrics_b)]);
+    let _b = Processes(vec![replica(dir, "replica-b", metrics_b)]);
     eventually("replica-b's metrics", async || {
-        scrape_value(metrics_b, "styrmin_webhook_policy_report_lease_held")
+        scrape_value(metrics_b, "styrmin_webhook_controllers_lease_held")
     })
     .await;
     tokio::time::sleep(REPLICA_LEASE * 2).await;
@@ -277,11 +272,11 @@ async fn two_replicas_one_writes_and_the_other_takes_over_when_it_is_killed(
         Some("replica-a")
     );
     assert_eq!(
-        scrape_value(metrics_a, "styrmin_webhook_policy_report_lease_held"),
+        scrape_value(metrics_a, "styrmin_webhook_controllers_lease_held"),
         Some(1.0)
     );
     assert_eq!(
-        scrape_value(metrics_b, "styrmin_webhook_policy_report_lease_held"),
+        scrape_value(metrics_b, "styrmin_webhook_controllers_lease_held"),
         Some(0.0)
     );
 
@@ -297,7 +292,7 @@ async fn two_replicas_one_writes_and_the_other_takes_over_when_it_is_killed(
     );
     // The gauge follows once replica-b's update of the Lease has been answered.
     eventually("replica-b's lease_held gauge at 1", async || {
-        (scrape_value(metrics_b, "styrmin_webhook_policy_report_lease_held") == Some(1.0))
+        (scrape_value(metrics_b, "styrmin_webhook_controllers_lease_held") == Some(1.0))
             .then_some(())
     })
     .await;

@@ -27,13 +27,12 @@ use styrmin_e2e::control_plane::{
     self, ControlPlane, Processes, apply, eventually, install_crds, lease_holder, open_reports,
     report_of, scrape_value, until_lease_held_by,
 };
-use styrmin_e2e::webhook::Certs;
 use styrmin_e2e::{Scratch, free_port, release_binary};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::watch;
 
 /// The Lease the replicas share (docs/audit.md names it).
-const LEASE_NAME: &str = "styrmin-webhook-policy-reports";
+const LEASE_NAME: &str = "styrmin-webhook-controllers";
 /// The replicas' Lease: short, so that a hand-over takes seconds.
 const LEASE: Duration = Duration::from_secs(3);
 const RENEW_DEADLINE: Duration = Duration::from_secs(2);
@@ -42,38 +41,32 @@ const RETRY_PERIOD: Duration = Duration::from_millis(500);
 /// is cut off, after its renew deadline.
 const NOT_SERVED_GRACE: Duration = Duration::from_secs(5);
 
-/// A `styrmin-webhook serve --source kubernetes --policy-reports openreports` process with
+/// A `styrmin-webhook controllers --policy-reports openreports` process with
 /// `identity` in the Lease, its metrics on `metrics`, the cluster through `kubeconfig`.
 fn replica(dir: &Path, kubeconfig: &Path, identity: &str, metrics: u16) -> Child {
-    let certs = Certs::make(dir);
     Command::new(release_binary("styrmin-webhook"))
-        .arg("serve")
-        .args(["--source", "kubernetes", "--audit-interval-secs", "1"])
+        .arg("controllers")
+        .args(["--audit-interval-secs", "1"])
         .arg(format!(
             "--audit-not-served-grace-secs={}",
             NOT_SERVED_GRACE.as_secs()
         ))
         .args(["--policy-reports", "openreports"])
-        .args(["--policy-reports-lease-namespace", "styrmin-system"])
-        .args(["--policy-reports-lease-identity", identity])
+        .args(["--leader-election-namespace", "styrmin-system"])
+        .args(["--leader-election-identity", identity])
         .arg(format!(
-            "--policy-reports-lease-duration-ms={}",
+            "--leader-election-lease-duration-ms={}",
             LEASE.as_millis()
         ))
         .arg(format!(
-            "--policy-reports-renew-deadline-ms={}",
+            "--leader-election-renew-deadline-ms={}",
             RENEW_DEADLINE.as_millis()
         ))
         .arg(format!(
-            "--policy-reports-retry-period-ms={}",
+            "--leader-election-retry-period-ms={}",
             RETRY_PERIOD.as_millis()
         ))
-        .arg(format!("--listen=127.0.0.1:{}", free_port()))
         .arg(format!("--metrics-listen=127.0.0.1:{metrics}"))
-        .arg("--tls-cert")
-        .arg(certs.dir.join("tls.crt"))
-        .arg("--tls-key")
-        .arg(certs.dir.join("tls.key"))
         .env("KUBECONFIG", kubeconfig)
         .arg("--log-filter=debug,kube_client=error,hyper_util=info,tower=info,rustls=info,h2=info")
         .env("NO_COLOR", "1")
@@ -502,7 +495,7 @@ async fn a_partitioned_holder_stops_writing_and_a_terminated_one_hands_over_at_o
     .await;
     let mut b = Processes(vec![replica(dir.path(), &direct, "replica-b", metrics_b)]);
     eventually("replica-b following", async || {
-        (scrape_value(metrics_b, "styrmin_webhook_policy_report_lease_held") == Some(0.0))
+        (scrape_value(metrics_b, "styrmin_webhook_controllers_lease_held") == Some(0.0))
             .then_some(())
     })
     .await;
@@ -528,7 +521,7 @@ async fn a_partitioned_holder_stops_writing_and_a_terminated_one_hands_over_at_o
     eventually(
         "replica-a no longer counting itself the writer",
         async || {
-            (scrape_value(metrics_a, "styrmin_webhook_policy_report_lease_held") == Some(0.0))
+            (scrape_value(metrics_a, "styrmin_webhook_controllers_lease_held") == Some(0.0))
                 .then_some(())
         },
     )

@@ -21,7 +21,9 @@ use styrmin_test_support::recorded_cluster::{
     client, metric, recorded,
 };
 use styrmin_webhook::api::{AppState, router};
-use styrmin_webhook::kube_source::{API_CALLS, ApiCall, KubeSource};
+use styrmin_webhook::kube_source::{
+    ADMISSION_API_CALLS, API_CALLS, ApiCall, KubeSource, WatchScope,
+};
 use styrmin_webhook::view::{Phase, View, ViewSource as _, ViewStore};
 use support::data::webhook_data;
 use support::state::unready_state;
@@ -87,6 +89,90 @@ async fn mutate(state: &AppState, review: &Value) -> Value {
     assert_eq!(response.status(), StatusCode::OK);
     let body = response.into_body().collect().await.unwrap().to_bytes();
     serde_json::from_slice(&body).unwrap()
+}
+
+/// Which entry of `calls` a request of the source is, or `None`.
+fn entry_of(calls: &[ApiCall], request: &ApiRequest) -> Option<usize> {
+    let verb = if request.path == "/version" {
+        "get"
+    } else if request.is_watch() {
+        "watch"
+    } else {
+        "list"
+    };
+    calls.iter().position(|call| match *call {
+        ApiCall::Resource {
+            group,
+            version,
+            resource,
+            verbs,
+            ..
+        } => {
+            let path = if group.is_empty() {
+                format!("/api/{version}/{resource}")
+            } else {
+                format!("/apis/{group}/{version}/{resource}")
+            };
+            request.path == path && verbs.contains(&verb)
+        }
+        ApiCall::NonResource { path, verbs } => request.path == path && verbs.contains(&verb),
+    })
+}
+
+/// Admission's source watches the levels only: it is ready and decides without ever asking
+/// for an Ingress, a Service, a Namespace or an IngressClass (which the fake API server here
+/// does not even answer), so its memory does not grow with them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admissions_source_watches_only_the_levels() {
+    let api = FakeApiServer::scripted();
+    api.answer("/version", 200, recorded("version.json"));
+    api.answer(CLUSTERS, 200, recorded("styrminclusters.list.json"));
+    api.answer(ENVIRONMENTS, 200, recorded("styrminenvironments.list.json"));
+    api.answer(
+        DEPLOYMENTS,
+        200,
+        recorded("styrmindeployments.list-page1.json"),
+    );
+    api.answer(
+        DEPLOYMENTS,
+        200,
+        recorded("styrmindeployments.list-page2.json"),
+    );
+    let state = unready_state();
+    let source = KubeSource::new(client(&api))
+        .with_confirm_interval(Duration::from_millis(100))
+        .with_scope(WatchScope::Admission);
+    let task = tokio::spawn(source.run(state.view_sink()));
+    let store = state.view().clone();
+    wait_until(&store, "ready on the levels alone", ViewStore::is_ready).await;
+    assert_eq!(get(&state, "/readyz").await.0, StatusCode::OK);
+    let answer = mutate(&state, &ingress_review("web1")).await;
+    assert_eq!(answer["response"]["allowed"], true);
+    assert!(answer["response"]["patch"].is_string(), "{answer}");
+    // Every watch is up (and would have shown a request for the audit's resources by now).
+    for path in [CLUSTERS, ENVIRONMENTS, DEPLOYMENTS] {
+        api.wait_for_request("a watch of the levels", 1, STEP, |r| {
+            r.path == path && r.is_watch()
+        });
+    }
+    task.abort();
+
+    let requests = api.requests();
+    for audited in [INGRESSES, SERVICES, NAMESPACES, INGRESS_CLASSES] {
+        assert!(
+            !requests.iter().any(|r| r.path == audited),
+            "admission asked for {audited}: {requests:#?}"
+        );
+    }
+    let mut used = vec![false; ADMISSION_API_CALLS.len()];
+    for request in &requests {
+        let entry = entry_of(ADMISSION_API_CALLS, request)
+            .unwrap_or_else(|| panic!("{request:?} is not in ADMISSION_API_CALLS"));
+        used[entry] = true;
+    }
+    assert!(used.iter().all(|u| *u), "unused entries: {used:?}");
+    // The everything-scope table is a superset: admission needs nothing the controllers lack.
+    assert!(ADMISSION_API_CALLS.iter().all(|c| API_CALLS.contains(c)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

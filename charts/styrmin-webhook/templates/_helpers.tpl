@@ -97,3 +97,37 @@ in braces. Called with (list $ "matcher" ...).
 {{- $matchers := concat (rest .) (list $root.Values.prometheusRule.selector) | compact }}
 {{- printf "{%s}" (join "," $matchers) }}
 {{- end }}
+
+{{/*
+The controllers' Deployment (`styrmin-webhook controllers`): its name, and the labels it
+selects its pods by. Its app.kubernetes.io/name differs from admission's, so that admission's
+Service, PodDisruptionBudget and Deployment never select a controllers pod.
+*/}}
+{{- define "styrmin-webhook.controllersFullname" -}}
+{{- printf "%s-controllers" (include "styrmin-webhook.fullname" . | trunc 51 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "styrmin-webhook.controllersSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-controllers" (include "styrmin-webhook.name" . | trunc 51 | trimSuffix "-") }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controllers
+{{- end }}
+
+{{- define "styrmin-webhook.controllersLabels" -}}
+{{ include "styrmin-webhook.controllersSelectorLabels" . }}
+app.kubernetes.io/part-of: styrmin
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+{{- if .Values.helmLabels }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end }}
+{{- end }}
+
+{{/* The image reference, by digest when one is set. */}}
+{{- define "styrmin-webhook.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}

@@ -10,6 +10,8 @@
 //! A new subcommand is a module here, a variant of [`Command`] and an arm of [`Cli::run`].
 
 pub mod audit;
+pub mod controllers;
+pub mod election;
 pub mod migrate;
 pub mod plan;
 pub mod policy_reports;
@@ -22,6 +24,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory as _, Parser, Subcommand};
 
 pub use self::audit::AuditArgs;
+pub use self::controllers::ControllersArgs;
 pub use self::migrate::MigrateArgs;
 pub use self::plan::PlanArgs;
 pub use self::serve::ServeArgs;
@@ -41,7 +44,19 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serves the admission webhook until SIGTERM (the default).
+    ///
+    /// With `--source kubernetes` it watches only the Styrmin resources (StyrminCluster,
+    /// StyrminEnvironment, StyrminDeployment) and holds no write right: the audit, the
+    /// PolicyReports and the migrations run in `controllers`.
     Serve(Box<ServeArgs>),
+    /// Runs the cluster-wide controllers until SIGTERM: the audit on every replica, and on
+    /// the one that holds the Lease the PolicyReport writer (`--policy-reports`) and the
+    /// migration executor (`--migrations`).
+    ///
+    /// Runs apart from admission, in a Deployment of its own with its own service account:
+    /// its memory grows with the cluster's Ingresses and it holds write rights, and neither
+    /// may reach the fail-closed admission pods.
+    Controllers(Box<ControllersArgs>),
     /// Audits a cluster once and prints what is out of line.
     ///
     /// The Ingresses of Styrmin namespaces, judged as admission would judge them; the ingress
@@ -81,6 +96,13 @@ impl Cli {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
                     // The error and its causes on one line.
+                    eprintln!("styrmin-webhook: {error:#}");
+                    ExitCode::FAILURE
+                }
+            },
+            Command::Controllers(args) => match args.run().await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
                     eprintln!("styrmin-webhook: {error:#}");
                     ExitCode::FAILURE
                 }
@@ -199,7 +221,7 @@ mod tests {
         // The name `audit` had before the flags were one group still parses, and means the
         // same as the name `serve` had.
         for name in ["--not-served-grace-secs", "--audit-not-served-grace-secs"] {
-            for command in ["audit", "serve"] {
+            for command in ["audit", "serve", "controllers"] {
                 let mut line = vec!["styrmin-webhook", command, name, "60"];
                 if command == "serve" {
                     line.extend(["--tls-cert=c.pem", "--tls-key=k.pem", "--source=kubernetes"]);
@@ -208,6 +230,7 @@ mod tests {
                 let thresholds = match cli.command {
                     Command::Audit(audit) => audit.thresholds,
                     Command::Serve(serve) => serve.thresholds,
+                    Command::Controllers(controllers) => controllers.thresholds,
                     Command::Plan(_) | Command::Migrate(_) => panic!("not audit or serve"),
                 };
                 assert_eq!(thresholds.not_served_grace_secs, 60, "{command} {name}");

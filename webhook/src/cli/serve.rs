@@ -17,7 +17,7 @@ use crate::budget::{self, RequestBudget};
 use crate::controllers::WithControllers;
 use crate::controllers::migration::run::MigrationSettings;
 use crate::decide::DecideOptions;
-use crate::kube_source::{AUDIT_INTERVAL, KubeSource};
+use crate::kube_source::{AUDIT_INTERVAL, KubeSource, WatchScope};
 use crate::metrics::Metrics;
 use crate::policy_file::PolicyFileSource;
 use crate::server;
@@ -44,6 +44,8 @@ pub struct ServeArgs {
     pub policy_reports: super::policy_reports::PolicyReportArgs,
     #[command(flatten)]
     pub migrations: MigrationArgs,
+    #[command(flatten)]
+    pub election: super::election::LeaderElectionArgs,
     #[command(flatten)]
     pub budgets: BudgetArgs,
     #[command(flatten)]
@@ -117,8 +119,10 @@ pub struct SourceArgs {
     )]
     pub reload_interval_ms: u64,
 
-    /// `--source kubernetes`: how often the Ingresses, controllers and service aliases
-    /// already in the cluster are audited (`/debug/audit`, `styrmin_webhook_audit_*`).
+    /// `--source kubernetes` with `--policy-reports` or `--migrations`: how often the
+    /// Ingresses, controllers and service aliases already in the cluster are audited
+    /// (`/debug/audit`, `styrmin_webhook_audit_*`). Without them `serve` watches only the
+    /// Styrmin resources and audits nothing: the audit runs in `controllers`.
     #[arg(
         long,
         env = "STYRMIN_WEBHOOK_AUDIT_INTERVAL_SECS",
@@ -143,9 +147,10 @@ pub struct DecisionArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Migrations")]
 pub struct MigrationArgs {
-    /// `--source kubernetes`: the replica that holds the Lease (as for `--policy-reports`)
-    /// carries out StyrminMigrations, step by step. Needs the calls the chart grants with
-    /// `migrations.enabled`. Off by default.
+    /// `--source kubernetes`: the replica that holds the controllers' Lease carries out
+    /// StyrminMigrations, step by step. Needs the calls the chart grants with
+    /// `migrations.enabled`. Off by default. With `serve` (deprecated: run `controllers`),
+    /// the admission process runs the controllers too.
     #[arg(long, env = "STYRMIN_WEBHOOK_MIGRATIONS")]
     pub migrations: bool,
 }
@@ -342,34 +347,40 @@ impl ServeArgs {
                 "--migrations needs --source kubernetes (migrations are custom resources)"
             );
         }
-        // Migrations hold the report writer's Lease, with its flags.
-        let migrations = if self.migrations.migrations {
-            let lease = self.policy_reports.lease()?;
-            let settings = MigrationSettings {
-                namespace: lease.namespace.clone(),
-                identity: lease.identity.clone(),
-                metrics: metrics.migrations.clone(),
-            };
-            Some((lease, settings))
-        } else {
-            None
-        };
+        let in_process = policy_reports.is_some() || self.migrations.migrations;
         match (source.source, &source.policy_file) {
             (SourceKind::Kubernetes, _) => {
                 let kube = KubeSource::from_environment()
                     .await
-                    .context("cannot configure a Kubernetes client (in-cluster or kubeconfig)")?
-                    .with_audit(
+                    .context("cannot configure a Kubernetes client (in-cluster or kubeconfig)")?;
+                let shutdown = CancellationToken::new();
+                if !in_process {
+                    // Admission alone: the levels, nothing that grows with the cluster.
+                    let kube = kube.with_scope(WatchScope::Admission);
+                    return serve(&self, kube, audits, metrics, shutdown).await;
+                }
+                tracing::warn!(
+                    "serve --policy-reports/--migrations is deprecated and goes in the next \
+                     release: run the controllers apart from admission, with \
+                     `styrmin-webhook controllers` (the chart does)"
+                );
+                metrics.controllers_running.set(1);
+                let election = self.election.settings()?;
+                let source = WithControllers {
+                    source: kube.with_audit(
                         audits.clone(),
                         Duration::from_secs(source.audit_interval_secs.max(1)),
                         self.thresholds.settings(),
-                    );
-                let shutdown = CancellationToken::new();
-                let source = WithControllers {
-                    source: kube,
+                    ),
+                    migrations: self.migrations.migrations.then(|| MigrationSettings {
+                        namespace: String::new(),
+                        identity: election.identity.clone(),
+                        metrics: metrics.migrations.clone(),
+                    }),
+                    election,
                     policy_reports,
                     metrics: metrics.policy_reports.clone(),
-                    migrations,
+                    lease_held: metrics.controllers_lease_held.clone(),
                     shutdown: shutdown.clone(),
                 };
                 serve(&self, source, audits, metrics, shutdown).await

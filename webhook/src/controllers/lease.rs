@@ -24,6 +24,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Api;
 use kube::api::PostParams;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -31,9 +32,13 @@ use tokio_util::sync::CancellationToken;
 pub const LEASE_DURATION: Duration = Duration::from_secs(15);
 pub const RENEW_DEADLINE: Duration = Duration::from_secs(10);
 pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
-/// The Lease's name, in the webhook's namespace (the name it has always had: replicas of
-/// an older version and this one elect among themselves during a rolling update).
-pub const LEASE_NAME: &str = "styrmin-webhook-policy-reports";
+/// The Lease's name, in the controllers' namespace.
+pub const LEASE_NAME: &str = "styrmin-webhook-controllers";
+/// The name the Lease had while the controllers ran in the admission pods and the report
+/// writer owned it. Until no replica of that version is left, a holder of it is followed
+/// (see [`LeaseSettings::legacy_name`]): during an upgrade the old pods keep writing until
+/// they stop and give it back, and only then do the new controllers start.
+pub const LEGACY_LEASE_NAME: &str = "styrmin-webhook-policy-reports";
 
 /// Where the Lease is and how it is held.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +50,9 @@ pub struct LeaseSettings {
     pub duration: Duration,
     pub renew_deadline: Duration,
     pub retry_period: Duration,
+    /// A Lease of an older version's election (same namespace) whose live holder keeps
+    /// this one from being taken: read, never written. `None`: no such Lease.
+    pub legacy_name: Option<String>,
 }
 
 /// Until when this replica may write, shared by the elector and the controllers it
@@ -200,10 +208,20 @@ fn held_spec(previous: &LeaseSpec, step: &LeaseStep, settings: &LeaseSettings) -
 async fn round(
     api: &Api<Lease>,
     settings: &LeaseSettings,
-    observed: &mut Option<Observed>,
+    observed: &mut Observations,
     now: Instant,
 ) -> Result<bool, kube::Error> {
-    let Some(mut lease) = api.get_opt(&settings.name).await? else {
+    let current = api.get_opt(&settings.name).await?;
+    let takes_over = current.as_ref().is_none_or(|lease| {
+        let spec = lease.spec.clone().unwrap_or_default();
+        let seen = Observed::note(observed.lease.clone(), &spec, now);
+        decide(&spec, &seen, &settings.identity, settings.duration, now) == LeaseStep::Acquire
+    });
+    if takes_over && legacy_holder_is_live(api, settings, &mut observed.legacy, now).await? {
+        return Ok(false);
+    }
+    let observed = &mut observed.lease;
+    let Some(mut lease) = current else {
         let lease = Lease {
             metadata: ObjectMeta {
                 name: Some(settings.name.clone()),
@@ -239,6 +257,58 @@ async fn round(
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
         Err(error) => Err(error),
     }
+}
+
+/// What a replica last saw of its Lease and of the legacy one.
+#[derive(Debug, Default)]
+struct Observations {
+    lease: Option<Observed>,
+    legacy: Option<Observed>,
+}
+
+/// Whether the legacy Lease (if any) has a holder other than this replica that renewed it
+/// within its duration, as this replica has seen it: then nobody takes the new Lease yet.
+/// A legacy Lease this replica may not read (403) or that does not exist blocks nothing.
+async fn legacy_holder_is_live(
+    api: &Api<Lease>,
+    settings: &LeaseSettings,
+    observed: &mut Option<Observed>,
+    now: Instant,
+) -> Result<bool, kube::Error> {
+    let Some(name) = &settings.legacy_name else {
+        return Ok(false);
+    };
+    let legacy = match api.get_opt(name).await {
+        Ok(legacy) => legacy,
+        Err(kube::Error::Api(status)) if status.code == 403 => None,
+        Err(error) => return Err(error),
+    };
+    let Some(spec) = legacy.and_then(|l| l.spec) else {
+        return Ok(false);
+    };
+    let seen = Observed::note(observed.take(), &spec, now);
+    let blocked = legacy_blocks(&spec, &seen, &settings.identity, settings.duration, now);
+    *observed = Some(seen);
+    if blocked {
+        tracing::info!(lease = %name, holder = ?spec.holder_identity,
+            "a replica of the previous version holds the legacy lease: waiting until it gives it back or it expires");
+    }
+    Ok(blocked)
+}
+
+/// Whether the legacy Lease, as read and observed, keeps the new one from being taken: its
+/// holder is another replica that has renewed it within its duration.
+pub fn legacy_blocks(
+    spec: &LeaseSpec,
+    observed: &Observed,
+    identity: &str,
+    default_duration: Duration,
+    now: Instant,
+) -> bool {
+    matches!(
+        decide(spec, observed, identity, default_duration, now),
+        LeaseStep::Follow { .. }
+    )
 }
 
 /// The Lease's spec when its holder gives it back: no holder, and a duration of one second
@@ -285,15 +355,18 @@ pub async fn bounded<T>(
 }
 
 /// Takes part in the election until `shutdown` is cancelled, then gives the Lease back if
-/// it is held; `leadership` says whether this replica holds it.
+/// it is held; `leadership` says whether this replica holds it, and so does `held_gauge`
+/// (`styrmin_webhook_controllers_lease_held`). Cancel `shutdown` only once the controllers
+/// it elects have stopped: a Lease given back while one still writes lets a second writer in.
 pub async fn run(
     client: kube::Client,
     settings: LeaseSettings,
     leadership: Leadership,
+    held_gauge: Gauge,
     shutdown: CancellationToken,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
-    let mut observed = None;
+    let mut observed = Observations::default();
     let mut held = false;
     while !shutdown.is_cancelled() {
         let started = Instant::now();
@@ -325,6 +398,7 @@ pub async fn run(
             }
         }
         held = leadership.holds();
+        held_gauge.set(i64::from(held));
         tokio::select! {
             () = tokio::time::sleep(settings.retry_period) => {}
             () = shutdown.cancelled() => break,
@@ -335,6 +409,7 @@ pub async fn run(
     }
     let was_held = leadership.holds();
     leadership.release();
+    held_gauge.set(0);
     if was_held {
         match bounded(settings.renew_deadline, give_back(&api, &settings)).await {
             Ok(true) => {
@@ -381,6 +456,49 @@ mod tests {
     }
 
     #[test]
+    fn a_live_holder_of_the_legacy_lease_blocks_until_it_gives_it_back_or_expires() {
+        let start = Instant::now();
+        let at = |s| start + Duration::from_secs(s);
+        // An old replica renews it: blocked for the duration of an unchanged record.
+        let held = spec(Some("old-pod"), 100, Some(15));
+        let seen = Observed::note(None, &held, start);
+        assert!(legacy_blocks(
+            &held,
+            &seen,
+            "new-pod",
+            LEASE_DURATION,
+            at(14)
+        ));
+        assert!(!legacy_blocks(
+            &held,
+            &seen,
+            "new-pod",
+            LEASE_DURATION,
+            at(15)
+        ));
+        // Given back on SIGTERM (no holder): free at once.
+        let released = released_spec(&held);
+        let seen = Observed::note(Some(seen), &released, at(1));
+        assert!(!legacy_blocks(
+            &released,
+            &seen,
+            "new-pod",
+            LEASE_DURATION,
+            at(1)
+        ));
+        // Never blocked by oneself.
+        let own = spec(Some("new-pod"), 100, Some(15));
+        let seen = Observed::note(None, &own, start);
+        assert!(!legacy_blocks(
+            &own,
+            &seen,
+            "new-pod",
+            LEASE_DURATION,
+            start
+        ));
+    }
+
+    #[test]
     fn another_holder_is_followed_until_its_record_stands_still_for_the_duration() {
         let start = Instant::now();
         let held = spec(Some("b"), 100, Some(15));
@@ -422,6 +540,7 @@ mod tests {
             duration: LEASE_DURATION,
             renew_deadline: RENEW_DEADLINE,
             retry_period: RETRY_PERIOD,
+            legacy_name: None,
         };
         let mut previous = spec(Some("b"), 100, Some(15));
         previous.lease_transitions = Some(3);

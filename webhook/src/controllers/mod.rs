@@ -1,7 +1,9 @@
-//! The cluster-wide controllers: work that one replica does for the whole cluster while it
-//! holds the Lease ([`lease`]), beside admission, which every replica serves. Today that is
-//! the PolicyReport writer ([`policy_reports`]), fed by the audit's rounds
-//! ([`crate::audit::round`]).
+//! The cluster-wide controllers: the work that one replica of `styrmin-webhook controllers`
+//! does for the whole cluster while it holds the Lease ([`lease`]): the PolicyReport writer
+//! ([`policy_reports`]), fed by the audit's rounds ([`crate::audit::round`]), and the
+//! migration executor ([`migration`]). They run apart from admission (`serve`), in their own
+//! Deployment with their own service account, so that their memory, their write rights and
+//! their failures never reach the fail-closed admission pods.
 //!
 //! Why not a crate for the Lease: `kube-leader-election` 0.44 needs kube 4 (the workspace
 //! uses kube 5); `kube-lease-manager` matches kube 5 but takes the Lease through
@@ -15,7 +17,9 @@ pub mod lease;
 pub mod migration;
 pub mod policy_reports;
 
-use kube::Client;
+use std::time::Duration;
+
+use prometheus_client::metrics::gauge::Gauge;
 use tokio_util::sync::CancellationToken;
 
 use crate::kube_source::{ApiCall, KubeSource};
@@ -26,11 +30,12 @@ use policy_reports::PolicyReportSettings;
 use policy_reports::metrics::PolicyReportMetrics;
 
 /// The Lease that elects the one replica that runs the cluster-wide controllers, in the
-/// webhook's own namespace (a Role, not the ClusterRole): read and updated by its name only
-/// (with the `resourceVersion` read, [`lease`]), created by the first replica (`create`
-/// cannot be limited to a name: the object does not exist yet). The chart's Role must grant
-/// exactly these (a test compares them).
-pub const LEASE_CALLS: [ApiCall; 2] = [
+/// controllers' own namespace (a Role, not the ClusterRole): read and updated by its name
+/// only (with the `resourceVersion` read, [`lease`]), created by the first replica
+/// (`create` cannot be limited to a name: the object does not exist yet), and the previous
+/// version's Lease read by its name, never written ([`lease::LEGACY_LEASE_NAME`]). The
+/// chart's Role must grant exactly these (a test compares them).
+pub const LEASE_CALLS: [ApiCall; 3] = [
     ApiCall::Resource {
         group: "coordination.k8s.io",
         version: "v1",
@@ -45,20 +50,34 @@ pub const LEASE_CALLS: [ApiCall; 2] = [
         verbs: &["create"],
         names: &[],
     },
+    ApiCall::Resource {
+        group: "coordination.k8s.io",
+        version: "v1",
+        resource: "leases",
+        verbs: &["get"],
+        names: &[lease::LEGACY_LEASE_NAME],
+    },
 ];
 
 /// The kube source with the cluster-wide controllers it feeds: a [`ViewSource`] whose run
-/// also runs them, and stops them when it ends (or is dropped).
+/// also runs the election and the controllers. At `shutdown` the controllers stop first,
+/// and only once they have stopped (or [`LeaseSettings::renew_deadline`] has passed and
+/// they are dropped) is the Lease given back; then the run returns.
 #[derive(Debug)]
 pub struct WithControllers {
+    /// The source of the view and the audit (every watched resource).
     pub source: KubeSource,
+    /// The election (an empty namespace means the client's).
+    pub election: LeaseSettings,
     /// `--policy-reports` (`None`: off).
     pub policy_reports: Option<PolicyReportSettings>,
     pub metrics: PolicyReportMetrics,
-    /// `--migrations`: the Lease to hold (the one the report writer holds) and where the
-    /// canaries go (`None`: off).
-    pub migrations: Option<(LeaseSettings, MigrationSettings)>,
-    /// Cancelled at SIGTERM: the holder stops writing and gives the Lease back.
+    /// `styrmin_webhook_controllers_lease_held`.
+    pub lease_held: Gauge,
+    /// `--migrations`: where the canaries go (`None`: off; an empty namespace means the
+    /// Lease's).
+    pub migrations: Option<MigrationSettings>,
+    /// Cancelled at SIGTERM.
     pub shutdown: CancellationToken,
 }
 
@@ -70,50 +89,87 @@ impl ViewSource for WithControllers {
     async fn run(self, sink: ViewSink) -> anyhow::Result<()> {
         let WithControllers {
             source,
+            mut election,
             policy_reports,
             metrics,
+            lease_held,
             migrations,
             shutdown,
         } = self;
-        // The controllers end with this task.
+        let client = source.client().clone();
+        if election.namespace.is_empty() {
+            election.namespace = client.default_namespace().to_owned();
+        }
+        let stop_within = election.renew_deadline;
+        let leadership = Leadership::default();
+        // Its own token: the Lease is given back after the controllers stop, not with them.
+        let election_stop = CancellationToken::new();
+        let election_task = tokio::spawn(lease::run(
+            client.clone(),
+            election.clone(),
+            leadership.clone(),
+            lease_held,
+            election_stop.clone(),
+        ));
+        let stop = shutdown.child_token();
         let mut tasks = tokio::task::JoinSet::new();
-        let shared = migrations.map(|(mut lease_settings, mut settings)| {
-            let client = source.client().clone();
-            if lease_settings.namespace.is_empty() {
-                lease_settings.namespace = client.default_namespace().to_owned();
-            }
+        if let Some(mut settings) = migrations {
             if settings.namespace.is_empty() {
-                settings.namespace.clone_from(&lease_settings.namespace);
+                settings.namespace.clone_from(&election.namespace);
             }
-            let leadership = Leadership::default();
-            tasks.spawn(lease::run(
-                client.clone(),
-                lease_settings,
-                leadership.clone(),
-                shutdown.clone(),
-            ));
             tasks.spawn(migration::run::run_migrations(
-                client,
+                client.clone(),
                 settings,
                 leadership.clone(),
-                shutdown.clone(),
+                stop.clone(),
             ));
-            leadership
-        });
+        }
         let source = match policy_reports {
-            Some(mut settings) => {
-                let client: &Client = source.client();
-                if settings.lease.namespace.is_empty() {
-                    settings.lease.namespace = client.default_namespace().to_owned();
-                }
+            Some(settings) => {
                 let (rounds, feed) = tokio::sync::watch::channel(None);
                 policy_reports::start(
-                    &mut tasks, client, settings, feed, metrics, shared, shutdown,
+                    &mut tasks,
+                    &client,
+                    settings,
+                    feed,
+                    metrics,
+                    leadership,
+                    stop.clone(),
                 );
                 source.with_rounds(Some(rounds))
             }
             None => source,
         };
-        source.run(sink).await
+        let outcome = tokio::select! {
+            outcome = source.run(sink) => outcome,
+            () = shutdown.cancelled() => Ok(()),
+        };
+        stop.cancel();
+        stop_then_give_back(tasks, stop_within, election_stop, election_task).await;
+        outcome
+    }
+}
+
+/// Waits up to `within` for the controllers to stop (then drops them), then ends the
+/// election, which gives the Lease back if this replica holds it.
+async fn stop_then_give_back(
+    mut tasks: tokio::task::JoinSet<()>,
+    within: Duration,
+    election_stop: CancellationToken,
+    election: tokio::task::JoinHandle<()>,
+) {
+    let stopped =
+        tokio::time::timeout(within, async { while tasks.join_next().await.is_some() {} }).await;
+    if stopped.is_err() {
+        tracing::warn!(
+            ?within,
+            "shutting down: the controllers did not stop in time; dropping them"
+        );
+        tasks.shutdown().await;
+    }
+    tracing::info!("shutting down: the controllers have stopped");
+    election_stop.cancel();
+    if let Err(error) = election.await {
+        tracing::warn!(%error, "the election task failed");
     }
 }

@@ -84,15 +84,60 @@ impl WatchedResource {
     }
 }
 
+/// What a source watches. Admission decides from the levels alone (`crate::decide` reads
+/// the view, never an Ingress), so its memory does not grow with the cluster; the
+/// controllers also watch what the audit reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchScope {
+    /// The three Styrmin resources the view is built from.
+    Admission,
+    /// Every [`WatchedResource`]: the view and the audit.
+    Everything,
+}
+
+impl WatchScope {
+    /// Whether a source of this scope watches `resource`.
+    pub const fn watches(self, resource: WatchedResource) -> bool {
+        match self {
+            WatchScope::Everything => true,
+            WatchScope::Admission => matches!(
+                resource,
+                WatchedResource::StyrminClusters
+                    | WatchedResource::StyrminEnvironments
+                    | WatchedResource::StyrminDeployments
+            ),
+        }
+    }
+
+    /// Every call a source of this scope makes.
+    pub const fn api_calls(self) -> &'static [ApiCall] {
+        match self {
+            WatchScope::Admission => ADMISSION_API_CALLS,
+            WatchScope::Everything => API_CALLS,
+        }
+    }
+}
+
 /// The `/version` read (R9).
 const VERSION_CALL: ApiCall = ApiCall::NonResource {
     path: "/version",
     verbs: &["get"],
 };
 
-/// Every call the webhook makes to the API server: each watched resource's, then
-/// `/version`. The ClusterRole must grant exactly these (a test compares them).
+/// Every call the controllers' source ([`WatchScope::Everything`]) makes to the API server:
+/// each watched resource's, then `/version`. The controllers' ClusterRole must grant exactly
+/// these and the controllers' own (a test compares them).
 pub const API_CALLS: &[ApiCall] = &api_calls();
+
+/// Every call admission's source ([`WatchScope::Admission`]) makes: the three Styrmin
+/// resources' and `/version`. Admission's ClusterRole grants exactly these: no write verb,
+/// and nothing that grows with the cluster.
+pub const ADMISSION_API_CALLS: &[ApiCall] = &[
+    WatchedResource::StyrminClusters.api_call(),
+    WatchedResource::StyrminEnvironments.api_call(),
+    WatchedResource::StyrminDeployments.api_call(),
+    VERSION_CALL,
+];
 
 const fn api_calls() -> [ApiCall; WatchedResource::ALL.len() + 1] {
     let mut calls = [VERSION_CALL; WatchedResource::ALL.len() + 1];

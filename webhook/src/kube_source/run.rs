@@ -13,7 +13,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use styrmin_ingress_rules::KubernetesVersion;
 
-use super::api::{ByResource, WatchedResource};
+use super::api::{ByResource, WatchScope, WatchedResource};
 use super::convert::{BuiltView, LAST_APPLIED, audit_listed, build_view, version_of};
 use crate::audit::objects::{
     AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR, trim_ingress_class,
@@ -65,6 +65,16 @@ pub(super) struct Progress {
 }
 
 impl Progress {
+    /// Where the watches of `scope` stand before any has listed: a resource the scope does
+    /// not watch counts as listed, so it never holds the gate.
+    pub(super) fn for_scope(scope: WatchScope) -> Self {
+        let mut progress = Progress::default();
+        for resource in WatchedResource::ALL {
+            progress.listed[resource] = !scope.watches(resource);
+        }
+        progress
+    }
+
     pub(super) fn all_listed(&self) -> bool {
         self.listed.0.iter().all(|l| *l)
     }
@@ -230,6 +240,7 @@ pub struct KubeSource {
     audit_settings: AuditSettings,
     audits: Arc<AuditStore>,
     rounds: Option<RoundSender>,
+    scope: WatchScope,
 }
 
 /// Where the audit's rounds go, for the cluster-wide controllers ([`crate::audit::round`]).
@@ -256,7 +267,15 @@ impl KubeSource {
             audit_settings: AuditSettings::default(),
             audits: Arc::default(),
             rounds: None,
+            scope: WatchScope::Everything,
         }
+    }
+
+    /// Watches only what `scope` names (default: everything, the view and the audit). With
+    /// [`WatchScope::Admission`] there is no audit: the audit settings go unused.
+    pub fn with_scope(mut self, scope: WatchScope) -> Self {
+        self.scope = scope;
+        self
     }
 
     /// Sends each audit round there (the PolicyReport writer reads them); without it the
@@ -311,28 +330,30 @@ impl ViewSource for KubeSource {
             audit_settings,
             audits,
             rounds,
+            scope,
         } = self;
-        let (stores, mut events) = start_watches(&client)?;
+        let (stores, mut events) = start_watches(&client, scope)?;
+        let auditor = stores.audited.map(|audited| Auditor {
+            settings: audit_settings,
+            store: audits,
+            ingresses: audited.ingresses,
+            aliases: audited.aliases,
+            namespaces: audited.namespaces,
+            ingress_classes: audited.ingress_classes,
+            deployments: stores.deployments.clone(),
+            rounds,
+            stuck: HashSet::new(),
+            relists: 0,
+            changed_since_round: true,
+        });
         let mut source = Running {
             name: "kubernetes",
             sink,
-            auditor: Auditor {
-                settings: audit_settings,
-                store: audits,
-                ingresses: stores.ingresses,
-                aliases: stores.aliases,
-                namespaces: stores.namespaces,
-                ingress_classes: stores.ingress_classes,
-                deployments: stores.deployments.clone(),
-                rounds,
-                stuck: HashSet::new(),
-                relists: 0,
-                changed_since_round: true,
-            },
+            auditor,
             clusters: stores.clusters,
             environments: stores.environments,
             deployments: stores.deployments,
-            progress: Progress::default(),
+            progress: Progress::for_scope(scope),
             published: false,
             first_seen_deleting: HashMap::new(),
         };
@@ -367,8 +388,8 @@ impl ViewSource for KubeSource {
                 }
                 _ = ticker.tick() => source.confirm(),
                 _ = audit_ticker.tick() => {
-                    if source.published {
-                        source.auditor.run(&source.sink, &source.progress);
+                    if let (true, Some(auditor)) = (source.published, source.auditor.as_mut()) {
+                        auditor.run(&source.sink, &source.progress);
                     }
                 }
             }
@@ -384,20 +405,28 @@ impl ViewSource for KubeSource {
     }
 }
 
-/// The stores of the seven watches.
+/// The stores of the watches: the view's three, and the audit's four when the scope has them.
 struct Stores {
     clusters: Store<StyrminCluster>,
     environments: Store<StyrminEnvironment>,
     deployments: Store<StyrminDeployment>,
+    audited: Option<AuditedStores>,
+}
+
+/// The stores only the audit reads.
+struct AuditedStores {
     ingresses: Store<AuditedIngress>,
     aliases: Store<AliasService>,
     namespaces: Store<NamespaceName>,
     ingress_classes: Store<IngressClass>,
 }
 
-/// Starts a watcher and reflector on every [`WatchedResource`]: their stores, and their
-/// events in one stream.
-fn start_watches(client: &Client) -> anyhow::Result<(Stores, futures::stream::SelectAll<Events>)> {
+/// Starts a watcher and reflector on every [`WatchedResource`] of `scope`: their stores,
+/// and their events in one stream.
+fn start_watches(
+    client: &Client,
+    scope: WatchScope,
+) -> anyhow::Result<(Stores, futures::stream::SelectAll<Events>)> {
     // The StyrminCluster keeps its last-applied configuration: the `null` trap shows only
     // there, and there is one such object.
     let (clusters, cluster_events) = watch_trimmed::<StyrminCluster>(
@@ -411,6 +440,27 @@ fn start_watches(client: &Client) -> anyhow::Result<(Stores, futures::stream::Se
         watch::<StyrminEnvironment>(client, WatchedResource::StyrminEnvironments)?;
     let (deployments, deployment_events) =
         watch::<StyrminDeployment>(client, WatchedResource::StyrminDeployments)?;
+    let mut events =
+        futures::stream::select_all([cluster_events, environment_events, deployment_events]);
+    let audited = if scope == WatchScope::Everything {
+        Some(start_audit_watches(client, &mut events)?)
+    } else {
+        None
+    };
+    let stores = Stores {
+        clusters,
+        environments,
+        deployments,
+        audited,
+    };
+    Ok((stores, events))
+}
+
+/// Starts the audit's watches, their events added to `events`.
+fn start_audit_watches(
+    client: &Client,
+    events: &mut futures::stream::SelectAll<Events>,
+) -> anyhow::Result<AuditedStores> {
     let (ingresses, ingress_events) = watch_trimmed::<AuditedIngress>(
         client,
         WatchedResource::Ingresses,
@@ -439,25 +489,20 @@ fn start_watches(client: &Client) -> anyhow::Result<(Stores, futures::stream::Se
         |_| true,
         trim_ingress_class,
     )?;
-    let events = futures::stream::select_all([
-        cluster_events,
-        environment_events,
-        deployment_events,
+    for stream in [
         ingress_events,
         alias_events,
         namespace_events,
         ingress_class_events,
-    ]);
-    let stores = Stores {
-        clusters,
-        environments,
-        deployments,
+    ] {
+        events.push(stream);
+    }
+    Ok(AuditedStores {
         ingresses,
         aliases,
         namespaces,
         ingress_classes,
-    };
-    Ok((stores, events))
+    })
 }
 
 /// The source while it runs: the stores the view is built from, the auditor, and where
@@ -465,7 +510,8 @@ fn start_watches(client: &Client) -> anyhow::Result<(Stores, futures::stream::Se
 struct Running {
     name: &'static str,
     sink: ViewSink,
-    auditor: Auditor,
+    /// `None` in admission's scope: no audit.
+    auditor: Option<Auditor>,
     clusters: Store<StyrminCluster>,
     environments: Store<StyrminEnvironment>,
     deployments: Store<StyrminDeployment>,
@@ -483,10 +529,12 @@ impl Running {
                 Step::Changed { relisted } => {
                     if relisted && !self.progress.listed[resource] {
                         tracing::info!(resource = resource.plural(), "listed");
-                    } else if relisted {
-                        self.auditor.relists += 1;
+                    } else if let (true, Some(auditor)) = (relisted, self.auditor.as_mut()) {
+                        auditor.relists += 1;
                     }
-                    self.auditor.changed_since_round = true;
+                    if let Some(auditor) = self.auditor.as_mut() {
+                        auditor.changed_since_round = true;
+                    }
                     self.progress.listed[resource] |= relisted;
                     self.progress.last_error[resource] = None;
                     dirty = true;
@@ -534,8 +582,8 @@ impl Running {
                     );
                 }
                 self.sink.publish(view);
-                if !self.published {
-                    self.auditor.run(&self.sink, &self.progress);
+                if let (false, Some(auditor)) = (self.published, self.auditor.as_mut()) {
+                    auditor.run(&self.sink, &self.progress);
                 }
                 self.published = true;
             }

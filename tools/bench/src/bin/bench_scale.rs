@@ -3,10 +3,11 @@
 //!
 //! It creates Ingresses over Styrmin namespaces, all without an address and half with a class
 //! the levels do not give (so each has a `not_served` finding, and half also `wrong_class`),
-//! waits past the not-served grace, then runs `styrmin-webhook serve --source kubernetes`
-//! and measures what the API server and etcd see: writes to converge, writes in a steady
-//! window (nothing changes in the cluster), requests by verb, the reports' stored size, and
-//! the webhook's resident memory with reports off and on.
+//! waits past the not-served grace, then runs `styrmin-webhook controllers` and measures what
+//! the API server and etcd see: writes to converge, writes in a steady window (nothing changes
+//! in the cluster), requests by verb, the reports' stored size, and the controllers' resident
+//! memory with reports off and on; and admission's (`serve --source kubernetes` alone) with no
+//! Ingress and with every Ingress, which must be the same within 2 MiB.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -95,6 +96,9 @@ async fn main() -> Result<()> {
     let mut results = Results::default();
 
     let empty = etcd.compacted_in_use()?;
+    results
+        .admission
+        .push((0, bench.admission_memory(0).await?));
     for reports in [false, true] {
         let memory = bench.idle_memory(reports, 0).await?;
         results
@@ -120,6 +124,10 @@ async fn main() -> Result<()> {
     let with_ingresses = etcd.compacted_in_use()?;
     results.ingresses_in_etcd = with_ingresses.saturating_sub(empty);
 
+    results.admission.push((
+        args.ingresses,
+        bench.admission_memory(args.ingresses).await?,
+    ));
     let memory = bench.idle_memory(false, args.ingresses).await?;
     results
         .memory
@@ -221,23 +229,44 @@ struct Webhook {
 }
 
 impl Bench<'_> {
-    fn serve(&self, reports: bool, label: &str) -> Result<Webhook> {
+    /// `styrmin-webhook controllers`: the audit, and with `reports` the writer.
+    fn controllers(&self, reports: bool, label: &str) -> Result<Webhook> {
         let metrics = free_port();
-        let log = std::fs::File::create(self.dir.join(format!("webhook-{label}.log")))?;
+        let log = std::fs::File::create(self.dir.join(format!("controllers-{label}.log")))?;
         let child: Child = Command::new(release_binary("styrmin-webhook"))
-            .arg("serve")
-            .args(["--source", "kubernetes"])
+            .arg("controllers")
             .args([
                 "--policy-reports",
                 if reports { "openreports" } else { "off" },
             ])
             .arg(format!("--policy-reports-qps={}", self.args.qps))
-            .args(["--policy-reports-lease-namespace", NAMESPACE])
-            .args(["--policy-reports-lease-identity", "bench-scale"])
+            .args(["--leader-election-namespace", NAMESPACE])
+            .args(["--leader-election-identity", "bench-scale"])
             .arg(format!(
                 "--audit-not-served-grace-secs={}",
                 self.args.grace_secs
             ))
+            .arg(format!("--metrics-listen=127.0.0.1:{metrics}"))
+            .env("KUBECONFIG", &self.plane.kubeconfig)
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .context("starting styrmin-webhook controllers")?;
+        Ok(Webhook {
+            process: Processes(vec![child]),
+            metrics,
+            started: Instant::now(),
+        })
+    }
+
+    /// `styrmin-webhook serve --source kubernetes`: admission alone.
+    fn admission(&self, label: &str) -> Result<Webhook> {
+        let metrics = free_port();
+        let log = std::fs::File::create(self.dir.join(format!("admission-{label}.log")))?;
+        let child: Child = Command::new(release_binary("styrmin-webhook"))
+            .arg("serve")
+            .args(["--source", "kubernetes"])
             .arg(format!("--listen=127.0.0.1:{}", free_port()))
             .arg(format!("--metrics-listen=127.0.0.1:{metrics}"))
             .arg("--tls-cert")
@@ -249,7 +278,7 @@ impl Bench<'_> {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .context("starting styrmin-webhook")?;
+            .context("starting styrmin-webhook serve")?;
         Ok(Webhook {
             process: Processes(vec![child]),
             metrics,
@@ -257,18 +286,34 @@ impl Bench<'_> {
         })
     }
 
+    /// Admission's memory once its view is loaded and it has had five seconds more, with
+    /// `ingresses` Ingresses in the cluster (which it must not read).
+    async fn admission_memory(&self, ingresses: usize) -> Result<Memory> {
+        let label = format!("admission-{ingresses}");
+        let admission = self.admission(&label)?;
+        admission
+            .wait_for("its view", Duration::from_secs(120), |m| {
+                metric(m, "styrmin_webhook_view_ready") == Some(1.0)
+            })
+            .await?;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let memory = admission.memory()?;
+        println!("{label}: {memory:?}");
+        Ok(memory)
+    }
+
     /// The webhook's memory once its first audit of `ingresses` Ingresses is complete (and,
     /// with reports, its Lease held) and it has had five seconds more.
     async fn idle_memory(&self, reports: bool, ingresses: usize) -> Result<Memory> {
         let label = format!("{}-{ingresses}", if reports { "on" } else { "off" });
-        let webhook = self.serve(reports, &label)?;
+        let webhook = self.controllers(reports, &label)?;
         webhook
             .wait_for("its first complete audit", Duration::from_secs(600), |m| {
                 metric(m, "styrmin_webhook_audit_last_complete_timestamp_seconds")
                     .is_some_and(|t| t > 0.0)
                     && metric(m, "styrmin_webhook_audit_ingresses") == Some(ingresses as f64)
                     && (!reports
-                        || metric(m, "styrmin_webhook_policy_report_lease_held") == Some(1.0))
+                        || metric(m, "styrmin_webhook_controllers_lease_held") == Some(1.0))
             })
             .await?;
         tokio::time::sleep(Duration::from_secs(5)).await;
@@ -286,7 +331,7 @@ impl Bench<'_> {
     ) -> Result<()> {
         let api = open_reports(client);
         let apiserver_start = apiserver_requests(client).await?;
-        let webhook = self.serve(true, &format!("on-{expected}"))?;
+        let webhook = self.controllers(true, &format!("on-{expected}"))?;
         let deadline = Duration::from_secs(self.args.converge_timeout_secs);
         let mut polls = 0u64;
         loop {
@@ -387,6 +432,7 @@ async fn reports_json_size(client: &kube::Client) -> Result<ReportsJson> {
         let page = api.list(&params).await?;
         for report in &page.items {
             sizes.count += 1;
+            sizes.findings += report.data["results"].as_array().map_or(0, Vec::len);
             sizes.bytes += serde_json::to_vec(report)?.len() as u64;
             sizes.managed_fields_bytes +=
                 serde_json::to_vec(&report.metadata.managed_fields)?.len() as u64;
@@ -408,6 +454,8 @@ struct ReportsJson {
     bytes: u64,
     /// Of `bytes`, the server-side apply's `metadata.managedFields`.
     managed_fields_bytes: u64,
+    /// Results (findings) in every report.
+    findings: usize,
     /// The first report listed, whole.
     sample: Value,
 }
@@ -465,7 +513,15 @@ struct Results {
     etcd_growth: u64,
     reports_in_etcd: u64,
     reports_json: ReportsJson,
+    /// Admission's memory (`serve` alone) with no Ingress and with every Ingress.
+    admission: Vec<(usize, Memory)>,
 }
+
+/// How much admission's RSS may grow between no Ingress and every Ingress: it reads none.
+const ADMISSION_GROWTH_KIB: u64 = 2 * 1024;
+
+/// The stored size of a report, at most (2.1 KiB).
+const REPORT_BYTES_GOAL: f64 = 2.1 * 1024.0;
 
 fn run_label(ingresses: usize, reports: bool, when: &str) -> String {
     let reports = if reports { "on" } else { "off" };
@@ -489,6 +545,20 @@ impl Results {
             broken.push(format!(
                 "{} reports stored, {reports} expected",
                 self.reports_json.count
+            ));
+        }
+        if let [(_, empty), (_, full)] = self.admission.as_slice()
+            && full.rss_kib > empty.rss_kib + ADMISSION_GROWTH_KIB
+        {
+            broken.push(format!(
+                "admission's RSS grew from {} KiB to {} KiB with the Ingresses",
+                empty.rss_kib, full.rss_kib
+            ));
+        }
+        let each = self.reports_json.bytes as f64 / self.reports_json.count.max(1) as f64;
+        if each > REPORT_BYTES_GOAL {
+            broken.push(format!(
+                "{each:.0} bytes a report, over {REPORT_BYTES_GOAL}"
             ));
         }
         let converge = writes(&self.converge_requests);
@@ -539,9 +609,19 @@ impl Results {
             ),
             format!("{} / {}", self.steady_writes, writes(&self.steady_requests)),
         );
+        for (ingresses, memory) in &self.admission {
+            row(
+                &format!("admission RSS (peak), {ingresses} Ingresses, view loaded"),
+                format!(
+                    "{} ({})",
+                    kib_as_mib(memory.rss_kib),
+                    kib_as_mib(memory.peak_kib)
+                ),
+            );
+        }
         for (what, memory) in &self.memory {
             row(
-                &format!("RSS (peak), {what}"),
+                &format!("controllers RSS (peak), {what}"),
                 format!(
                     "{} ({})",
                     kib_as_mib(memory.rss_kib),
@@ -553,8 +633,17 @@ impl Results {
             count,
             bytes,
             managed_fields_bytes,
+            findings,
             ..
         } = self.reports_json;
+        row(
+            "bytes per report / per finding",
+            format!(
+                "{:.0} / {:.0} ({findings} findings)",
+                bytes as f64 / count.max(1) as f64,
+                bytes as f64 / findings.max(1) as f64
+            ),
+        );
         row(
             "reports' JSON (each)",
             format!(

@@ -36,7 +36,6 @@ pub struct PolicyReportMetrics {
     pub unchanged: Counter,
     pub reports: Gauge,
     pub failing: Gauge,
-    pub lease_held: Gauge,
     pub api: Family<ApiLabels, Gauge>,
 }
 
@@ -71,11 +70,6 @@ impl PolicyReportMetrics {
             "policy_reports_failing",
             "PolicyReports whose last write failed and that wait for their retry",
             metrics.failing.clone(),
-        );
-        registry.register(
-            "policy_report_lease_held",
-            "1 while this replica holds the PolicyReport lease and writes the reports",
-            metrics.lease_held.clone(),
         );
         registry.register(
             "policy_report_api",

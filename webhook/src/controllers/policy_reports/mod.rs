@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
-use super::lease::{self, Leadership, LeaseSettings};
+use super::lease::Leadership;
 use crate::audit::round::{AuditFeed, AuditRound};
 use crate::clock::unix_now;
 use crate::kube_source::ApiCall;
@@ -85,7 +85,6 @@ pub struct PolicyReportSettings {
     pub results: ReportResults,
     /// Calls a second, at most (writes and list pages; 0: no limit).
     pub qps: f64,
-    pub lease: LeaseSettings,
     /// With `auto` and neither report API served: how often discovery is asked again, so
     /// that reports start when Kyverno or Policy Reporter installs the CRDs later.
     pub rediscover_every: Duration,
@@ -451,7 +450,6 @@ pub async fn run_writer(
     let mut pending = true;
     loop {
         let held = writer.leadership.holds();
-        writer.metrics.lease_held.set(i64::from(held));
         if !held {
             writer.ledger.forget();
             writer.listed = None;
@@ -518,17 +516,16 @@ async fn step(writer: &mut Writer, feed: &mut AuditFeed) -> bool {
 
 /// Starts the report writer on `tasks` (it ends with them or with `shutdown`): the report
 /// API is detected first, said in the log and in `styrmin_webhook_policy_report_api`; then
-/// the election starts (no Lease call is made while no report API is served). With `auto`
-/// and neither API served, discovery is asked again every `rediscover_every` (the API
-/// chosen once is kept: switching would leave the first API's reports behind). With
-/// `shared`, the writer follows that election instead of running its own.
+/// the writer follows `leadership` (the controllers' election). With `auto` and neither API
+/// served, discovery is asked again every `rediscover_every` (the API chosen once is kept:
+/// switching would leave the first API's reports behind).
 pub fn start(
     tasks: &mut tokio::task::JoinSet<()>,
     client: &Client,
     settings: PolicyReportSettings,
     feed: AuditFeed,
     metrics: PolicyReportMetrics,
-    shared: Option<Leadership>,
+    leadership: Leadership,
     shutdown: CancellationToken,
 ) {
     let client = client.clone();
@@ -559,34 +556,17 @@ pub fn start(
         };
         metrics.set_chosen_api(api.as_str());
         tracing::info!(api = %api.api_version(), kind = api.kind(), results = ?settings.results,
-            lease = %settings.lease.name, "writing the audit as PolicyReports");
-        // With migrations on, the election runs already (and its Lease calls are made
-        // whether or not a report API is served).
-        let (leadership, own) = match shared {
-            Some(leadership) => (leadership, false),
-            None => (Leadership::default(), true),
-        };
-        let election = async {
-            if own {
-                lease::run(
-                    client.clone(),
-                    settings.lease.clone(),
-                    leadership.clone(),
-                    shutdown.clone(),
-                )
-                .await;
-            }
-        };
-        let writer = run_writer(
+            "writing the audit as PolicyReports");
+        run_writer(
             client.clone(),
             api,
             &settings,
             feed,
-            leadership.clone(),
+            leadership,
             metrics,
-            shutdown.clone(),
-        );
-        tokio::join!(election, writer);
+            shutdown,
+        )
+        .await;
     });
 }
 

@@ -1,0 +1,277 @@
+//! The chart's write fence on a real kube-apiserver (`make test-cluster`, not `make test`):
+//! the ValidatingAdmissionPolicy of `write-fence.yaml`, with the chart's service accounts and
+//! RBAC as `helm template` renders them with `migrations.enabled=true`. Writes are made with a
+//! token of the controllers' service account: the executor's own write (`write_back`, and a
+//! class change with a `styrmin.io/*` annotation) passes, and a change of a host, a backend,
+//! TLS, a label or another annotation, a write outside a Styrmin namespace and a create
+//! outside the release namespace are refused. Admission's service account may not write at
+//! all (RBAC). The binaries come from `$KUBEBUILDER_ASSETS`; without it the test says so and
+//! returns.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::{Value, json};
+use styrmin_e2e::control_plane::{self, ControlPlane, apply, eventually};
+use styrmin_e2e::{HelmHome, Scratch, run_ok, split_documents, utf8, workspace_root};
+use styrmin_webhook::controllers::migration::calls::write_back;
+
+/// The chart's objects with `migrations.enabled=true` that the fence needs: the service
+/// accounts, their RBAC, and the policy with its binding.
+async fn apply_the_charts_rbac_and_fence(client: &kube::Client) {
+    let helm = HelmHome::new("write-fence-cluster-chart");
+    let mut template = helm.helm("helm4");
+    template
+        .args(["template", "styrmin-webhook"])
+        .arg(workspace_root().join("charts/styrmin-webhook"))
+        .args(["--namespace", "styrmin-system"])
+        .args(["--set", "migrations.enabled=true"]);
+    let rendered = utf8(run_ok(&mut template, None).stdout, "helm4 template");
+    let mut fences = 0;
+    for document in split_documents(&rendered) {
+        let object = document.value();
+        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+        if [
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        ]
+        .contains(&kind.as_str())
+        {
+            fences += usize::from(kind.starts_with("ValidatingAdmissionPolicy"));
+            apply(client, &object).await;
+        }
+    }
+    assert_eq!(fences, 2, "the chart rendered no fence");
+}
+
+/// A client with a token of the service account `name` of styrmin-system.
+async fn as_service_account(client: &kube::Client, url: &str, name: &str) -> kube::Client {
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), "styrmin-system");
+    let request = k8s_openapi::api::authentication::v1::TokenRequest {
+        spec: Some(k8s_openapi::api::authentication::v1::TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token = accounts
+        .create_token_request(name, &Default::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .and_then(|status| status.token)
+        .expect("a token of the service account");
+    control_plane::client(url, &token)
+}
+
+fn ingress(namespace: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": name, "namespace": namespace,
+                     "labels": {"app": "web"},
+                     "annotations": {"nginx.ingress.kubernetes.io/rewrite-target": "/"}},
+        "spec": {
+            "ingressClassName": "nginx",
+            "tls": [{"hosts": ["web.example.com"], "secretName": "web-tls"}],
+            "rules": [{"host": "web.example.com", "http": {"paths": [{
+                "path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]
+        }
+    })
+}
+
+/// Replaces the Ingress after `change`, as `client`: the API server's status code on refusal
+/// (with its message), `Ok` when it is stored.
+async fn write(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    change: impl FnOnce(&mut Value),
+) -> Result<(), (u16, String)> {
+    write_read_by(client, client, namespace, name, change).await
+}
+
+/// [`write`], the Ingress read by `reader`.
+async fn write_read_by(
+    reader: &kube::Client,
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    change: impl FnOnce(&mut Value),
+) -> Result<(), (u16, String)> {
+    let api: Api<Ingress> = Api::namespaced(client.clone(), namespace);
+    let current = Api::<Ingress>::namespaced(reader.clone(), namespace)
+        .get(name)
+        .await
+        .unwrap();
+    let mut object = serde_json::to_value(&current).unwrap();
+    change(&mut object);
+    let changed: Ingress = serde_json::from_value(object).unwrap();
+    match api.replace(name, &PostParams::default(), &changed).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) => Err((status.code, status.message)),
+        Err(error) => panic!("writing {namespace}/{name}: {error}"),
+    }
+}
+
+fn refused(outcome: Result<(), (u16, String)>, what: &str, says: &str) {
+    match outcome {
+        Err((code, message)) => {
+            assert!(
+                (code == 403 || code == 422) && message.contains(says),
+                "{what}: {code} {message}"
+            );
+        }
+        Ok(()) => panic!("{what}: stored, not refused"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real API server: make test-cluster with KUBEBUILDER_ASSETS"]
+async fn the_fence_lets_the_controllers_change_only_the_class() {
+    let Some(assets) = control_plane::assets() else {
+        eprintln!("skipped: KUBEBUILDER_ASSETS is not set; `make test-cluster` runs this");
+        return;
+    };
+    let dir = Scratch::new("write-fence-cluster");
+    let plane = ControlPlane::start(&assets, dir.path(), &[]);
+    let admin = plane.ready().await;
+    for namespace in ["styrmin-system", "styrmin-web1", "team-other"] {
+        apply(
+            &admin,
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        )
+        .await;
+    }
+    apply_the_charts_rbac_and_fence(&admin).await;
+    for namespace in ["styrmin-web1", "team-other"] {
+        apply(&admin, &ingress(namespace, "web")).await;
+    }
+    let controllers = as_service_account(&admin, &plane.url, "styrmin-webhook-controllers").await;
+
+    // The policy is enforced a moment after it is created: wait for the first refusal.
+    eventually("the fence refuses a host change", async || {
+        write(&controllers, "styrmin-web1", "web", |o| {
+            o["spec"]["rules"][0]["host"] = json!("evil.example.com");
+        })
+        .await
+        .err()
+    })
+    .await;
+
+    // The executor's own writes pass: its write-back as is, and a class change with its
+    // record annotation.
+    write_back(&controllers, "styrmin-web1", "web", false)
+        .await
+        .unwrap();
+    write(&controllers, "styrmin-web1", "web", |o| {
+        o["spec"]["ingressClassName"] = json!("haproxy");
+        o["metadata"]["annotations"]["styrmin.io/moved-by"] = json!("migration");
+    })
+    .await
+    .unwrap();
+
+    let fields = "only an Ingress's class fields";
+    refused(
+        write(&controllers, "styrmin-web1", "web", |o| {
+            o["spec"]["rules"][0]["host"] = json!("evil.example.com");
+        })
+        .await,
+        "a host",
+        fields,
+    );
+    refused(
+        write(&controllers, "styrmin-web1", "web", |o| {
+            o["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] =
+                json!("attacker");
+        })
+        .await,
+        "a backend",
+        fields,
+    );
+    refused(
+        write(&controllers, "styrmin-web1", "web", |o| {
+            o["spec"]["tls"] = json!([]);
+        })
+        .await,
+        "TLS",
+        fields,
+    );
+    refused(
+        write(&controllers, "styrmin-web1", "web", |o| {
+            o["metadata"]["labels"]["app"] = json!("other");
+        })
+        .await,
+        "a label",
+        "labels",
+    );
+    refused(
+        write(&controllers, "styrmin-web1", "web", |o| {
+            o["metadata"]["annotations"]["nginx.ingress.kubernetes.io/rewrite-target"] =
+                json!("/evil");
+        })
+        .await,
+        "another annotation",
+        "styrmin.io/*",
+    );
+    refused(
+        write(&controllers, "team-other", "web", |o| {
+            o["spec"]["ingressClassName"] = json!("haproxy");
+        })
+        .await,
+        "a namespace that is not Styrmin's",
+        "only in Styrmin namespaces",
+    );
+    let created = Api::<Ingress>::namespaced(controllers.clone(), "styrmin-web1")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(ingress("styrmin-web1", "new")).unwrap(),
+        )
+        .await;
+    assert!(
+        matches!(&created, Err(kube::Error::Api(s)) if s.code == 403),
+        "a create outside the release namespace: {created:?}"
+    );
+    // The canary: created and deleted in the release namespace.
+    let canaries: Api<Ingress> = Api::namespaced(controllers.clone(), "styrmin-system");
+    canaries
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(ingress("styrmin-system", "canary")).unwrap(),
+        )
+        .await
+        .unwrap();
+    canaries
+        .delete("canary", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // What the fence let through is all that changed.
+    let stored = Api::<Ingress>::namespaced(admin.clone(), "styrmin-web1")
+        .get("web")
+        .await
+        .unwrap();
+    let spec = stored.spec.unwrap();
+    assert_eq!(spec.ingress_class_name.as_deref(), Some("haproxy"));
+    assert_eq!(
+        spec.rules.unwrap()[0].host.as_deref(),
+        Some("web.example.com")
+    );
+    // Admission's service account may write nothing (RBAC, before the fence).
+    let admission = as_service_account(&admin, &plane.url, "styrmin-webhook").await;
+    refused(
+        write_read_by(&admin, &admission, "styrmin-web1", "web", |o| {
+            o["spec"]["ingressClassName"] = json!("nginx");
+        })
+        .await,
+        "admission's service account",
+        "forbidden",
+    );
+}
