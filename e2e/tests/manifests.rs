@@ -14,7 +14,9 @@ use std::path::Path;
 use std::process::Command;
 
 use base64::Engine as _;
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -36,7 +38,12 @@ use styrmin_webhook::controllers::migration::{CANARY_CALLS, MIGRATION_CALLS, MOV
 use styrmin_webhook::controllers::policy_reports::content::ReportApi;
 use styrmin_webhook::controllers::policy_reports::report_call;
 use styrmin_webhook::crd::{all_crds, crd_yaml};
-use styrmin_webhook::kube_source::{API_CALLS, ApiCall};
+use styrmin_webhook::kube_source::{ADMISSION_API_CALLS, API_CALLS, ApiCall};
+
+/// The controllers' objects' name (Deployment, service account, ClusterRole).
+const CONTROLLERS: &str = "styrmin-webhook-controllers";
+/// The Role of the controllers' election Lease.
+const ELECTION_ROLE: &str = "styrmin-webhook-controllers-election";
 
 const WEBHOOK_UID: i64 = 65532;
 
@@ -304,6 +311,12 @@ fn check_object(object: &Value) {
         ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
             check_as::<MutatingWebhookConfiguration>(object, &what)
         }
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy") => {
+            check_as::<ValidatingAdmissionPolicy>(object, &what)
+        }
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding") => {
+            check_as::<ValidatingAdmissionPolicyBinding>(object, &what)
+        }
         ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
             check_as::<CustomResourceDefinition>(object, &what)
         }
@@ -427,7 +440,13 @@ fn every_overlay_and_chart_mode_builds_into_valid_kubernetes_objects() {
                     "--set=view.source=policy-file",
                     "--set=view.policy=environments: []",
                 ],
-                &["Namespace", "ClusterRole", "ClusterRoleBinding"],
+                &[
+                    "Namespace",
+                    "ClusterRole",
+                    "ClusterRoleBinding",
+                    "Role",
+                    "RoleBinding",
+                ],
                 &["Secret", "ConfigMap"],
             ),
         ];
@@ -451,6 +470,8 @@ fn every_overlay_and_chart_mode_builds_into_valid_kubernetes_objects() {
             "ServiceAccount",
             "ClusterRole",
             "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
             "Deployment",
             "PodDisruptionBudget",
             "Service",
@@ -522,7 +543,8 @@ fn the_cluster_role_grants_exactly_the_calls_the_code_makes() {
                     .is_some_and(|v| v.starts_with("rbac."))
             })
             .count();
-        assert_eq!(rbac, 2);
+        // Two ClusterRoles with their bindings, and the election's Role with its binding.
+        assert_eq!(rbac, 6);
     }
     for (name, objects) in installations() {
         let checked = std::panic::catch_unwind(|| {
@@ -587,18 +609,36 @@ fn calls<'a>(calls: impl IntoIterator<Item = &'a ApiCall>) -> BTreeSet<String> {
 }
 
 fn check_the_cluster_role_grants_exactly_the_calls_the_code_makes(objects: &[Value]) {
-    let role: ClusterRole = typed(find(objects, "ClusterRole", "styrmin-webhook"));
-    let granted = grants(role.rules.unwrap_or_default());
-    let called = calls(API_CALLS.iter().chain(&ISSUER_CALLS));
-    assert_eq!(
-        granted, called,
-        "ClusterRole vs kube_source::API_CALLS and acme_issuers::ISSUER_CALLS"
+    // Admission: read-only, the levels and /version.
+    check_cluster_role(
+        objects,
+        "styrmin-webhook",
+        "styrmin-webhook",
+        calls(ADMISSION_API_CALLS),
     );
+    // The controllers: the audit's reads and the pre-flight's Issuers.
+    check_cluster_role(
+        objects,
+        CONTROLLERS,
+        CONTROLLERS,
+        calls(API_CALLS.iter().chain(&ISSUER_CALLS)),
+    );
+    check_election_role(objects);
+}
 
-    let binding: ClusterRoleBinding = typed(find(objects, "ClusterRoleBinding", "styrmin-webhook"));
-    assert_eq!(binding.role_ref.name, "styrmin-webhook");
+/// The ClusterRole `name` grants exactly `called`, and is bound to the service account of
+/// the Deployment `deployment`.
+fn check_cluster_role(objects: &[Value], name: &str, deployment: &str, called: BTreeSet<String>) {
+    let role: ClusterRole = typed(find(objects, "ClusterRole", name));
+    assert_eq!(
+        grants(role.rules.unwrap_or_default()),
+        called,
+        "ClusterRole {name} vs the calls of the code"
+    );
+    let binding: ClusterRoleBinding = typed(find(objects, "ClusterRoleBinding", name));
+    assert_eq!(binding.role_ref.name, name);
     let subject = &binding.subjects.unwrap()[0];
-    let deployment: Deployment = typed(find(objects, "Deployment", "styrmin-webhook"));
+    let deployment: Deployment = typed(find(objects, "Deployment", deployment));
     let pod = deployment.spec.template.spec.unwrap();
     assert_eq!(
         (
@@ -610,66 +650,94 @@ fn check_the_cluster_role_grants_exactly_the_calls_the_code_makes(objects: &[Val
             "ServiceAccount",
             pod.service_account_name.as_deref(),
             Some("styrmin-system")
-        )
+        ),
+        "ClusterRoleBinding {name}"
     );
 }
 
+/// The election's Role grants exactly `LEASE_CALLS`, to the controllers only.
+fn check_election_role(objects: &[Value]) {
+    let lease: Role = typed(find(objects, "Role", ELECTION_ROLE));
+    assert_eq!(lease.metadata.namespace.as_deref(), Some("styrmin-system"));
+    assert_eq!(
+        grants(lease.rules.unwrap_or_default()),
+        calls(&LEASE_CALLS),
+        "Role vs LEASE_CALLS"
+    );
+    let binding: RoleBinding = typed(find(objects, "RoleBinding", ELECTION_ROLE));
+    assert_eq!(binding.role_ref.name, ELECTION_ROLE);
+    assert_eq!(binding.subjects.unwrap()[0].name, CONTROLLERS);
+}
+
+/// The controllers' container: its arguments and environment variable names.
+fn controllers_container(objects: &[Value]) -> (Vec<String>, Vec<String>) {
+    let deployment: Deployment = typed(find(objects, "Deployment", CONTROLLERS));
+    let container = &deployment.spec.template.spec.unwrap().containers[0];
+    let env = container
+        .env
+        .iter()
+        .flatten()
+        .map(|e| e.name.clone())
+        .collect();
+    (container.args.clone().unwrap_or_default(), env)
+}
+
+/// Admission's container arguments.
+fn admission_args(objects: &[Value]) -> Vec<String> {
+    let deployment: Deployment = typed(find(objects, "Deployment", "styrmin-webhook"));
+    deployment.spec.template.spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap_or_default()
+}
+
 #[test]
-fn policy_reports_add_exactly_the_writers_calls_and_a_role_on_the_lease() {
+fn policy_reports_add_exactly_the_writers_calls_to_the_controllers() {
     for (mode, apis) in [
         ("auto", &[ReportApi::OpenReports, ReportApi::WgPolicy][..]),
         ("openreports", &[ReportApi::OpenReports][..]),
         ("wgpolicyk8s", &[ReportApi::WgPolicy][..]),
     ] {
         let objects = chart("helm4", &[&format!("--set=policyReports.mode={mode}")]);
-        let role: ClusterRole = typed(find(&objects, "ClusterRole", "styrmin-webhook"));
         let writer: Vec<ApiCall> = apis.iter().map(|api| report_call(*api)).collect();
-        assert_eq!(
-            grants(role.rules.unwrap_or_default()),
-            calls(API_CALLS.iter().chain(&ISSUER_CALLS).chain(&writer)),
-            "{mode}: ClusterRole vs API_CALLS and report_call"
-        );
-        let lease: Role = typed(find(&objects, "Role", "styrmin-webhook-policy-reports"));
-        assert_eq!(lease.metadata.namespace.as_deref(), Some("styrmin-system"));
-        assert_eq!(
-            grants(lease.rules.unwrap_or_default()),
-            calls(&LEASE_CALLS),
-            "{mode}: Role vs LEASE_CALLS"
-        );
-        let binding: RoleBinding = typed(find(
+        check_cluster_role(
             &objects,
-            "RoleBinding",
-            "styrmin-webhook-policy-reports",
-        ));
-        assert_eq!(binding.role_ref.name, "styrmin-webhook-policy-reports");
-        assert_eq!(binding.subjects.unwrap()[0].name, "styrmin-webhook");
-        let deployment: Deployment = typed(find(&objects, "Deployment", "styrmin-webhook"));
-        let container = &deployment.spec.template.spec.unwrap().containers[0];
-        let args = container.args.clone().unwrap_or_default();
+            CONTROLLERS,
+            CONTROLLERS,
+            calls(API_CALLS.iter().chain(&ISSUER_CALLS).chain(&writer)),
+        );
+        // Admission stays read-only whatever the mode.
+        check_cluster_role(
+            &objects,
+            "styrmin-webhook",
+            "styrmin-webhook",
+            calls(ADMISSION_API_CALLS),
+        );
+        check_election_role(&objects);
+        let (args, env) = controllers_container(&objects);
+        assert_eq!(args[0], "controllers");
         assert!(
             args.contains(&format!("--policy-reports={mode}")),
             "{args:?}"
         );
-        let env: Vec<_> = container
-            .env
-            .iter()
-            .flatten()
-            .map(|e| e.name.as_str())
-            .collect();
         assert_eq!(
             env,
             [
-                "STYRMIN_WEBHOOK_POLICY_REPORTS_LEASE_NAMESPACE",
-                "STYRMIN_WEBHOOK_POLICY_REPORTS_LEASE_IDENTITY"
+                "STYRMIN_WEBHOOK_LEADER_ELECTION_NAMESPACE",
+                "STYRMIN_WEBHOOK_LEADER_ELECTION_IDENTITY"
             ]
+        );
+        assert!(
+            !admission_args(&objects)
+                .iter()
+                .any(|a| a.starts_with("--policy-reports")),
+            "admission runs no writer"
         );
         for object in &objects {
             check_object(object);
         }
     }
-    // Off (the default): read-only, no Role; and no reports without the kubernetes source.
-    let objects = chart("helm4", &[]);
-    assert!(!objects.iter().any(|o| o["kind"] == "Role"));
+    // No reports without the kubernetes source.
     let refused = HelmHome::new("manifests-helm4")
         .helm("helm4")
         .args(["template", "styrmin-webhook"])
@@ -691,55 +759,67 @@ fn policy_reports_add_exactly_the_writers_calls_and_a_role_on_the_lease() {
 }
 
 #[test]
-fn migrations_add_exactly_the_executors_calls_a_canary_role_and_the_lease() {
+fn migrations_add_exactly_the_executors_calls_a_canary_role_and_a_fence() {
     let objects = chart("helm4", &["--set=migrations.enabled=true"]);
-    let role: ClusterRole = typed(find(&objects, "ClusterRole", "styrmin-webhook"));
     let executor = MIGRATION_CALLS.iter().chain(&MOVE_CALLS);
-    assert_eq!(
-        grants(role.rules.unwrap_or_default()),
+    check_cluster_role(
+        &objects,
+        CONTROLLERS,
+        CONTROLLERS,
         calls(API_CALLS.iter().chain(&ISSUER_CALLS).chain(executor)),
-        "ClusterRole vs API_CALLS, MIGRATION_CALLS and MOVE_CALLS"
     );
-    for (name, wanted) in [
-        ("styrmin-webhook-policy-reports", &LEASE_CALLS[..]),
-        ("styrmin-webhook-migration-canary", &CANARY_CALLS[..]),
-    ] {
-        let role: Role = typed(find(&objects, "Role", name));
-        assert_eq!(role.metadata.namespace.as_deref(), Some("styrmin-system"));
-        assert_eq!(
-            grants(role.rules.unwrap_or_default()),
-            calls(wanted),
-            "Role {name}"
-        );
-        let binding: RoleBinding = typed(find(&objects, "RoleBinding", name));
-        assert_eq!(binding.role_ref.name, name);
-        assert_eq!(binding.subjects.unwrap()[0].name, "styrmin-webhook");
-    }
+    check_cluster_role(
+        &objects,
+        "styrmin-webhook",
+        "styrmin-webhook",
+        calls(ADMISSION_API_CALLS),
+    );
+    check_election_role(&objects);
+    let canary = "styrmin-webhook-migration-canary";
+    let role: Role = typed(find(&objects, "Role", canary));
+    assert_eq!(role.metadata.namespace.as_deref(), Some("styrmin-system"));
+    assert_eq!(grants(role.rules.unwrap_or_default()), calls(&CANARY_CALLS));
+    let binding: RoleBinding = typed(find(&objects, "RoleBinding", canary));
+    assert_eq!(binding.role_ref.name, canary);
+    assert_eq!(binding.subjects.unwrap()[0].name, CONTROLLERS);
     assert_eq!(objects.iter().filter(|o| o["kind"] == "Role").count(), 2);
-    let deployment: Deployment = typed(find(&objects, "Deployment", "styrmin-webhook"));
-    let container = &deployment.spec.template.spec.unwrap().containers[0];
-    let args = container.args.clone().unwrap_or_default();
+    let (args, _) = controllers_container(&objects);
     assert!(args.contains(&"--migrations".to_owned()), "{args:?}");
-    assert!(args.contains(&"--source=kubernetes".to_owned()), "{args:?}");
-    let env: Vec<_> = container
-        .env
-        .iter()
-        .flatten()
-        .map(|e| e.name.as_str())
-        .collect();
+    assert!(!admission_args(&objects).contains(&"--migrations".to_owned()));
+    // The fence matches the controllers' service account, and is bound.
+    let fence: ValidatingAdmissionPolicy = typed(find(
+        &objects,
+        "ValidatingAdmissionPolicy",
+        "styrmin-webhook-controllers-write-fence",
+    ));
+    let conditions = fence.spec.unwrap().match_conditions.unwrap();
     assert_eq!(
-        env,
-        [
-            "STYRMIN_WEBHOOK_POLICY_REPORTS_LEASE_NAMESPACE",
-            "STYRMIN_WEBHOOK_POLICY_REPORTS_LEASE_IDENTITY"
-        ]
+        conditions[0].expression,
+        "request.userInfo.username == \"system:serviceaccount:styrmin-system:styrmin-webhook-controllers\""
     );
+    let bound: ValidatingAdmissionPolicyBinding = typed(find(
+        &objects,
+        "ValidatingAdmissionPolicyBinding",
+        "styrmin-webhook-controllers-write-fence",
+    ));
+    assert_eq!(bound.spec.validation_actions, vec!["Deny".to_owned()]);
     for object in &objects {
         check_object(object);
     }
+    let unfenced = chart(
+        "helm4",
+        &[
+            "--set=migrations.enabled=true",
+            "--set=migrations.writeFence=false",
+        ],
+    );
+    assert!(
+        !unfenced
+            .iter()
+            .any(|o| o["kind"] == "ValidatingAdmissionPolicy")
+    );
 
-    // Without it: none of the executor's grants, no canary Role, no flag; with reports on,
-    // only the reports' Lease Role.
+    // Without it: none of the executor's grants, no canary Role, no flag, no fence.
     let executor_only: BTreeSet<String> = calls(MIGRATION_CALLS.iter().chain(&MOVE_CALLS))
         .difference(&calls(API_CALLS.iter().chain(&ISSUER_CALLS)))
         .cloned()
@@ -747,29 +827,30 @@ fn migrations_add_exactly_the_executors_calls_a_canary_role_and_the_lease() {
     assert!(!executor_only.is_empty());
     for values in [&[][..], &["--set=policyReports.mode=auto"][..]] {
         let objects = chart("helm4", values);
-        let role: ClusterRole = typed(find(&objects, "ClusterRole", "styrmin-webhook"));
-        let granted = grants(role.rules.unwrap_or_default());
-        assert!(
-            granted.is_disjoint(&executor_only),
-            "{values:?}: {:?}",
-            granted.intersection(&executor_only).collect::<Vec<_>>()
-        );
+        for name in ["styrmin-webhook", CONTROLLERS] {
+            let role: ClusterRole = typed(find(&objects, "ClusterRole", name));
+            let granted = grants(role.rules.unwrap_or_default());
+            assert!(
+                granted.is_disjoint(&executor_only),
+                "{values:?} {name}: {:?}",
+                granted.intersection(&executor_only).collect::<Vec<_>>()
+            );
+        }
         let roles: Vec<&Value> = objects
             .iter()
             .filter(|o| o["kind"] == "Role" || o["kind"] == "RoleBinding")
             .map(|o| &o["metadata"]["name"])
             .collect();
         assert!(
-            roles
-                .iter()
-                .all(|name| *name == "styrmin-webhook-policy-reports"),
+            roles.iter().all(|name| *name == ELECTION_ROLE),
             "{values:?}: {roles:?}"
         );
-        let deployment = find(&objects, "Deployment", "styrmin-webhook");
-        let args = &deployment["spec"]["template"]["spec"]["containers"][0]["args"];
+        let (args, _) = controllers_container(&objects);
+        assert!(!args.contains(&"--migrations".to_owned()), "{values:?}");
         assert!(
-            !args.as_array().unwrap().iter().any(|a| a == "--migrations"),
-            "{values:?}: {args}"
+            !objects
+                .iter()
+                .any(|o| o["kind"] == "ValidatingAdmissionPolicy")
         );
     }
     let refused = HelmHome::new("manifests-helm4")

@@ -103,8 +103,10 @@ impl ViewSource for WithControllers {
         let stop_within = election.renew_deadline;
         let leadership = Leadership::default();
         // Its own token: the Lease is given back after the controllers stop, not with them.
+        // A JoinSet, as for the controllers: dropping this run (an aborted task) ends both.
         let election_stop = CancellationToken::new();
-        let election_task = tokio::spawn(lease::run(
+        let mut election_task = tokio::task::JoinSet::new();
+        election_task.spawn(lease::run(
             client.clone(),
             election.clone(),
             leadership.clone(),
@@ -156,7 +158,7 @@ async fn stop_then_give_back(
     mut tasks: tokio::task::JoinSet<()>,
     within: Duration,
     election_stop: CancellationToken,
-    election: tokio::task::JoinHandle<()>,
+    mut election: tokio::task::JoinSet<()>,
 ) {
     let stopped =
         tokio::time::timeout(within, async { while tasks.join_next().await.is_some() {} }).await;
@@ -169,7 +171,7 @@ async fn stop_then_give_back(
     }
     tracing::info!("shutting down: the controllers have stopped");
     election_stop.cancel();
-    if let Err(error) = election.await {
+    if let Some(Err(error)) = election.join_next().await {
         tracing::warn!(%error, "the election task failed");
     }
 }
