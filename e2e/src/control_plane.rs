@@ -187,7 +187,8 @@ pub async fn apply_all(client: &kube::Client, yaml: &str) {
     }
 }
 
-/// The resource of `object` (its kind's plural: the lower-case kind + `s`, or the CRD's).
+/// The resource of `object` (its kind's plural: the lower-case kind + `s`, `y` as `ies`, or
+/// the CRD's).
 pub fn resource_of(object: &Value) -> ApiResource {
     let api_version = object["apiVersion"].as_str().unwrap();
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
@@ -195,7 +196,11 @@ pub fn resource_of(object: &Value) -> ApiResource {
     let plural = match kind {
         "Ingress" => "ingresses".to_owned(),
         "IngressClass" => "ingressclasses".to_owned(),
-        _ => format!("{}s", kind.to_lowercase()),
+        _ => match kind.to_lowercase().strip_suffix('y') {
+            // ValidatingAdmissionPolicy: validatingadmissionpolicies.
+            Some(stem) => format!("{stem}ies"),
+            None => format!("{}s", kind.to_lowercase()),
+        },
     };
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural)
 }

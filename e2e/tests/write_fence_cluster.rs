@@ -156,10 +156,13 @@ async fn the_fence_lets_the_controllers_change_only_the_class() {
     }
     let controllers = as_service_account(&admin, &plane.url, "styrmin-webhook-controllers").await;
 
-    // The policy is enforced a moment after it is created: wait for the first refusal.
-    eventually("the fence refuses a host change", async || {
+    // The policy is enforced a moment after it is created: wait for the first refusal, each
+    // try a new value (a try that was stored would make the next one no change at all).
+    let mut tries = 0;
+    eventually("the fence refuses a label change", async || {
+        tries += 1;
         write(&controllers, "styrmin-web1", "web", |o| {
-            o["spec"]["rules"][0]["host"] = json!("evil.example.com");
+            o["metadata"]["labels"]["probe"] = json!(format!("try-{tries}"));
         })
         .await
         .err()
