@@ -24,11 +24,10 @@ pub struct ObjectRef<'a> {
 }
 
 /// What a report needs of its object besides its name: the uid (the owner reference; an
-/// object without one gets no report) and the resource version judged.
+/// object without one gets no report).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Subject<'a> {
     pub uid: &'a str,
-    pub resource_version: Option<&'a str>,
 }
 
 /// One complete audit and the objects it read.
@@ -70,10 +69,7 @@ impl AuditRound {
                         namespace: meta.namespace.as_deref().unwrap_or(""),
                         name: meta.name.as_deref().unwrap_or(""),
                     },
-                    Subject {
-                        uid,
-                        resource_version: meta.resource_version.as_deref(),
-                    },
+                    Subject { uid },
                 );
             }
         }

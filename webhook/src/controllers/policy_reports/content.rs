@@ -404,11 +404,11 @@ fn report(
         "name": object.name,
         "uid": subject.uid,
     });
+    // No resourceVersion in the scope: every status write of the object (a controller
+    // publishing an address) would change it, and with it the report's digest, and the report
+    // would be written again with the same findings.
     let mut scope = reference.clone();
     scope["namespace"] = Value::from(object.namespace);
-    if let Some(version) = subject.resource_version {
-        scope["resourceVersion"] = Value::from(version);
-    }
     let mut body = json!({
         "apiVersion": api.api_version(),
         "kind": api.kind(),
