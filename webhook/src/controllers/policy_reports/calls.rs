@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::content::{
     DIGEST_ANNOTATION, Digest, FIRST_SEEN_ANNOTATION, FirstSeen, MANAGED_BY, MANAGED_BY_LABEL,
-    ReportApi, ReportKey,
+    ReportApi, ReportKey, owned_through_a_selector,
 };
 use super::ledger::KnownReport;
 use crate::controllers::lease::bounded;
@@ -47,6 +47,11 @@ fn known(meta: &kube::core::ObjectMeta) -> KnownReport {
         first_seen: annotation(FIRST_SEEN_ANNOTATION)
             .map(|t| FirstSeen::parse(t))
             .unwrap_or_default(),
+        selected_owner: meta
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|owner| owned_through_a_selector(&owner.kind)),
     }
 }
 

@@ -2,7 +2,8 @@
 //! of its content, the resource version it was left at, and when its results were first
 //! made. Pure: the writes that bring the cluster to a [`ReportSet`] come out of it, and only
 //! those: an unchanged report is not written again, a report whose object is gone is left
-//! to the garbage collector, and a report whose write keeps failing waits on its own.
+//! to the garbage collector (unless the object was only selected by a label: then it is
+//! deleted), and a report whose write keeps failing waits on its own.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -27,6 +28,10 @@ pub struct KnownReport {
     /// changed it, and it is written again.
     pub resource_version: Option<Box<str>>,
     pub first_seen: FirstSeen,
+    /// Its object is watched through a label selector (a service alias): when the object
+    /// leaves the round it may still exist (its label removed), so its owner reference
+    /// deletes nothing and the writer deletes the report itself.
+    pub selected_owner: bool,
 }
 
 /// A report whose last write failed: tried again at `retry_at`, not before.
@@ -82,12 +87,15 @@ impl ReportLedger {
     /// The writes that make the cluster hold exactly `desired` at `now`: applies first (in
     /// the set's order), then deletes (by key). Reports whose object is gone are dropped
     /// from the ledger without a write (the garbage collector removes them with their
-    /// object); reports that failed and are not due yet wait. Empty when not known.
+    /// object), except those of a label-selected object, which are deleted; reports that
+    /// failed and are not due yet wait. Empty when not known.
     pub fn plan(&mut self, desired: &ReportSet<'_>, now: Instant) -> Vec<ReportWrite> {
         let Some(known) = &mut self.known else {
             return Vec::new();
         };
-        known.retain(|key, _| desired.find(key).is_some() || desired.has_object(key));
+        known.retain(|key, report| {
+            desired.find(key).is_some() || desired.has_object(key) || report.selected_owner
+        });
         let due = |key: &ReportKey| self.failing.get(key).is_none_or(|f| f.retry_at <= now);
         let mut writes: Vec<ReportWrite> = desired
             .digests()

@@ -31,7 +31,10 @@ use super::lease::Leadership;
 use crate::audit::round::{AuditFeed, AuditRound};
 use crate::clock::unix_now;
 use crate::kube_source::ApiCall;
-use content::{Digest, FirstSeen, ReportApi, ReportKey, ReportResults, ReportSet, StampedReport};
+use content::{
+    Digest, FirstSeen, ReportApi, ReportKey, ReportResults, ReportSet, StampedReport,
+    owned_through_a_selector,
+};
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
 pub use ledger::{Backoff, KnownReport, ReportLedger, ReportWrite};
@@ -214,6 +217,7 @@ enum CallOutcome {
         key: ReportKey,
         digest: Digest,
         first_seen: FirstSeen,
+        selected_owner: bool,
         result: Result<Option<Box<str>>, kube::Error>,
     },
     Deleted {
@@ -236,12 +240,18 @@ impl ReportCall {
                 digest,
                 stamped,
             } => {
+                let selected_owner = stamped.body["metadata"]["ownerReferences"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|owner| owned_through_a_selector(owner["kind"].as_str().unwrap_or("")));
                 let call = calls::apply(&client, api, &key, &stamped.body, CALL_TIMEOUT);
                 let result = leadership.while_held(call).await?;
                 Some(CallOutcome::Applied {
                     key,
                     digest,
                     first_seen: stamped.first_seen,
+                    selected_owner,
                     result,
                 })
             }
@@ -386,6 +396,7 @@ impl Writer {
                 key,
                 digest,
                 first_seen,
+                selected_owner,
                 result,
             } => match result {
                 Ok(resource_version) => {
@@ -393,6 +404,7 @@ impl Writer {
                         digest: Some(digest),
                         resource_version,
                         first_seen,
+                        selected_owner,
                     };
                     self.ledger.written(&key, report);
                     ("apply", key, None)

@@ -92,6 +92,8 @@ fn write_all(ledger: &mut ReportLedger, set: &ReportSet<'_>, now: Instant) -> us
                         digest: Some(report.digest),
                         resource_version: Some("7".into()),
                         first_seen: FirstSeen::default(),
+                        selected_owner: report.body["metadata"]["ownerReferences"][0]["kind"]
+                            == "Service",
                     },
                 );
             }
@@ -134,6 +136,36 @@ fn writes_follow_changes_only() {
     let third = round(&["b", "c"], &[("b", "y")]);
     assert!(ledger.plan(&set(&third), now).is_empty());
     assert_eq!(ledger.len(), 1, "forgotten, not deleted");
+}
+
+#[test]
+fn the_report_of_an_alias_that_loses_its_label_is_deleted_not_left_to_the_collector() {
+    let now = Instant::now();
+    let mut ledger = ReportLedger::default();
+    ledger.reconcile([]);
+    // An Ingress's report and a stale alias's.
+    let mut first = round(&["a"], &[("a", "x")]);
+    let alias: Arc<crate::audit::objects::AliasService> = Arc::new(
+        serde_json::from_value(json!({"metadata": {
+            "name": "old", "namespace": "styrmin-web1", "uid": "uid-old"}}))
+        .unwrap(),
+    );
+    first.aliases.push(alias);
+    let mut findings = first.audit.findings.to_vec();
+    let mut stale = findings[0].clone();
+    stale.reason = Reason::StaleAlias;
+    stale.kind = "Service";
+    stale.name = "old".into();
+    findings.push(stale);
+    Arc::get_mut(&mut first.audit).unwrap().findings = findings.into();
+    assert_eq!(write_all(&mut ledger, &set(&first), now), 2);
+    // Both objects leave the round: the Ingress was deleted (its report is the garbage
+    // collector's), the Service lost its label (it still exists: its report is deleted).
+    let second = round(&[], &[]);
+    let desired = set(&second);
+    assert_eq!(names(&desired, &ledger.plan(&desired, now)), ["delete old"]);
+    assert_eq!(write_all(&mut ledger, &desired, now), 1);
+    assert!(ledger.is_empty());
 }
 
 #[test]
