@@ -65,7 +65,54 @@ pub fn serving_pki(dir: &Path) -> (PathBuf, PathBuf, String) {
     (cert_path, key_path, bundle)
 }
 
-/// A `serve --source kubernetes --migrations` replica named `identity`.
+/// `serve --source kubernetes` alone (admission, no controllers), named `name` in its log.
+pub fn admission(
+    dir: &Path,
+    kubeconfig: &Path,
+    name: &str,
+    listen: u16,
+    tls: &(PathBuf, PathBuf, String),
+) -> Child {
+    Command::new(release_binary("styrmin-webhook"))
+        .args(["serve", "--source", "kubernetes"])
+        .arg(format!("--listen=127.0.0.1:{listen}"))
+        .arg(format!("--metrics-listen=127.0.0.1:{}", free_port()))
+        .arg("--tls-cert")
+        .arg(&tls.0)
+        .arg("--tls-key")
+        .arg(&tls.1)
+        .env("KUBECONFIG", kubeconfig)
+        .arg("--log-filter=info,kube_client=error")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join(format!("admission-{name}.log"))).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// `controllers --migrations`, named `identity` in the Lease (short timings, as `replica`).
+pub fn controllers(dir: &Path, kubeconfig: &Path, identity: &str) -> Child {
+    Command::new(release_binary("styrmin-webhook"))
+        .args(["controllers", "--migrations"])
+        .args(["--leader-election-namespace", "styrmin-system"])
+        .args(["--leader-election-identity", identity])
+        .args([
+            "--leader-election-lease-duration-ms=3000",
+            "--leader-election-renew-deadline-ms=2000",
+        ])
+        .arg("--leader-election-retry-period-ms=500")
+        .arg(format!("--metrics-listen=127.0.0.1:{}", free_port()))
+        .env("KUBECONFIG", kubeconfig)
+        .arg("--log-filter=info,styrmin_webhook=debug,kube_client=error")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join(format!("controllers-{identity}.log"))).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// A `serve --source kubernetes --migrations` replica named `identity`: admission and the
+/// controllers in one process, the form `serve` keeps for one release.
 pub fn replica(
     dir: &Path,
     kubeconfig: &Path,

@@ -1,13 +1,13 @@
 //! `make bench-scale`, the migration: a StyrminMigration carried out by `styrmin-webhook
-//! serve --source kubernetes --migrations` on a real etcd and kube-apiserver from
-//! `$KUBEBUILDER_ASSETS` (docs/benchmarks-scale.md).
+//! controllers --migrations` (with `serve --source kubernetes` apart, as admission) on a real
+//! etcd and kube-apiserver from `$KUBEBUILDER_ASSETS` (docs/benchmarks-scale.md).
 //!
 //! Every Ingress starts on class `nginx` (the cluster's class, both class fields as admission
 //! writes them) and served by the `stand-in-ingress-controller` process; one replica is the
-//! API server's mutating admission webhook; a migration of one step (the StyrminCluster to
+//! API server's mutating admission webhook, another runs the controllers; a migration of one step (the StyrminCluster to
 //! `haproxy`) at the default pace and gates moves them all. It measures the time to `Done`,
 //! the executor's writes (the API server's audit log, each Ingress's own), the API server's
-//! requests by verb, and the webhook's resident memory while it runs.
+//! requests by verb, and the controllers' resident memory while it runs (and admission's).
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
@@ -20,7 +20,9 @@ use futures::StreamExt as _;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
-use styrmin_e2e::admission::{audit_log_args, register, replica, serving_pki, updates};
+use styrmin_e2e::admission::{
+    admission, audit_log_args, controllers, register, serving_pki, updates,
+};
 use styrmin_e2e::control_plane::{
     self, ControlPlane, Processes, apply, install_crds, resource_of, until_lease_held_by,
 };
@@ -112,18 +114,18 @@ async fn main() -> Result<()> {
 
     let tls = serving_pki(dir);
     let listen = free_port();
-    let webhook = Processes(vec![replica(
-        dir,
-        &plane.kubeconfig,
-        IDENTITY,
-        listen,
-        &tls,
-    )]);
+    // Admission and the controllers apart, as the chart runs them: the memory measured is
+    // the controllers' (the executor's), admission's is read at the end.
+    let webhook = Processes(vec![
+        controllers(dir, &plane.kubeconfig, IDENTITY),
+        admission(dir, &plane.kubeconfig, IDENTITY, listen, &tls),
+    ]);
     register(&client, &[listen], &tls.2).await;
-    until_lease_held_by(&client, SYSTEM, "styrmin-webhook-policy-reports", IDENTITY).await;
+    until_lease_held_by(&client, SYSTEM, "styrmin-webhook-controllers", IDENTITY).await;
     // Its view and first audit of every Ingress, before the migration reads more.
     tokio::time::sleep(Duration::from_secs(10)).await;
     let pid = webhook.0[0].id();
+    let admission_pid = webhook.0[1].id();
     results.memory_idle = memory_of(pid)?;
     let apiserver_pid = plane.processes.0[1].id();
     let cpu_start = (cpu_secs(pid)?, cpu_secs(apiserver_pid)?);
@@ -139,6 +141,7 @@ async fn main() -> Result<()> {
     results.cpu_webhook = cpu_secs(pid)? - cpu_start.0;
     results.cpu_apiserver = cpu_secs(apiserver_pid)? - cpu_start.1;
     results.memory_end = memory_of(pid)?;
+    results.admission_end = memory_of(admission_pid)?;
     results.finish(&client, &audit_log).await?;
     drop(webhook);
 
@@ -395,6 +398,8 @@ struct Results {
     /// The largest VmRSS sampled (every second) while the migration ran.
     rss_max_kib: u64,
     memory_end: Memory,
+    /// Admission's, after the migration.
+    admission_end: Memory,
     /// From the migration's creation to its levels set (pre-flight, canary gate).
     levels_set_secs: f64,
     done_secs: f64,
@@ -530,16 +535,30 @@ impl Results {
             format!("{:.1} s / {:.1} s", self.cpu_webhook, self.cpu_apiserver),
         );
         let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
-        row("RSS before the migration", mib(self.memory_idle.rss_kib));
         row(
-            "RSS, largest sampled while it ran / after",
+            "controllers RSS before the migration",
+            mib(self.memory_idle.rss_kib),
+        );
+        row(
+            "controllers RSS, largest sampled while it ran / after",
             format!(
                 "{} / {}",
                 mib(self.rss_max_kib),
                 mib(self.memory_end.rss_kib)
             ),
         );
-        row("peak RSS (VmHWM)", mib(self.memory_end.peak_kib));
+        row(
+            "controllers peak RSS (VmHWM)",
+            mib(self.memory_end.peak_kib),
+        );
+        row(
+            "admission RSS after / peak",
+            format!(
+                "{} / {}",
+                mib(self.admission_end.rss_kib),
+                mib(self.admission_end.peak_kib)
+            ),
+        );
         out.push_str(
             "\n| API server requests (response code) | while the migration ran |\n|---|---|\n",
         );
