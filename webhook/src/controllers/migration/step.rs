@@ -483,20 +483,12 @@ pub fn too_many_failed(failed: usize, total: usize, max_percent: u32) -> bool {
     failed > 0 && (failed as u128) * 100 > (total as u128) * u128::from(max_percent)
 }
 
-/// The longest text a status message, condition or event note holds.
-pub const MAX_NOTE: usize = 1024;
+pub use crate::crd::migration::MAX_NOTE;
 
 /// `text` cut at [`MAX_NOTE`] bytes on a character boundary, with `…` when cut: the
 /// messages quote what users wrote (class names, hosts), and a status stays small.
 pub fn bounded_note(text: &str) -> String {
-    if text.len() <= MAX_NOTE {
-        return text.to_owned();
-    }
-    let mut end = MAX_NOTE - '…'.len_utf8();
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    crate::crd::migration::bounded(text, MAX_NOTE)
 }
 
 /// The name and host of the canary Ingress of `class` in a migration: fixed by the two, so
