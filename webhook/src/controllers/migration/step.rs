@@ -87,32 +87,44 @@ pub enum StepError {
     },
 }
 
-/// A step's level objects, checked as `plan -f` checks its files, each with its key and
-/// the spec to set (exactly, `null`s included).
-pub fn step_changes(step: &MigrationStep) -> Result<Vec<(LevelKey, Value)>, StepError> {
-    let mut proposal = Proposal::default();
-    step.changes
-        .iter()
-        .enumerate()
-        .map(|(index, object)| {
-            proposal
-                .add_change(object.clone())
-                .map_err(|source| StepError::Change {
-                    step: step.name.clone(),
-                    index: index + 1,
-                    source,
-                })?;
-            let key = level_key(object).ok_or(StepError::Key {
+/// A step's changes as the executor carries them out.
+#[derive(Clone, Debug, Default)]
+pub struct CheckedStep {
+    /// The level objects, as `plan -f` applies them.
+    pub proposal: Proposal,
+    /// Each object's key and the spec to set (exactly, `null`s included), in order.
+    pub changes: Vec<(LevelKey, Value)>,
+}
+
+/// A step's level objects checked, as the executor checks them before it changes anything:
+/// `migrate start` and `migrate plan -f` refuse what this refuses.
+pub fn check_step(step: &MigrationStep) -> Result<CheckedStep, StepError> {
+    let mut checked = CheckedStep::default();
+    for (index, object) in step.changes.iter().enumerate() {
+        checked
+            .proposal
+            .add_change(object.clone())
+            .map_err(|source| StepError::Change {
                 step: step.name.clone(),
                 index: index + 1,
-                what: "no metadata.name (or a StyrminDeployment without metadata.namespace)",
+                source,
             })?;
-            Ok((
-                key,
-                object.get("spec").cloned().unwrap_or_else(|| json!({})),
-            ))
-        })
-        .collect()
+        let key = level_key(object).ok_or(StepError::Key {
+            step: step.name.clone(),
+            index: index + 1,
+            what: "no metadata.name, or a StyrminDeployment without metadata.namespace",
+        })?;
+        checked.changes.push((
+            key,
+            object.get("spec").cloned().unwrap_or_else(|| json!({})),
+        ));
+    }
+    Ok(checked)
+}
+
+/// A step's level objects, checked ([`check_step`]), each with its key and the spec to set.
+pub fn step_changes(step: &MigrationStep) -> Result<Vec<(LevelKey, Value)>, StepError> {
+    check_step(step).map(|checked| checked.changes)
 }
 
 /// The key of a level object (`None`: not a level object, or unnamed).
@@ -127,6 +139,7 @@ pub fn level_key(object: &Value) -> Option<LevelKey> {
     let namespace = object
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
+        .filter(|namespace| !namespace.is_empty())
         .map(str::to_owned);
     if kind == LevelKind::Deployment && namespace.is_none() {
         return None;
