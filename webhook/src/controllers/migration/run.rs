@@ -151,6 +151,7 @@ impl Executor {
                 &migration,
                 EventType::Normal,
                 "Started",
+                None,
                 "carrying out the migration",
             )
             .await;
@@ -175,8 +176,14 @@ impl Executor {
                 return Ok(());
             }
         }
-        self.event(&migration, EventType::Normal, "Done", "every step is done")
-            .await;
+        self.event(
+            &migration,
+            EventType::Normal,
+            "Done",
+            None,
+            "every step is done",
+        )
+        .await;
         self.finish(&migration, &mut status, MigrationPhase::Done)
             .await
     }
@@ -224,7 +231,8 @@ impl Executor {
             if status.steps[index].phase == StepPhase::Paused {
                 status.steps[index].phase = StepPhase::Moving;
             }
-            self.event(migration, EventType::Normal, "Resumed", "going on")
+            let step = Some(status.steps[index].name.as_str());
+            self.event(migration, EventType::Normal, "Resumed", step, "going on")
                 .await;
         }
         Ok(false)
@@ -263,21 +271,18 @@ impl Executor {
         Ok(())
     }
 
+    /// Records an event of the migration, for `step` when it is one step's
+    /// ([`step::event_action`]).
     async fn event(
         &self,
         migration: &StyrminMigration,
         type_: EventType,
         reason: &str,
+        step: Option<&str>,
         note: &str,
     ) {
         use kube::Resource as _;
-        let event = Event {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(step::bounded_note(note)),
-            action: "Migrate".to_owned(),
-            secondary: None,
-        };
+        let event = step_event(type_, reason, step, note);
         let reference = migration.object_ref(&());
         if let Err(error) = self.recorder.publish(&event, &reference).await {
             tracing::debug!(%error, "migration: cannot record an event");
@@ -350,8 +355,14 @@ impl Executor {
             {
                 status.steps[index].message = Some(blocking.clone());
                 self.write(migration, status).await?;
-                self.event(migration, EventType::Warning, "PreflightBlocked", &blocking)
-                    .await;
+                self.event(
+                    migration,
+                    EventType::Warning,
+                    "PreflightBlocked",
+                    Some(&spec_step.name),
+                    &blocking,
+                )
+                .await;
                 return Ok(StepEnd::Stopped);
             }
         }
@@ -372,6 +383,7 @@ impl Executor {
                 migration,
                 EventType::Normal,
                 "LevelsSet",
+                Some(&spec_step.name),
                 &format!(
                     "step {:?}: levels set, moving {} Ingresses",
                     spec_step.name,
@@ -486,7 +498,8 @@ impl Executor {
         step.phase = StepPhase::Failed;
         step.message = Some(step::bounded_note(why));
         step.finished_at = Some(crate::view::rfc3339(crate::clock::unix_now()));
-        self.event(migration, EventType::Warning, "StepFailed", why)
+        let name = migration.spec.steps.get(index).map(|s| s.name.as_str());
+        self.event(migration, EventType::Warning, "StepFailed", name, why)
             .await;
         self.finish(migration, status, MigrationPhase::Failed)
             .await?;
@@ -606,7 +619,8 @@ impl Executor {
             let name = migration.metadata.name.as_deref().unwrap_or_default();
             calls::set_paused(&self.client, name).await?;
         }
-        self.event(migration, EventType::Normal, "Paused", why)
+        let name = migration.spec.steps.get(index).map(|s| s.name.as_str());
+        self.event(migration, EventType::Normal, "Paused", name, why)
             .await;
         self.write(migration, status).await
     }
@@ -679,7 +693,8 @@ impl Executor {
                 );
                 set_condition(status, "GatePassed", false, "NotServed", &why);
                 self.settings.metrics.gate_failed("served");
-                self.event(&latest, EventType::Warning, "GateFailed", &why)
+                let step_name = latest.spec.steps.get(index).map(|s| s.name.as_str());
+                self.event(&latest, EventType::Warning, "GateFailed", step_name, &why)
                     .await;
                 return match spec.on_gate_failure {
                     OnGateFailure::Rollback => {
@@ -710,7 +725,8 @@ impl Executor {
         set_condition(status, "GatePassed", true, "Served", &note);
         mirror_counts(status, index);
         self.write(migration, status).await?;
-        self.event(migration, EventType::Normal, "StepDone", &note)
+        let name = migration.spec.steps.get(index).map(|s| s.name.as_str());
+        self.event(migration, EventType::Normal, "StepDone", name, &note)
             .await;
         Ok(StepEnd::Done)
     }
@@ -913,6 +929,7 @@ impl Executor {
             migration,
             EventType::Warning,
             "RollingBack",
+            migration.spec.steps.get(index).map(|s| s.name.as_str()),
             "putting the levels and records back",
         )
         .await;
@@ -962,7 +979,8 @@ impl Executor {
             Some(why) => format!("{why}; {note}"),
             None => note.clone(),
         }));
-        self.event(migration, EventType::Warning, "RolledBack", &note)
+        let name = migration.spec.steps.get(index).map(|s| s.name.as_str());
+        self.event(migration, EventType::Warning, "RolledBack", name, &note)
             .await;
         self.settings.metrics.step_ended("rolled_back");
         let phase = if not_back + unserved == 0 {
@@ -1021,6 +1039,19 @@ impl Executor {
             );
         }
         Ok(waiting.len())
+    }
+}
+
+/// The event a migration records: its note bounded, its action keyed by step and note
+/// ([`step::event_action`]), so that the recorder does not merge it into another.
+pub fn step_event(type_: EventType, reason: &str, step: Option<&str>, note: &str) -> Event {
+    let note = step::bounded_note(note);
+    Event {
+        type_,
+        reason: reason.to_owned(),
+        action: step::event_action(step, &note),
+        note: Some(note),
+        secondary: None,
     }
 }
 
@@ -1100,3 +1131,6 @@ fn set_condition(
         }),
     }
 }
+
+#[cfg(test)]
+mod tests;

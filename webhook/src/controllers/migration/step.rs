@@ -504,6 +504,25 @@ pub fn bounded_note(text: &str) -> String {
     crate::crd::migration::bounded(text, MAX_NOTE)
 }
 
+/// The action of a migration's event: `Migrate-` and a digest of its step and note.
+///
+/// kube-runtime's recorder merges an event into the last one of the same type, reason,
+/// action and object (for six minutes), keeping the first one's note and counting up, so
+/// with one action for all, a second step's `LevelsSet` or `StepDone` would only count the
+/// first one's again. Keyed by step and note, each says what it says, and only the same
+/// event told again is counted.
+pub fn event_action(step: Option<&str>, note: &str) -> String {
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("{}\n{note}", step.unwrap_or_default()).as_bytes(),
+    );
+    let hex: String = digest.as_ref()[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("Migrate-{hex}")
+}
+
 /// The name and host of the canary Ingress of `class` in a migration: fixed by the two, so
 /// that a replica that resumes finds the one already created.
 pub fn canary_names(migration: &str, class: &str) -> (String, String) {

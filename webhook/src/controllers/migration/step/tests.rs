@@ -325,3 +325,22 @@ fn a_probe_asks_each_host_once_without_wildcards_and_at_most_eight() {
     assert_eq!(asked[..2], ["a.test".to_owned(), "h0.test".to_owned()]);
     assert!(hosts_to_probe(&["*.only.test".to_owned()]).is_empty());
 }
+
+#[test]
+fn each_step_and_note_has_its_own_event_action() {
+    let one = event_action(Some("staging"), "levels set, moving 3 Ingresses");
+    assert!(one.starts_with("Migrate-") && one.len() <= 128, "{one}");
+    assert_eq!(
+        one,
+        event_action(Some("staging"), "levels set, moving 3 Ingresses")
+    );
+    assert_ne!(
+        one,
+        event_action(Some("cluster"), "levels set, moving 3 Ingresses")
+    );
+    assert_ne!(
+        one,
+        event_action(Some("staging"), "levels set, moving 4 Ingresses")
+    );
+    assert_ne!(one, event_action(None, "levels set, moving 3 Ingresses"));
+}
