@@ -152,11 +152,14 @@ pub fn level_key(object: &Value) -> Option<LevelKey> {
 }
 
 /// A level object as a step's status keeps it for a rollback: its spec, or none when the
-/// object did not exist.
-pub fn previous_object(key: &LevelKey, spec: Option<&Value>) -> Value {
+/// object did not exist, and the `resourceVersion` it was read with.
+pub fn previous_object(key: &LevelKey, spec: Option<&Value>, version: Option<&str>) -> Value {
     let mut metadata = json!({"name": key.name});
     if let Some(namespace) = &key.namespace {
         metadata["namespace"] = Value::from(namespace.as_str());
+    }
+    if let Some(version) = version {
+        metadata["resourceVersion"] = Value::from(version);
     }
     let mut object = json!({
         "apiVersion": format!("{GROUP}/{VERSION}"),
@@ -185,7 +188,7 @@ impl Levels {
         for (key, spec) in objects {
             if let Some(spec) = spec {
                 proposal
-                    .add_change(previous_object(key, Some(spec)))
+                    .add_change(previous_object(key, Some(spec), None))
                     .map_err(|source| StepError::Level {
                         key: key.to_string(),
                         source,
@@ -504,6 +507,21 @@ pub fn bounded_note(text: &str) -> String {
     crate::crd::migration::bounded(text, MAX_NOTE)
 }
 
+/// The status of each step of `spec`, in its order: the entry of `kept` of the same name,
+/// or a new `Pending` one. A step that is added, removed or moved leaves the others' status
+/// as it was.
+pub fn match_steps(spec: &[MigrationStep], mut kept: Vec<StepStatus>) -> Vec<StepStatus> {
+    spec.iter()
+        .map(|step| match kept.iter().position(|s| s.name == step.name) {
+            Some(found) => kept.swap_remove(found),
+            None => StepStatus {
+                name: step.name.clone(),
+                ..StepStatus::default()
+            },
+        })
+        .collect()
+}
+
 /// The action of a migration's event: `Migrate-` and a digest of its step and note.
 ///
 /// kube-runtime's recorder merges an event into the last one of the same type, reason,
@@ -521,6 +539,41 @@ pub fn event_action(step: Option<&str>, note: &str) -> String {
         .map(|b| format!("{b:02x}"))
         .collect();
     format!("Migrate-{hex}")
+}
+
+/// The `Progressing` condition a status says, as `metav1.Condition` has it: whether the
+/// executor is getting on, the reason (`Starting`, `Moving`, `Verifying`, `RollingBack`;
+/// `Paused`, `Done`, `RolledBack`, `Failed` when it is not), and a message.
+pub fn progressing(
+    status: &crate::crd::migration::StyrminMigrationStatus,
+) -> (bool, &'static str, String) {
+    use crate::crd::migration::{MigrationPhase, StepPhase};
+    let step = status
+        .current_step
+        .as_ref()
+        .and_then(|name| status.steps.iter().find(|s| &s.name == name));
+    let which = step.map_or_else(String::new, |s| format!("step {:?}: ", s.name));
+    match status.phase {
+        Some(MigrationPhase::Paused) => (false, "Paused", format!("{which}paused")),
+        Some(MigrationPhase::Done) => (false, "Done", "every step is done".to_owned()),
+        Some(MigrationPhase::RolledBack) => (false, "RolledBack", format!("{which}rolled back")),
+        Some(MigrationPhase::Failed) => (false, "Failed", format!("{which}failed")),
+        None | Some(MigrationPhase::Pending | MigrationPhase::Running) => {
+            let reason = match step.map(|s| s.phase) {
+                Some(StepPhase::Moving) => "Moving",
+                Some(StepPhase::Verifying) => "Verifying",
+                Some(StepPhase::RolledBack) => "RollingBack",
+                _ => "Starting",
+            };
+            let counts = step.map_or_else(String::new, |s| {
+                format!(
+                    "{} of {} moved, {} served, {} failed",
+                    s.moved, s.planned, s.served, s.failed
+                )
+            });
+            (true, reason, format!("{which}{counts}"))
+        }
+    }
 }
 
 /// The name and host of the canary Ingress of `class` in a migration: fixed by the two, so
