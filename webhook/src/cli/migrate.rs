@@ -214,32 +214,57 @@ impl StartArgs {
     async fn run(self) -> anyhow::Result<ExitCode> {
         let migration = read_file(&self.file.file)?;
         let client = self.cluster.client().await?;
-        let created = match calls::create(&client, &migration.migration).await {
-            Ok(created) => created,
-            // A start tried again (its answer lost) finds what it created: nothing to do.
-            Err(calls::MigrateCallError::AlreadyExists { name }) => {
-                let existing = calls::get(&client, &name).await?;
-                if !same_migration(&existing.spec, &migration.migration.spec) {
-                    return Err(calls::MigrateCallError::Differs { name }.into());
-                }
+        let text = match start(&client, &migration.migration).await? {
+            Started::Created(created) => {
+                let name = created.metadata.name.as_deref().unwrap_or_default();
+                format!(
+                    "styrminmigration {name} created: {} steps; follow it with `styrmin-webhook migrate status {name} --watch`\n",
+                    created.spec.steps.len()
+                )
+            }
+            Started::Exists(existing) => {
+                let name = existing.metadata.name.as_deref().unwrap_or_default();
                 let phase = existing
                     .status
                     .as_ref()
                     .and_then(|s| s.phase)
                     .map_or("not picked up yet", render::phase_name);
-                print(&format!(
+                format!(
                     "styrminmigration {name} already exists with these steps and settings (phase {phase}); follow it with `styrmin-webhook migrate status {name} --watch`\n"
-                ))?;
-                return Ok(ExitCode::SUCCESS);
+                )
             }
-            Err(error) => return Err(error.into()),
         };
-        let name = created.metadata.name.as_deref().unwrap_or_default();
-        print(&format!(
-            "styrminmigration {name} created: {} steps; follow it with `styrmin-webhook migrate status {name} --watch`\n",
-            created.spec.steps.len()
-        ))?;
+        print(&text)?;
         Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// What `migrate start` did.
+#[derive(Debug)]
+pub enum Started {
+    Created(StyrminMigration),
+    /// It existed with the same steps and settings ([`same_migration`]): a start tried
+    /// again, whose first answer was lost, finds what it created.
+    Exists(StyrminMigration),
+}
+
+/// Creates `migration`, or finds it created with the same steps and settings;
+/// [`calls::MigrateCallError::Differs`] when one of its name exists with others.
+pub async fn start(
+    client: &Client,
+    migration: &StyrminMigration,
+) -> Result<Started, calls::MigrateCallError> {
+    match calls::create(client, migration).await {
+        Ok(created) => Ok(Started::Created(created)),
+        Err(calls::MigrateCallError::AlreadyExists { name }) => {
+            let existing = calls::get(client, &name).await?;
+            if same_migration(&existing.spec, &migration.spec) {
+                Ok(Started::Exists(existing))
+            } else {
+                Err(calls::MigrateCallError::Differs { name })
+            }
+        }
+        Err(error) => Err(error),
     }
 }
 
