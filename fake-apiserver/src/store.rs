@@ -3,7 +3,7 @@
 //! 409 when its `resourceVersion` is not the stored one, as the API server's optimistic
 //! concurrency does), server-side apply (`PATCH`: the body becomes the object, the managed
 //! fields are not tracked), JSON merge patch (`PATCH` as `application/merge-patch+json`, RFC
-//! 7386), JSON patch (`PATCH` as `application/json-patch+json`, RFC 6902, of an object or its
+//! 7386, with a `resourceVersion` it names as a precondition), JSON patch (`PATCH` as `application/json-patch+json`, RFC 6902, of an object or its
 //! `status` subresource, refused with 409 when it sets a `resourceVersion` that is not the
 //! stored one, as the API server's optimistic concurrency does), delete (with a
 //! `resourceVersion` precondition), get and list (with an equality label selector).
@@ -281,14 +281,27 @@ impl Store {
         }
     }
 
-    /// A JSON merge patch (RFC 7386) of a stored object: 404 when there is none.
+    /// A JSON merge patch (RFC 7386) of a stored object, or of its `status` subresource: 404
+    /// when there is none, 409 when it names a `resourceVersion` that is not the stored one.
     pub(crate) fn merge_patch(&mut self, path: &str, body: &[u8]) -> (u16, String) {
         let Ok(patch) = serde_json::from_slice::<Value>(body) else {
             return status(400, "BadRequest", "the body is not JSON");
         };
+        let path = match path.strip_suffix("/status") {
+            Some(object) if is_object(object) => object,
+            _ => path,
+        };
         let Some(previous) = self.objects.get(path).cloned() else {
             return status(404, "NotFound", &format!("{path} not found"));
         };
+        let version = &patch["metadata"]["resourceVersion"];
+        if version.is_string() && *version != previous["metadata"]["resourceVersion"] {
+            return status(
+                409,
+                "Conflict",
+                "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again",
+            );
+        }
         let mut object = previous.clone();
         merge(&mut object, &patch);
         self.stamp(&mut object, Some(&previous));
@@ -454,6 +467,12 @@ mod tests {
         assert_eq!(patched["spec"], json!({"steps": [1], "abort": true}));
         assert_eq!(patched["metadata"]["name"], "m");
         assert_eq!(patched["metadata"]["resourceVersion"], "2");
+        // A version it names is a precondition, of the object or its status.
+        let old = br#"{"metadata": {"resourceVersion": "1"}, "status": {"phase": "Paused"}}"#;
+        assert_eq!(store.merge_patch(&format!("{path}/status"), old).0, 409);
+        let current = br#"{"metadata": {"resourceVersion": "2"}, "status": {"phase": "Paused"}}"#;
+        assert_eq!(store.merge_patch(&format!("{path}/status"), current).0, 200);
+        assert_eq!(store.objects(path)[path]["status"]["phase"], "Paused");
     }
 
     #[test]

@@ -168,9 +168,30 @@ fn deployment_api(client: &Client, id: &str) -> Api<DynamicObject> {
     )
 }
 
+/// How often a record write that meets a newer `resourceVersion` reads the deployment again.
+const RECORD_TRIES: usize = 3;
+
 /// Sets a deployment's record (`status.lastDeployed`), first keeping the one it replaces in
-/// [`RECORD_BEFORE_ANNOTATION`] (unless a migration already keeps one there).
+/// [`RECORD_BEFORE_ANNOTATION`] (unless a migration already keeps one there). Each patch
+/// carries the `resourceVersion` read: a deployment written meanwhile (a redeploy that sets
+/// its record) is read again, and left alone when its record is already the target.
 pub async fn set_record(
+    client: &Client,
+    id: &str,
+    migration: &str,
+    record: &Value,
+) -> Result<(), CallError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match set_record_once(client, id, migration, record).await {
+            Err(error) if error.code() == Some(409) && tries < RECORD_TRIES => continue,
+            other => return other,
+        }
+    }
+}
+
+async fn set_record_once(
     client: &Client,
     id: &str,
     migration: &str,
@@ -184,6 +205,7 @@ pub async fn set_record(
     if current.as_ref() == Some(record) {
         return Ok(());
     }
+    let mut version = object.metadata.resource_version.clone();
     let kept = object
         .metadata
         .annotations
@@ -191,14 +213,19 @@ pub async fn set_record(
         .is_some_and(|a| a.contains_key(RECORD_BEFORE_ANNOTATION));
     if !kept {
         let before = json!({"migration": migration, "lastDeployed": current}).to_string();
-        let patch = json!({"metadata": {"annotations": {RECORD_BEFORE_ANNOTATION: before}}});
-        bounded(
+        let patch = json!({"metadata": {
+            "resourceVersion": version,
+            "annotations": {RECORD_BEFORE_ANNOTATION: before},
+        }});
+        let patched = bounded(
             what,
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
         )
         .await?;
+        version = patched.metadata.resource_version;
     }
-    let patch = json!({"status": {"lastDeployed": record}});
+    let patch =
+        json!({"metadata": {"resourceVersion": version}, "status": {"lastDeployed": record}});
     bounded(
         what,
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
@@ -222,8 +249,12 @@ pub async fn restore_record(client: &Client, id: &str) -> Result<(), CallError> 
     else {
         return Ok(());
     };
-    // A merge patch's null removes the record: it was not there before.
-    let patch = json!({"status": {"lastDeployed": before["lastDeployed"]}});
+    // A merge patch's null removes the record: it was not there before. The version read
+    // makes a record written meanwhile a conflict, read again by the next pass.
+    let patch = json!({
+        "metadata": {"resourceVersion": object.metadata.resource_version},
+        "status": {"lastDeployed": before["lastDeployed"]},
+    });
     bounded(
         what,
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),

@@ -199,3 +199,56 @@ async fn a_level_changed_since_it_was_read_is_not_overwritten() {
         .unwrap_err();
     assert_eq!(again.code(), Some(409), "{again}");
 }
+
+#[tokio::test]
+async fn a_record_is_written_with_the_version_read_and_put_back() {
+    let api = FakeApiServer::scripted();
+    api.accept_writes(STYRMIN);
+    let path = "/apis/styrmin.io/v1alpha1/namespaces/styrmin-web1/styrmindeployments/styrmin-web1";
+    api.put_stored(
+        path,
+        json!({"apiVersion": "styrmin.io/v1alpha1", "kind": "StyrminDeployment",
+               "metadata": {"name": "styrmin-web1", "namespace": "styrmin-web1"},
+               "spec": {"environmentId": "staging"},
+               "status": {"lastDeployed": {"ingressClass": "nginx"}}}),
+    );
+    let client = recorded_cluster::client(&api);
+    let haproxy = json!({"ingressClass": "haproxy"});
+    calls::set_record(&client, "web1", "leave-nginx", &haproxy)
+        .await
+        .unwrap();
+    let stored = &api.stored(path)[path];
+    assert_eq!(stored["status"]["lastDeployed"], haproxy);
+    let kept: serde_json::Value = serde_json::from_str(
+        stored["metadata"]["annotations"][calls::RECORD_BEFORE_ANNOTATION]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(kept["lastDeployed"], json!({"ingressClass": "nginx"}));
+    // Both patches named the version they were made on.
+    let patches: Vec<serde_json::Value> = api
+        .writes()
+        .iter()
+        .map(|w| serde_json::from_str(&w.body).unwrap())
+        .collect();
+    assert_eq!(patches.len(), 2);
+    assert!(
+        patches
+            .iter()
+            .all(|p| p["metadata"]["resourceVersion"].is_string()),
+        "{patches:?}"
+    );
+    // Already at its target: nothing is written.
+    calls::set_record(&client, "web1", "leave-nginx", &haproxy)
+        .await
+        .unwrap();
+    assert_eq!(api.writes().len(), 2);
+    calls::restore_record(&client, "web1").await.unwrap();
+    let stored = &api.stored(path)[path];
+    assert_eq!(
+        stored["status"]["lastDeployed"],
+        json!({"ingressClass": "nginx"})
+    );
+    assert!(stored["metadata"]["annotations"][calls::RECORD_BEFORE_ANNOTATION].is_null());
+}
