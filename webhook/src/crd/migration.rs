@@ -298,6 +298,9 @@ pub enum MigrationPhase {
 pub enum StepPhase {
     #[default]
     Pending,
+    /// Its canary passed and its levels are being set: recorded before the first is written,
+    /// so that a step cut short here is resumed or rolled back, never taken as unchanged.
+    SettingLevels,
     /// Its canary passed and its levels are set; its waves are being written.
     Moving,
     /// A wave is written; its gates are being checked.

@@ -565,10 +565,16 @@ impl Executor {
         drop((snapshot, before, after, now, then));
         mirror_counts(status, index);
         self.write(migration, status).await?;
-        if matches!(status.steps[index].phase, StepPhase::Pending) {
+        if status.steps[index].phase == StepPhase::Pending {
             if !self.canary(migration, status, index, &movers).await? {
                 return Ok(StepEnd::Stopped);
             }
+            // In the status before the first level changes: `Pending` means unchanged.
+            status.steps[index].phase = StepPhase::SettingLevels;
+            self.write(migration, status).await?;
+        }
+        // Aborted here, the waves roll the step back at once.
+        if status.steps[index].phase == StepPhase::SettingLevels && !migration.spec.abort {
             self.set_levels(migration, status, index, &wanted).await?;
             status.steps[index].phase = StepPhase::Moving;
             self.write(migration, status).await?;

@@ -560,6 +560,7 @@ pub fn progressing(
         Some(MigrationPhase::Failed) => (false, "Failed", format!("{which}failed")),
         None | Some(MigrationPhase::Pending | MigrationPhase::Running) => {
             let reason = match step.map(|s| s.phase) {
+                Some(StepPhase::SettingLevels) => "SettingLevels",
                 Some(StepPhase::Moving) => "Moving",
                 Some(StepPhase::Verifying) => "Verifying",
                 Some(StepPhase::RolledBack) => "RollingBack",

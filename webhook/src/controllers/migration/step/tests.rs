@@ -407,6 +407,15 @@ fn progressing_says_whether_the_executor_gets_on_and_why_not() {
     );
     status.steps[0].phase = StepPhase::RolledBack;
     assert_eq!(progressing(&status).1, "RollingBack");
+    status.steps[0].phase = StepPhase::SettingLevels;
+    assert_eq!(
+        progressing(&status),
+        (
+            true,
+            "SettingLevels",
+            "step \"cluster\": 4 of 10 moved, 3 served, 0 failed".to_owned()
+        )
+    );
     status.phase = Some(MigrationPhase::Paused);
     assert!(!progressing(&status).0);
     assert_eq!(progressing(&status).1, "Paused");
