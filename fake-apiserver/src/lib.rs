@@ -23,8 +23,9 @@
 //! Every request is recorded ([`FakeApiServer::requests`]). Anything but `GET` gets 405, so
 //! a test can assert that a dry run wrote nothing, except under the path prefixes a test
 //! opens with [`FakeApiServer::accept_writes`]: there the fake keeps the objects written
-//! (create, replace with optimistic concurrency, server-side apply, merge patch, delete, get,
-//! list; the module `store`), and [`FakeApiServer::fail_writes`] makes the next writes fail.
+//! (create, replace with optimistic concurrency, server-side apply, merge patch, JSON patch
+//! with optimistic concurrency, delete, get, list; the module `store`), and
+//! [`FakeApiServer::fail_writes`] makes the next writes fail.
 //!
 //! It is written on `std::net` rather than an HTTP server crate because a request that waits
 //! must notice its client leaving (a kube-rs client that gives up and retries) and leave
@@ -533,12 +534,16 @@ fn serve(stream: TcpStream, shared: &Shared) {
                         (code, status_json(code, "InternalError"))
                     } else {
                         let selector = request.param("labelSelector");
-                        let merge = request.method == "PATCH"
-                            && request
-                                .header("content-type")
-                                .is_some_and(|t| t.starts_with("application/merge-patch+json"));
-                        if merge {
+                        let patch = |kind: &str| {
+                            request.method == "PATCH"
+                                && request
+                                    .header("content-type")
+                                    .is_some_and(|t| t.starts_with(kind))
+                        };
+                        if patch("application/merge-patch+json") {
                             state.store.merge_patch(&request.path, &body)
+                        } else if patch("application/json-patch+json") {
+                            state.store.json_patch(&request.path, &body)
                         } else {
                             state
                                 .store

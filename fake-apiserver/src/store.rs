@@ -3,7 +3,10 @@
 //! 409 when its `resourceVersion` is not the stored one, as the API server's optimistic
 //! concurrency does), server-side apply (`PATCH`: the body becomes the object, the managed
 //! fields are not tracked), JSON merge patch (`PATCH` as `application/merge-patch+json`, RFC
-//! 7386), delete, get and list (with an equality label selector).
+//! 7386, with a `resourceVersion` it names as a precondition), JSON patch (`PATCH` as `application/json-patch+json`, RFC 6902, of an object or its
+//! `status` subresource, refused with 409 when it sets a `resourceVersion` that is not the
+//! stored one, as the API server's optimistic concurrency does), delete (with a
+//! `resourceVersion` precondition), get and list (with an equality label selector).
 
 use std::collections::BTreeMap;
 
@@ -106,6 +109,62 @@ fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
+/// Whether a delete's `preconditions.resourceVersion` names another version than `stored`'s.
+fn precondition_fails(body: Option<&Value>, stored: Option<&Value>) -> bool {
+    let wanted = body.and_then(|b| b["preconditions"]["resourceVersion"].as_str());
+    match (wanted, stored) {
+        (Some(wanted), Some(stored)) => stored["metadata"]["resourceVersion"] != wanted,
+        _ => false,
+    }
+}
+
+/// One RFC 6902 operation (`add`, `replace`, `remove`, `test`) on `object`.
+fn apply_operation(object: &mut Value, operation: &Value) -> Result<(), String> {
+    let op = operation["op"].as_str().unwrap_or_default();
+    let pointer = operation["path"].as_str().unwrap_or_default();
+    let (parent, last) = pointer
+        .rsplit_once('/')
+        .ok_or_else(|| format!("{op}: path {pointer:?} is not a JSON pointer"))?;
+    let last = last.replace("~1", "/").replace("~0", "~");
+    if op == "test" {
+        return match object.pointer(pointer) {
+            Some(found) if *found == operation["value"] => Ok(()),
+            _ => Err(format!("test of {pointer} failed")),
+        };
+    }
+    let target = object
+        .pointer_mut(parent)
+        .ok_or_else(|| format!("{op}: no {parent:?}"))?;
+    let value = operation["value"].clone();
+    match (op, target) {
+        ("add" | "replace", Value::Object(fields)) => {
+            if op == "replace" && !fields.contains_key(&last) {
+                return Err(format!("replace: no {pointer}"));
+            }
+            fields.insert(last, value);
+        }
+        ("remove", Value::Object(fields)) => {
+            fields
+                .remove(&last)
+                .ok_or_else(|| format!("remove: no {pointer}"))?;
+        }
+        ("add", Value::Array(items)) if last == "-" => items.push(value),
+        (_, Value::Array(items)) => {
+            let index: usize = last
+                .parse()
+                .map_err(|_| format!("{op}: {pointer} is no index"))?;
+            match op {
+                "add" if index <= items.len() => items.insert(index, value),
+                "replace" if index < items.len() => items[index] = value,
+                "remove" if index < items.len() => drop(items.remove(index)),
+                _ => return Err(format!("{op}: {pointer} out of range")),
+            }
+        }
+        _ => return Err(format!("{op}: cannot apply at {pointer}")),
+    }
+    Ok(())
+}
+
 impl Store {
     fn stamp(&mut self, object: &mut Value, previous: Option<&Value>) {
         self.resource_version += 1;
@@ -203,6 +262,13 @@ impl Store {
                 self.objects.insert(path.to_owned(), object.clone());
                 (if created { 201 } else { 200 }, object.to_string())
             }
+            ("DELETE", true) if precondition_fails(body.as_ref(), self.objects.get(path)) => {
+                status(
+                    409,
+                    "Conflict",
+                    "Operation cannot be fulfilled: the precondition resourceVersion does not match",
+                )
+            }
             ("DELETE", true) => match self.objects.remove(path) {
                 Some(_) => (
                     200,
@@ -215,16 +281,61 @@ impl Store {
         }
     }
 
-    /// A JSON merge patch (RFC 7386) of a stored object: 404 when there is none.
+    /// A JSON merge patch (RFC 7386) of a stored object, or of its `status` subresource: 404
+    /// when there is none, 409 when it names a `resourceVersion` that is not the stored one.
     pub(crate) fn merge_patch(&mut self, path: &str, body: &[u8]) -> (u16, String) {
         let Ok(patch) = serde_json::from_slice::<Value>(body) else {
             return status(400, "BadRequest", "the body is not JSON");
+        };
+        let path = match path.strip_suffix("/status") {
+            Some(object) if is_object(object) => object,
+            _ => path,
+        };
+        let Some(previous) = self.objects.get(path).cloned() else {
+            return status(404, "NotFound", &format!("{path} not found"));
+        };
+        let version = &patch["metadata"]["resourceVersion"];
+        if version.is_string() && *version != previous["metadata"]["resourceVersion"] {
+            return status(
+                409,
+                "Conflict",
+                "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again",
+            );
+        }
+        let mut object = previous.clone();
+        merge(&mut object, &patch);
+        self.stamp(&mut object, Some(&previous));
+        self.objects.insert(path.to_owned(), object.clone());
+        (200, object.to_string())
+    }
+
+    /// A JSON patch (RFC 6902) of a stored object, or of its `status` subresource (the path
+    /// with `/status`): 404 when there is none, 422 when an operation cannot be applied, 409
+    /// when the patched `resourceVersion` is not the stored one.
+    pub(crate) fn json_patch(&mut self, path: &str, body: &[u8]) -> (u16, String) {
+        let path = match path.strip_suffix("/status") {
+            Some(object) if is_object(object) => object,
+            _ => path,
+        };
+        let Ok(Value::Array(operations)) = serde_json::from_slice::<Value>(body) else {
+            return status(400, "BadRequest", "the body is not a JSON patch");
         };
         let Some(previous) = self.objects.get(path).cloned() else {
             return status(404, "NotFound", &format!("{path} not found"));
         };
         let mut object = previous.clone();
-        merge(&mut object, &patch);
+        for operation in &operations {
+            if let Err(why) = apply_operation(&mut object, operation) {
+                return status(422, "Invalid", &why);
+            }
+        }
+        if object["metadata"]["resourceVersion"] != previous["metadata"]["resourceVersion"] {
+            return status(
+                409,
+                "Conflict",
+                "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again",
+            );
+        }
         self.stamp(&mut object, Some(&previous));
         self.objects.insert(path.to_owned(), object.clone());
         (200, object.to_string())
@@ -290,6 +401,57 @@ mod tests {
     }
 
     #[test]
+    fn a_json_patch_keeps_the_version_it_names_or_conflicts() {
+        let mut store = Store::default();
+        let path = "/apis/styrmin.io/v1alpha1/styrminmigrations/m";
+        store.put(
+            path,
+            json!({"metadata": {"name": "m"}, "spec": {"steps": [1]}}),
+        );
+        let (_, read) = store.handle("GET", path, None, b"");
+        let read: Value = serde_json::from_str(&read).unwrap_or_default();
+        let version = read["metadata"]["resourceVersion"].clone();
+        let patch = |version: &Value, phase: &str| {
+            body(json!([
+                {"op": "replace", "path": "/metadata/resourceVersion", "value": version},
+                {"op": "add", "path": "/status", "value": {"phase": phase}},
+            ]))
+        };
+        let status_path = format!("{path}/status");
+        let (code, after) = store.json_patch(&status_path, &patch(&version, "Running"));
+        assert_eq!(code, 200, "{after}");
+        let after: Value = serde_json::from_str(&after).unwrap_or_default();
+        assert_eq!(after["status"]["phase"], "Running");
+        assert_eq!(after["spec"]["steps"], json!([1]));
+        // The version read before that write is old now: refused, nothing stored.
+        assert_eq!(
+            store.json_patch(&status_path, &patch(&version, "Paused")).0,
+            409
+        );
+        assert_eq!(store.objects(path)[path]["status"]["phase"], "Running");
+        assert_eq!(
+            store
+                .json_patch(
+                    &status_path,
+                    &patch(&after["metadata"]["resourceVersion"], "Paused")
+                )
+                .0,
+            200
+        );
+        // Without a version it is not a precondition; a bad operation is refused.
+        let plain = body(json!([{"op": "add", "path": "/spec/steps/-", "value": 2}]));
+        assert_eq!(store.json_patch(path, &plain).0, 200);
+        assert_eq!(store.objects(path)[path]["spec"]["steps"], json!([1, 2]));
+        let bad = body(json!([{"op": "replace", "path": "/nothing/here", "value": 2}]));
+        assert_eq!(store.json_patch(path, &bad).0, 422);
+        assert_eq!(store.json_patch(&format!("{path}x"), &plain).0, 404);
+        // A delete with an old version as its precondition conflicts.
+        let old = body(json!({"preconditions": {"resourceVersion": version}}));
+        assert_eq!(store.handle("DELETE", path, None, &old).0, 409);
+        assert_eq!(store.count(path), 1);
+    }
+
+    #[test]
     fn a_merge_patch_changes_only_what_it_names() {
         let mut store = Store::default();
         let path = "/apis/styrmin.io/v1alpha1/styrminmigrations/m";
@@ -305,6 +467,12 @@ mod tests {
         assert_eq!(patched["spec"], json!({"steps": [1], "abort": true}));
         assert_eq!(patched["metadata"]["name"], "m");
         assert_eq!(patched["metadata"]["resourceVersion"], "2");
+        // A version it names is a precondition, of the object or its status.
+        let old = br#"{"metadata": {"resourceVersion": "1"}, "status": {"phase": "Paused"}}"#;
+        assert_eq!(store.merge_patch(&format!("{path}/status"), old).0, 409);
+        let current = br#"{"metadata": {"resourceVersion": "2"}, "status": {"phase": "Paused"}}"#;
+        assert_eq!(store.merge_patch(&format!("{path}/status"), current).0, 200);
+        assert_eq!(store.objects(path)[path]["status"]["phase"], "Paused");
     }
 
     #[test]

@@ -315,7 +315,7 @@ pub fn all_crds() -> Vec<(&'static str, CustomResourceDefinition)> {
         ("styrminclusters.yaml", StyrminCluster::crd()),
         ("styrminenvironments.yaml", StyrminEnvironment::crd()),
         ("styrmindeployments.yaml", StyrminDeployment::crd()),
-        ("styrminmigrations.yaml", StyrminMigration::crd()),
+        ("styrminmigrations.yaml", migration::migration_crd()),
     ]
 }
 

@@ -15,7 +15,7 @@ use styrmin_webhook::cli::migrate::calls::{self, MigrateCallError, Switch};
 use styrmin_webhook::cli::migrate::file::read_migration;
 use styrmin_webhook::cli::migrate::render::render_status;
 use styrmin_webhook::cli::migrate::steps::{Cluster, plan_steps, render_table};
-use styrmin_webhook::cli::migrate::{show_status, switched};
+use styrmin_webhook::cli::migrate::{Started, show_status, start, switched};
 use styrmin_webhook::cli::shared::Output;
 use styrmin_webhook::crd::StyrminMigration;
 use styrmin_webhook::plan::{ClassInfo, Move, Plan, Proposal};
@@ -134,6 +134,23 @@ async fn start_creates_once_and_the_switches_are_merge_patches_of_the_spec() {
     assert!(
         matches!(&again, Err(MigrateCallError::AlreadyExists { name }) if name == "leave-nginx"),
         "{again:?}"
+    );
+
+    // `migrate start` again: the same migration exists, nothing is written; other
+    // settings under its name are refused.
+    let writes = api.writes().len();
+    let again = start(&client, &migration.migration).await.unwrap();
+    assert!(
+        matches!(&again, Started::Exists(m) if m.spec == created.spec),
+        "{again:?}"
+    );
+    assert_eq!(api.writes().len(), writes + 1, "one create, answered 409");
+    let mut other = migration.migration.clone();
+    other.spec.pace.batch_size = 7;
+    let refused = start(&client, &other).await;
+    assert!(
+        matches!(&refused, Err(MigrateCallError::Differs { name }) if name == "leave-nginx"),
+        "{refused:?}"
     );
 
     let path = format!("{MIGRATIONS}/leave-nginx");

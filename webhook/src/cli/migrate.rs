@@ -24,7 +24,7 @@ use kube::Client;
 
 use super::shared::{ClusterArgs, Output, OutputArgs, warn_ignored};
 use crate::crd::StyrminMigration;
-use crate::crd::migration::MigrationPhase;
+use crate::crd::migration::{MigrationPhase, StyrminMigrationSpec};
 use crate::kube_source::Snapshot;
 use crate::plan::{ClassInfo, Proposal};
 use calls::Switch;
@@ -46,7 +46,8 @@ pub enum MigrateCommand {
     /// nothing found, 1 something moves or a finding, 2 the plan could not be made.
     Plan(PlanArgs),
     /// Checks a migration as `migrate plan` does and creates it; the webhook's leader
-    /// (`serve --migrations`) carries it out. Exit status: 0 created, 2 not.
+    /// (`serve --migrations`) carries it out. Exit status: 0 created, or it already exists
+    /// with the same steps and settings; 2 not.
     Start(StartArgs),
     /// Shows a migration: its phase and, per step, its progress, counts and failing
     /// Ingresses. Exit status: 0, or with `--watch` 0 once it is Done and 1 once it is
@@ -213,14 +214,71 @@ impl StartArgs {
     async fn run(self) -> anyhow::Result<ExitCode> {
         let migration = read_file(&self.file.file)?;
         let client = self.cluster.client().await?;
-        let created = calls::create(&client, &migration.migration).await?;
-        let name = created.metadata.name.as_deref().unwrap_or_default();
-        print(&format!(
-            "styrminmigration {name} created: {} steps; follow it with `styrmin-webhook migrate status {name} --watch`\n",
-            created.spec.steps.len()
-        ))?;
+        let text = match start(&client, &migration.migration).await? {
+            Started::Created(created) => {
+                let name = created.metadata.name.as_deref().unwrap_or_default();
+                format!(
+                    "styrminmigration {name} created: {} steps; follow it with `styrmin-webhook migrate status {name} --watch`\n",
+                    created.spec.steps.len()
+                )
+            }
+            Started::Exists(existing) => {
+                let name = existing.metadata.name.as_deref().unwrap_or_default();
+                let phase = existing
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase)
+                    .map_or("not picked up yet", render::phase_name);
+                format!(
+                    "styrminmigration {name} already exists with these steps and settings (phase {phase}); follow it with `styrmin-webhook migrate status {name} --watch`\n"
+                )
+            }
+        };
+        print(&text)?;
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// What `migrate start` did.
+#[derive(Debug)]
+pub enum Started {
+    Created(StyrminMigration),
+    /// It existed with the same steps and settings ([`same_migration`]): a start tried
+    /// again, whose first answer was lost, finds what it created.
+    Exists(StyrminMigration),
+}
+
+/// Creates `migration`, or finds it created with the same steps and settings;
+/// [`calls::MigrateCallError::Differs`] when one of its name exists with others.
+pub async fn start(
+    client: &Client,
+    migration: &StyrminMigration,
+) -> Result<Started, calls::MigrateCallError> {
+    match calls::create(client, migration).await {
+        Ok(created) => Ok(Started::Created(created)),
+        Err(calls::MigrateCallError::AlreadyExists { name }) => {
+            let existing = calls::get(client, &name).await?;
+            if same_migration(&existing.spec, &migration.spec) {
+                Ok(Started::Exists(existing))
+            } else {
+                Err(calls::MigrateCallError::Differs { name })
+            }
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// Whether two specs ask for the same migration: the same steps, pace, gates and what a
+/// failed gate does. The switches a person or a gate flips (`paused`, `abort`, `force`) do
+/// not count.
+pub fn same_migration(stored: &StyrminMigrationSpec, file: &StyrminMigrationSpec) -> bool {
+    let switches_off = |spec: &StyrminMigrationSpec| StyrminMigrationSpec {
+        paused: false,
+        abort: false,
+        force: false,
+        ..spec.clone()
+    };
+    switches_off(stored) == switches_off(file)
 }
 
 impl NameArgs {
@@ -348,4 +406,24 @@ fn draw(out: &mut impl Write, text: &str, clear: bool) -> anyhow::Result<()> {
         .and_then(|()| out.write_all(text.as_bytes()))
         .and_then(|()| out.flush())
         .context("writing to stdout")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_migration_ignores_the_switches_and_nothing_else() {
+        let text = "apiVersion: styrmin.io/v1alpha1\nkind: StyrminMigration\nmetadata: {name: m}\nspec:\n  steps:\n  - name: staging\n    changes:\n    - {apiVersion: styrmin.io/v1alpha1, kind: StyrminEnvironment, metadata: {name: staging}, spec: {ingressClass: haproxy}}\n";
+        let file = read_migration("m.yaml", text).unwrap().migration.spec;
+        let mut stored = file.clone();
+        stored.paused = true;
+        stored.force = true;
+        assert!(same_migration(&stored, &file));
+        stored.pace.batch_size = 1;
+        assert!(!same_migration(&stored, &file));
+        let mut other = file.clone();
+        other.steps[0].changes[0]["spec"]["ingressClass"] = serde_json::Value::from("traefik");
+        assert!(!same_migration(&other, &file));
+    }
 }

@@ -19,6 +19,34 @@ pub const MAX_FAILING_LISTED: usize = 20;
 pub const MAX_STEPS: usize = 32;
 /// Most level objects in one step.
 pub const MAX_CHANGES: usize = 64;
+/// The longest step name (a DNS label's length).
+pub const MAX_STEP_NAME: usize = 63;
+/// The longest text a status message, condition message, error or event note holds.
+pub const MAX_NOTE: usize = 1024;
+/// The longest object name (and class name, host or address) a status repeats.
+pub const MAX_OBJECT_NAME: usize = 253;
+/// The longest namespace name.
+pub const MAX_NAMESPACE: usize = 63;
+/// The longest probe path.
+pub const MAX_PROBE_PATH: usize = 1024;
+/// The longest RFC 3339 time the status holds.
+pub const MAX_TIME: usize = 64;
+/// The longest condition type or reason.
+pub const MAX_REASON: usize = 128;
+/// The longest steps digest (`sha256:` and 64 hex digits).
+pub const MAX_DIGEST: usize = 71;
+/// Most pre-flight notes a step keeps.
+pub const MAX_PREFLIGHT_NOTES: usize = 20;
+/// Most classes a step's canaries are kept for, and addresses kept per class.
+pub const MAX_CANARIES: usize = 64;
+pub const MAX_ADDRESSES: usize = 16;
+/// Most conditions.
+pub const MAX_CONDITIONS: usize = 8;
+/// Most statuses a probe accepts.
+pub const MAX_EXPECTED_STATUS: usize = 32;
+/// The largest status, as JSON: the API server keeps an object of at most 1.5 MiB in etcd,
+/// spec and status together.
+pub const MAX_STATUS_BYTES: usize = 512 * 1024;
 
 /// A migration: steps of level changes, carried out in order.
 // Several `printcolumn(type_ = "string", ..)` look like repeated attributes to clippy.
@@ -46,8 +74,9 @@ pub const MAX_CHANGES: usize = 64;
 )]
 #[serde(rename_all = "camelCase")]
 pub struct StyrminMigrationSpec {
-    /// The steps, carried out in order; each starts when the one before is `Done`.
-    #[schemars(length(min = 1, max = 32))]
+    /// The steps, carried out in order; each starts when the one before is `Done`. Once the
+    /// executor has picked the migration up, they cannot change.
+    #[schemars(length(min = 1, max = MAX_STEPS), transform = unique_step_names)]
     pub steps: Vec<MigrationStep>,
     /// How fast Ingresses are moved.
     #[serde(default)]
@@ -73,12 +102,13 @@ pub struct StyrminMigrationSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MigrationStep {
-    /// A name to show (`staging`, `cluster`).
+    /// A name to show (`staging`, `cluster`), unique in the migration: the status tells
+    /// steps apart by it.
+    #[schemars(length(min = 1, max = MAX_STEP_NAME))]
     pub name: String,
     /// StyrminCluster, StyrminEnvironment and StyrminDeployment objects (apiVersion, kind,
     /// metadata.name and namespace, spec), written as `kubectl apply` would.
-    #[schemars(length(min = 1, max = 64))]
-    #[schemars(schema_with = "level_objects_schema")]
+    #[schemars(schema_with = "level_changes_schema")]
     pub changes: Vec<Value>,
 }
 
@@ -203,13 +233,16 @@ pub enum AddressMatch {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProbeGate {
+    /// The path asked, from `/`.
     #[serde(default = "ProbeGate::default_path")]
+    #[schemars(length(min = 1, max = MAX_PROBE_PATH), regex(pattern = "^/"))]
     pub path: String,
     #[serde(default = "ProbeGate::default_port")]
     #[schemars(range(min = 1, max = 65535))]
     pub port: u16,
     /// The statuses that count as served (left out: any status below 500).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_EXPECTED_STATUS), inner(range(min = 100, max = 599)))]
     pub expected_status: Vec<u16>,
     /// How long one request may take.
     #[serde(default = "ProbeGate::default_timeout")]
@@ -265,6 +298,9 @@ pub enum MigrationPhase {
 pub enum StepPhase {
     #[default]
     Pending,
+    /// Its canary passed and its levels are being set: recorded before the first is written,
+    /// so that a step cut short here is resumed or rolled back, never taken as unchanged.
+    SettingLevels,
     /// Its canary passed and its levels are set; its waves are being written.
     Moving,
     /// A wave is written; its gates are being checked.
@@ -287,7 +323,13 @@ pub struct StyrminMigrationStatus {
     pub observed_generation: Option<i64>,
     /// The name of the step in progress (or the last one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_STEP_NAME))]
     pub current_step: Option<String>,
+    /// `sha256:` and the digest of `spec.steps` as the executor picked them up: steps that
+    /// no longer match it stop the executor (condition `Progressing`, reason `StepsChanged`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_DIGEST))]
+    pub steps_digest: Option<String>,
     /// The counts of the step in progress, for `kubectl get`.
     #[serde(default)]
     pub planned: u32,
@@ -297,17 +339,38 @@ pub struct StyrminMigrationStatus {
     pub served: u32,
     #[serde(default)]
     pub failed: u32,
-    /// One entry per step of the spec, in order.
+    /// One entry per step of the spec, in its order, matched to it by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_STEPS))]
     pub steps: Vec<StepStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_CONDITIONS))]
     pub conditions: Vec<MigrationCondition>,
+    /// The last error the executor met carrying the migration out (kept once it goes on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<ExecutorError>,
+}
+
+/// An error of the executor: a call that failed, or the cluster it could not read. It is
+/// tried again after a backoff that doubles.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutorError {
+    #[schemars(length(max = MAX_NOTE))]
+    pub message: String,
+    /// RFC 3339.
+    #[schemars(length(max = MAX_TIME))]
+    pub time: String,
+    /// Errors in a row so far, this one included.
+    #[serde(default)]
+    pub count: u32,
 }
 
 /// What the executor keeps of one step.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StepStatus {
+    #[schemars(length(max = MAX_STEP_NAME))]
     pub name: String,
     #[serde(default)]
     pub phase: StepPhase,
@@ -332,13 +395,16 @@ pub struct StepStatus {
     pub waves: u32,
     /// At most [`MAX_FAILING_LISTED`] failing Ingresses, with reasons.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_FAILING_LISTED))]
     pub failing: Vec<FailingIngress>,
     /// What the pre-flight found that a person should act on (annotations a move leaves
     /// behind, Issuers whose HTTP01 solver names a class that moves), at most 20.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_PREFLIGHT_NOTES), inner(length(max = MAX_NOTE)))]
     pub preflight: Vec<String>,
     /// The addresses the canary got, by class.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_CANARIES))]
     pub canary: Vec<CanaryAddress>,
     /// The level objects the step changed, as they were before it (`spec` left out: the
     /// object did not exist), so that a rollback by any replica puts them back.
@@ -346,12 +412,15 @@ pub struct StepStatus {
     #[schemars(schema_with = "level_objects_schema")]
     pub previous: Vec<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_NOTE))]
     pub message: Option<String>,
     /// RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_TIME))]
     pub started_at: Option<String>,
     /// RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_TIME))]
     pub finished_at: Option<String>,
 }
 
@@ -360,13 +429,18 @@ pub struct StepStatus {
 #[serde(rename_all = "camelCase")]
 pub struct MigrationCondition {
     #[serde(rename = "type")]
+    #[schemars(length(max = MAX_REASON))]
     pub type_: String,
     /// `True`, `False` or `Unknown`.
+    #[schemars(length(max = 7))]
     pub status: String,
+    #[schemars(length(max = MAX_REASON))]
     pub reason: String,
     #[serde(default)]
+    #[schemars(length(max = MAX_NOTE))]
     pub message: String,
     /// RFC 3339.
+    #[schemars(length(max = MAX_TIME))]
     pub last_transition_time: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -376,8 +450,11 @@ pub struct MigrationCondition {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailingIngress {
+    #[schemars(length(max = MAX_NAMESPACE))]
     pub namespace: String,
+    #[schemars(length(max = MAX_OBJECT_NAME))]
     pub name: String,
+    #[schemars(length(max = MAX_NOTE))]
     pub reason: String,
 }
 
@@ -385,18 +462,261 @@ pub struct FailingIngress {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CanaryAddress {
+    #[schemars(length(max = MAX_OBJECT_NAME))]
     pub class: String,
+    #[schemars(length(max = MAX_ADDRESSES), inner(length(max = MAX_OBJECT_NAME)))]
     pub addresses: Vec<String>,
 }
 
+/// The kinds a step may change.
+pub const LEVEL_KINDS: [&str; 3] = ["StyrminCluster", "StyrminEnvironment", "StyrminDeployment"];
+
+/// A step's changes: level objects, each with its API version, kind and name (and a
+/// StyrminDeployment with its namespace); their specs are free.
+fn level_changes_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "minItems": 1,
+        "maxItems": MAX_CHANGES,
+        "items": {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "required": ["apiVersion", "kind", "metadata"],
+            "properties": {
+                "apiVersion": {"type": "string", "enum": [format!("{}/{}", crate::crd::GROUP, crate::crd::VERSION)]},
+                "kind": {"type": "string", "enum": LEVEL_KINDS},
+                "metadata": {
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true,
+                    "required": ["name"],
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1, "maxLength": MAX_OBJECT_NAME},
+                        "namespace": {"type": "string", "maxLength": MAX_NAMESPACE}
+                    }
+                },
+                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+            },
+            "x-kubernetes-validations": [{
+                "rule": "self.kind != 'StyrminDeployment' || (has(self.metadata.namespace) && self.metadata.namespace != '')",
+                "message": "a StyrminDeployment change needs metadata.namespace"
+            }]
+        }
+    })
+}
+
+/// The level objects a step's status keeps for a rollback.
 fn level_objects_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "array",
+        "maxItems": MAX_CHANGES,
         "items": {
             "type": "object",
             "x-kubernetes-preserve-unknown-fields": true
         }
     })
+}
+
+/// The rule that keeps step names unique (the status matches steps by name).
+fn unique_step_names(schema: &mut schemars::Schema) {
+    schema.insert(
+        "x-kubernetes-validations".to_owned(),
+        serde_json::json!([{
+            "rule": "self.all(x, self.exists_one(y, y.name == x.name))",
+            "message": "step names must be unique: the status tells steps apart by name"
+        }]),
+    );
+}
+
+/// The rule that keeps `spec.steps` as they were once the executor has picked the migration
+/// up (it then keeps their digest in `status.stepsDigest`): no step added, removed, renamed
+/// or moved. What a step changes is held by the digest: the executor stops when it differs.
+pub const STEPS_FIXED_RULE: &str = "!has(oldSelf.status) || !has(oldSelf.status.stepsDigest) || self.spec.steps.map(s, s.name) == oldSelf.spec.steps.map(s, s.name)";
+
+/// The CRD, with the rules on the whole object that the derive cannot express.
+pub fn migration_crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    use kube::CustomResourceExt as _;
+    let mut crd = StyrminMigration::crd();
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            schema.x_kubernetes_validations = Some(vec![
+                k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::ValidationRule {
+                    rule: STEPS_FIXED_RULE.to_owned(),
+                    message: Some(
+                        "spec.steps cannot gain, lose, rename or reorder a step once the executor has picked the migration up: create another StyrminMigration for new steps".to_owned(),
+                    ),
+                    ..Default::default()
+                },
+            ]);
+        }
+    }
+    crd
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, with `…` when cut: every
+/// string the status copies from what users wrote (names, hosts, reasons) goes through it.
+pub fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+fn cut(text: &mut String, max: usize) {
+    if text.len() > max {
+        *text = bounded(text, max);
+    }
+}
+
+fn cut_option(text: &mut Option<String>, max: usize) {
+    if let Some(text) = text {
+        cut(text, max);
+    }
+}
+
+/// A status that cannot be made to fit [`MAX_STATUS_BYTES`].
+#[derive(Debug, thiserror::Error)]
+#[error("the migration's status would take {bytes} bytes, more than {MAX_STATUS_BYTES}")]
+pub struct StatusTooLarge {
+    pub bytes: usize,
+}
+
+impl StyrminMigrationStatus {
+    /// Cuts every string and list to the bounds of the schema.
+    pub fn bound(&mut self) {
+        cut_option(&mut self.current_step, MAX_STEP_NAME);
+        cut_option(&mut self.steps_digest, MAX_DIGEST);
+        self.steps.truncate(MAX_STEPS);
+        for step in &mut self.steps {
+            step.bound();
+        }
+        self.conditions.truncate(MAX_CONDITIONS);
+        for condition in &mut self.conditions {
+            cut(&mut condition.type_, MAX_REASON);
+            cut(&mut condition.status, 7);
+            cut(&mut condition.reason, MAX_REASON);
+            cut(&mut condition.message, MAX_NOTE);
+            cut(&mut condition.last_transition_time, MAX_TIME);
+        }
+        if let Some(error) = &mut self.last_error {
+            cut(&mut error.message, MAX_NOTE);
+            cut(&mut error.time, MAX_TIME);
+        }
+    }
+
+    /// The status as JSON, in bytes.
+    pub fn encoded_len(&self) -> usize {
+        serde_json::to_vec(self).map_or(usize::MAX, |v| v.len())
+    }
+
+    /// [`Self::bound`], then, while the status is larger than [`MAX_STATUS_BYTES`], drops
+    /// what only explains: the failing lists, pre-flight notes and canary addresses of the
+    /// steps that ended, then the pre-flight notes and failing lists of every step. The
+    /// counts, phases and the level objects kept for a rollback stay; when they alone are too
+    /// large, nothing is dropped and the error says how large.
+    pub fn fit(&mut self) -> Result<(), StatusTooLarge> {
+        self.bound();
+        let ended = |step: &StepStatus| step.finished_at.is_some() || step.phase == StepPhase::Done;
+        let shed: [&dyn Fn(&mut StepStatus); 3] = [
+            &|step| {
+                if ended(step) {
+                    step.failing.clear();
+                    step.preflight.clear();
+                    step.canary.clear();
+                }
+            },
+            &|step| step.preflight.clear(),
+            &|step| step.failing.clear(),
+        ];
+        let mut bytes = self.encoded_len();
+        for shed_one in shed {
+            if bytes <= MAX_STATUS_BYTES {
+                return Ok(());
+            }
+            self.steps.iter_mut().for_each(shed_one);
+            bytes = self.encoded_len();
+        }
+        if bytes <= MAX_STATUS_BYTES {
+            Ok(())
+        } else {
+            Err(StatusTooLarge { bytes })
+        }
+    }
+}
+
+impl StepStatus {
+    fn bound(&mut self) {
+        cut(&mut self.name, MAX_STEP_NAME);
+        self.failing.truncate(MAX_FAILING_LISTED);
+        for failing in &mut self.failing {
+            cut(&mut failing.namespace, MAX_NAMESPACE);
+            cut(&mut failing.name, MAX_OBJECT_NAME);
+            cut(&mut failing.reason, MAX_NOTE);
+        }
+        self.preflight.truncate(MAX_PREFLIGHT_NOTES);
+        for note in &mut self.preflight {
+            cut(note, MAX_NOTE);
+        }
+        self.canary.truncate(MAX_CANARIES);
+        for canary in &mut self.canary {
+            cut(&mut canary.class, MAX_OBJECT_NAME);
+            canary.addresses.truncate(MAX_ADDRESSES);
+            for address in &mut canary.addresses {
+                cut(address, MAX_OBJECT_NAME);
+            }
+        }
+        self.previous.truncate(MAX_CHANGES);
+        cut_option(&mut self.message, MAX_NOTE);
+        cut_option(&mut self.started_at, MAX_TIME);
+        cut_option(&mut self.finished_at, MAX_TIME);
+    }
+}
+
+/// `sha256:` and the digest of `steps` written as JSON with every object's keys sorted, so
+/// that the same steps give the same digest whoever serialised them.
+pub fn steps_digest(steps: &[MigrationStep]) -> String {
+    fn canonical(value: &Value, out: &mut String) {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (index, key) in keys.into_iter().enumerate() {
+                    if index > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::from(key.as_str()).to_string());
+                    out.push(':');
+                    canonical(&map[key], out);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (index, item) in items.iter().enumerate() {
+                    if index > 0 {
+                        out.push(',');
+                    }
+                    canonical(item, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut text = String::new();
+    canonical(&serde_json::to_value(steps).unwrap_or_default(), &mut text);
+    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
 }
 
 #[cfg(test)]
@@ -499,5 +819,183 @@ spec:
             changes["items"]["x-kubernetes-preserve-unknown-fields"],
             true
         );
+    }
+
+    /// Every string of a schema, with its path, that has no `maxLength` (an `enum` bounds
+    /// it too); the free objects of the level specs are left out.
+    fn unbounded_strings(schema: &Value, path: &str, found: &mut Vec<String>) {
+        if schema["type"] == "string"
+            && schema.get("maxLength").is_none()
+            && schema.get("enum").is_none()
+        {
+            found.push(path.to_owned());
+        }
+        if schema["type"] == "array" && schema.get("maxItems").is_none() {
+            found.push(format!("{path} (no maxItems)"));
+        }
+        if let Some(properties) = schema["properties"].as_object() {
+            for (key, property) in properties {
+                unbounded_strings(property, &format!("{path}.{key}"), found);
+            }
+        }
+        if schema["items"].is_object() {
+            unbounded_strings(&schema["items"], &format!("{path}[]"), found);
+        }
+    }
+
+    #[test]
+    fn every_string_and_list_of_the_schema_is_bounded() {
+        let crd = serde_json::to_value(migration_crd()).unwrap();
+        let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        let mut found = Vec::new();
+        unbounded_strings(&schema["properties"]["spec"], "spec", &mut found);
+        unbounded_strings(&schema["properties"]["status"], "status", &mut found);
+        assert_eq!(found, Vec::<String>::new());
+        // The check can fail.
+        let mut loose = Vec::new();
+        unbounded_strings(
+            &serde_json::json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+            "x",
+            &mut loose,
+        );
+        assert_eq!(loose, ["x.a"]);
+    }
+
+    #[test]
+    fn the_schema_holds_the_rules_the_executor_relies_on() {
+        let crd = serde_json::to_value(migration_crd()).unwrap();
+        let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        let rules = |at: &Value| -> Vec<String> {
+            at["x-kubernetes-validations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| r["rule"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(rules(schema), [STEPS_FIXED_RULE]);
+        assert!(STEPS_FIXED_RULE.contains("oldSelf.status.stepsDigest"));
+        let spec = &schema["properties"]["spec"]["properties"];
+        assert_eq!(
+            rules(&spec["steps"]),
+            ["self.all(x, self.exists_one(y, y.name == x.name))"]
+        );
+        let step = &spec["steps"]["items"]["properties"];
+        assert_eq!(step["name"]["maxLength"], MAX_STEP_NAME);
+        let change = &step["changes"]["items"];
+        assert_eq!(
+            change["properties"]["kind"]["enum"],
+            serde_json::json!(LEVEL_KINDS)
+        );
+        assert_eq!(
+            change["properties"]["apiVersion"]["enum"],
+            serde_json::json!(["styrmin.io/v1alpha1"])
+        );
+        assert!(rules(change)[0].contains("StyrminDeployment"));
+        let probe = &spec["gates"]["properties"]["probe"]["properties"];
+        assert_eq!(probe["path"]["pattern"], "^/");
+        assert_eq!(probe["path"]["maxLength"], MAX_PROBE_PATH);
+        assert_eq!(probe["expectedStatus"]["maxItems"], MAX_EXPECTED_STATUS);
+        let status = &schema["properties"]["status"]["properties"];
+        assert_eq!(status["stepsDigest"]["maxLength"], MAX_DIGEST);
+        assert_eq!(
+            status["lastError"]["properties"]["message"]["maxLength"],
+            MAX_NOTE
+        );
+    }
+
+    #[test]
+    fn a_cut_text_ends_on_a_character() {
+        let long = "é".repeat(MAX_NOTE);
+        let cut = bounded(&long, MAX_NOTE);
+        assert!(cut.len() <= MAX_NOTE && cut.ends_with('…'), "{}", cut.len());
+        assert_eq!(bounded("short", MAX_NOTE), "short");
+        assert_eq!(bounded("abcdef", 5), "ab…");
+    }
+
+    #[test]
+    fn the_status_is_bounded_field_by_field_and_as_a_whole() {
+        let huge = "x".repeat(200 * 1024);
+        let step = StepStatus {
+            name: "staging".to_owned(),
+            phase: StepPhase::Done,
+            finished_at: Some("2026-12-07T10:00:00Z".to_owned()),
+            message: Some(huge.clone()),
+            failing: (0..40)
+                .map(|i| FailingIngress {
+                    namespace: format!("styrmin-{i}"),
+                    name: "web".to_owned(),
+                    reason: huge.clone(),
+                })
+                .collect(),
+            preflight: vec![huge.clone(); 30],
+            ..StepStatus::default()
+        };
+        let mut status = StyrminMigrationStatus {
+            current_step: Some(huge.clone()),
+            steps: vec![step; MAX_STEPS + 3],
+            last_error: Some(ExecutorError {
+                message: huge.clone(),
+                time: "2026-12-07T10:00:00Z".to_owned(),
+                count: 1,
+            }),
+            ..StyrminMigrationStatus::default()
+        };
+        status.fit().unwrap();
+        assert!(status.encoded_len() <= MAX_STATUS_BYTES);
+        assert_eq!(status.steps.len(), MAX_STEPS);
+        assert_eq!(status.current_step.as_ref().unwrap().len(), MAX_STEP_NAME);
+        assert!(status.last_error.as_ref().unwrap().message.len() <= MAX_NOTE);
+        // The steps that ended lost their lists, not their counts or messages.
+        assert!(
+            status
+                .steps
+                .iter()
+                .all(|s| s.failing.is_empty() && s.message.is_some())
+        );
+        // A step in progress keeps its lists while they fit.
+        let mut small = StyrminMigrationStatus {
+            steps: vec![StepStatus {
+                name: "cluster".to_owned(),
+                phase: StepPhase::Moving,
+                failing: vec![FailingIngress::default(); 3],
+                ..StepStatus::default()
+            }],
+            ..StyrminMigrationStatus::default()
+        };
+        small.fit().unwrap();
+        assert_eq!(small.steps[0].failing.len(), 3);
+        // What a rollback needs is never dropped: too large is an error.
+        let mut kept = StyrminMigrationStatus {
+            steps: vec![StepStatus {
+                previous: vec![serde_json::json!({"spec": huge}); 4],
+                ..StepStatus::default()
+            }],
+            ..StyrminMigrationStatus::default()
+        };
+        assert!(kept.fit().unwrap_err().bytes > MAX_STATUS_BYTES);
+        assert_eq!(kept.steps[0].previous.len(), 4);
+    }
+
+    #[test]
+    fn the_steps_digest_reads_the_steps_not_their_key_order() {
+        let migration: StyrminMigration = serde_saphyr::from_str(TWO_STEPS).unwrap();
+        let digest = steps_digest(&migration.spec.steps);
+        assert!(digest.starts_with("sha256:") && digest.len() == MAX_DIGEST);
+        let mut reordered = migration.spec.steps.clone();
+        let change = &mut reordered[0].changes[0];
+        let object = change.as_object().unwrap().clone();
+        let mut backwards = serde_json::Map::new();
+        for (key, value) in object.into_iter().rev() {
+            backwards.insert(key, value);
+        }
+        *change = Value::Object(backwards);
+        assert_eq!(steps_digest(&reordered), digest);
+        let mut changed = migration.spec.steps.clone();
+        changed[0].changes[0]["spec"]["ingressClass"] = Value::from("traefik");
+        assert_ne!(steps_digest(&changed), digest);
+        let mut added = migration.spec.steps.clone();
+        added.push(added[1].clone());
+        assert_ne!(steps_digest(&added), digest);
     }
 }

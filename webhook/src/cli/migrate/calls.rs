@@ -16,6 +16,10 @@ pub enum MigrateCallError {
         "a StyrminMigration named {name} already exists: choose another name, or delete it first (kubectl delete styrminmigration {name})"
     )]
     AlreadyExists { name: String },
+    #[error(
+        "a StyrminMigration named {name} already exists with other steps or settings: choose another name, or delete it first (kubectl delete styrminmigration {name})"
+    )]
+    Differs { name: String },
     #[error("no StyrminMigration named {name}")]
     NotFound { name: String },
     #[error(

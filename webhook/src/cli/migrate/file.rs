@@ -2,8 +2,9 @@
 //! YAML or JSON file, checked before anything is asked of the cluster, every error naming
 //! the file, the document, and the step and change or the field at fault.
 
+use crate::controllers::migration::step::{StepError, check_step};
 use crate::crd::StyrminMigration;
-use crate::crd::migration::{MAX_CHANGES, MAX_STEPS};
+use crate::crd::migration::{MAX_CHANGES, MAX_STEP_NAME, MAX_STEPS};
 use crate::plan::{ChangeError, Proposal};
 
 /// A migration whose steps are all level objects `plan` can apply.
@@ -75,6 +76,14 @@ pub enum MigrationFileError {
         #[source]
         source: ChangeError,
     },
+    #[error("{origin}, document {document}, step {step}, change {change}: {what}")]
+    ChangeKey {
+        origin: String,
+        document: usize,
+        step: String,
+        change: usize,
+        what: &'static str,
+    },
 }
 
 /// Reads and checks the migration in `text`, read from `origin` (a file name).
@@ -125,7 +134,8 @@ pub fn read_migration(origin: &str, text: &str) -> Result<ValidMigration, Migrat
 }
 
 /// The checks the types cannot make: a name, how many steps and changes, unique step
-/// names, and every change a level object.
+/// names of at most [`MAX_STEP_NAME`] bytes, and every change a level object the executor
+/// can set ([`check_step`], the executor's own check).
 fn check(
     origin: &str,
     document: usize,
@@ -158,6 +168,11 @@ fn check(
         if step.name.is_empty() {
             return Err(problem("the step has no name".to_owned()));
         }
+        if step.name.len() > MAX_STEP_NAME {
+            return Err(problem(format!(
+                "the step's name is longer than {MAX_STEP_NAME} bytes"
+            )));
+        }
         if migration.spec.steps[..index]
             .iter()
             .any(|s| s.name == step.name)
@@ -173,19 +188,24 @@ fn check(
                 step.changes.len()
             )));
         }
-        let mut proposal = Proposal::default();
-        for (change, object) in step.changes.iter().enumerate() {
-            proposal
-                .add_change(object.clone())
-                .map_err(|source| MigrationFileError::Change {
-                    origin: origin.to_owned(),
-                    document,
-                    step: place.clone(),
-                    change: change + 1,
-                    source,
-                })?;
-        }
-        steps.push(proposal);
+        let checked = check_step(step).map_err(|error| match error {
+            StepError::Change { index, source, .. } => MigrationFileError::Change {
+                origin: origin.to_owned(),
+                document,
+                step: place.clone(),
+                change: index,
+                source,
+            },
+            StepError::Key { index, what, .. } => MigrationFileError::ChangeKey {
+                origin: origin.to_owned(),
+                document,
+                step: place.clone(),
+                change: index,
+                what,
+            },
+            other => problem(other.to_string()),
+        })?;
+        steps.push(checked.proposal);
     }
     Ok(ValidMigration { migration, steps })
 }
@@ -305,6 +325,26 @@ spec:
         assert_eq!(
             error(&TWO_STEPS.replace("kind: StyrminCluster", "kind: ConfigMap")),
             "steps.yaml, document 1, step 2 (cluster), change 1: styrmin.io/v1alpha1 ConfigMap is not a level object: expected a StyrminCluster, StyrminEnvironment or StyrminDeployment of styrmin.io/v1alpha1"
+        );
+        // What the executor refuses, the file is refused for, with the same check.
+        let deployment = TWO_STEPS.replace(", namespace: styrmin-web1}", "}");
+        assert_eq!(
+            error(&deployment),
+            "steps.yaml, document 1, step 2 (cluster), change 2: no metadata.name, or a StyrminDeployment without metadata.namespace"
+        );
+        let migration: StyrminMigration = serde_saphyr::from_str(&deployment).unwrap();
+        let executor = crate::controllers::migration::step::step_changes(&migration.spec.steps[1])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            executor.ends_with("a StyrminDeployment without metadata.namespace"),
+            "{executor}"
+        );
+        let long = TWO_STEPS.replace("name: cluster", &format!("name: {}", "c".repeat(64)));
+        assert!(
+            error(&long).ends_with("the step's name is longer than 63 bytes"),
+            "{}",
+            error(&long)
         );
         let message = error(&TWO_STEPS.replace("environmentId: prod", "environmentId: [prod]"));
         assert!(

@@ -201,6 +201,7 @@ pub fn phase_name(phase: MigrationPhase) -> &'static str {
 fn step_phase_name(phase: StepPhase) -> &'static str {
     match phase {
         StepPhase::Pending => "Pending",
+        StepPhase::SettingLevels => "SettingLevels",
         StepPhase::Moving => "Moving",
         StepPhase::Verifying => "Verifying",
         StepPhase::Done => "Done",

@@ -84,44 +84,70 @@ fn level_api(client: &Client, key: &LevelKey) -> Api<DynamicObject> {
     }
 }
 
-/// A level object's spec (`None`: it does not exist).
-pub async fn read_level(client: &Client, key: &LevelKey) -> Result<Option<Value>, CallError> {
-    let api = level_api(client, key);
-    let object = bounded(|| format!("reading {key}"), api.get_opt(&key.name)).await?;
-    Ok(object.map(|o| o.data.get("spec").cloned().unwrap_or(json!({}))))
+/// A level object as read: its spec, and the `resourceVersion` a write of it carries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReadLevel {
+    pub spec: Value,
+    pub resource_version: Option<String>,
 }
 
-/// Sets a level object's spec exactly (`null`s kept: a JSON patch, not a merge), creating
-/// the object if it does not exist; `None` deletes it.
+/// A level object's spec and version (`None`: it does not exist).
+pub async fn read_level(client: &Client, key: &LevelKey) -> Result<Option<ReadLevel>, CallError> {
+    let api = level_api(client, key);
+    let object = bounded(|| format!("reading {key}"), api.get_opt(&key.name)).await?;
+    Ok(object.map(|o| ReadLevel {
+        spec: o.data.get("spec").cloned().unwrap_or(json!({})),
+        resource_version: o.metadata.resource_version,
+    }))
+}
+
+/// A JSON patch that sets `value` at `path` of an object whose `resourceVersion` is
+/// `version`: the API server refuses it with 409 Conflict when the object changed since.
+pub fn versioned_patch(version: Option<&str>, path: &str, value: &Value) -> json_patch::Patch {
+    let mut operations = Vec::new();
+    if let Some(version) = version {
+        operations
+            .push(json!({"op": "replace", "path": "/metadata/resourceVersion", "value": version}));
+    }
+    operations.push(json!({"op": "add", "path": path, "value": value}));
+    serde_json::from_value(Value::Array(operations)).unwrap_or_default()
+}
+
+/// Sets a level object's spec exactly (`null`s kept: a JSON patch, not a merge); `None`
+/// deletes it. `version` is the `resourceVersion` it was read with (`None`: it did not
+/// exist, and is created): a change since, or a creation since, fails with 409, and a
+/// deletion since with 404, so that the caller reads it again instead of overwriting.
 pub async fn write_level(
     client: &Client,
     key: &LevelKey,
     spec: Option<&Value>,
+    version: Option<&str>,
 ) -> Result<(), CallError> {
     let api = level_api(client, key);
     let what = || format!("setting {key}");
     let Some(spec) = spec else {
-        let deleted = bounded(
-            || format!("deleting {key}"),
-            api.delete(&key.name, &DeleteParams::default()),
-        )
-        .await;
+        let params = DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                resource_version: version.map(str::to_owned),
+                uid: None,
+            }),
+            ..DeleteParams::default()
+        };
+        let deleted = bounded(|| format!("deleting {key}"), api.delete(&key.name, &params)).await;
         return unless_answered(404, deleted).map(drop);
     };
-    let patch: json_patch::Patch =
-        serde_json::from_value(json!([{"op": "add", "path": "/spec", "value": spec}]))
-            .unwrap_or_default();
-    let patched = bounded(
-        what,
-        api.patch(
-            &key.name,
-            &PatchParams::default(),
-            &Patch::Json::<()>(patch),
-        ),
-    )
-    .await;
-    if unless_answered(404, patched)?.is_some() {
-        return Ok(());
+    if version.is_some() {
+        let patch = versioned_patch(version, "/spec", spec);
+        return bounded(
+            what,
+            api.patch(
+                &key.name,
+                &PatchParams::default(),
+                &Patch::Json::<()>(patch),
+            ),
+        )
+        .await
+        .map(drop);
     }
     let mut object = DynamicObject::new(&key.name, &level_resource(key));
     object.metadata.namespace = key.namespace.clone();
@@ -142,9 +168,30 @@ fn deployment_api(client: &Client, id: &str) -> Api<DynamicObject> {
     )
 }
 
+/// How often a record write that meets a newer `resourceVersion` reads the deployment again.
+const RECORD_TRIES: usize = 3;
+
 /// Sets a deployment's record (`status.lastDeployed`), first keeping the one it replaces in
-/// [`RECORD_BEFORE_ANNOTATION`] (unless a migration already keeps one there).
+/// [`RECORD_BEFORE_ANNOTATION`] (unless a migration already keeps one there). Each patch
+/// carries the `resourceVersion` read: a deployment written meanwhile (a redeploy that sets
+/// its record) is read again, and left alone when its record is already the target.
 pub async fn set_record(
+    client: &Client,
+    id: &str,
+    migration: &str,
+    record: &Value,
+) -> Result<(), CallError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match set_record_once(client, id, migration, record).await {
+            Err(error) if error.code() == Some(409) && tries < RECORD_TRIES => continue,
+            other => return other,
+        }
+    }
+}
+
+async fn set_record_once(
     client: &Client,
     id: &str,
     migration: &str,
@@ -158,6 +205,7 @@ pub async fn set_record(
     if current.as_ref() == Some(record) {
         return Ok(());
     }
+    let mut version = object.metadata.resource_version.clone();
     let kept = object
         .metadata
         .annotations
@@ -165,14 +213,19 @@ pub async fn set_record(
         .is_some_and(|a| a.contains_key(RECORD_BEFORE_ANNOTATION));
     if !kept {
         let before = json!({"migration": migration, "lastDeployed": current}).to_string();
-        let patch = json!({"metadata": {"annotations": {RECORD_BEFORE_ANNOTATION: before}}});
-        bounded(
+        let patch = json!({"metadata": {
+            "resourceVersion": version,
+            "annotations": {RECORD_BEFORE_ANNOTATION: before},
+        }});
+        let patched = bounded(
             what,
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
         )
         .await?;
+        version = patched.metadata.resource_version;
     }
-    let patch = json!({"status": {"lastDeployed": record}});
+    let patch =
+        json!({"metadata": {"resourceVersion": version}, "status": {"lastDeployed": record}});
     bounded(
         what,
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
@@ -196,8 +249,12 @@ pub async fn restore_record(client: &Client, id: &str) -> Result<(), CallError> 
     else {
         return Ok(());
     };
-    // A merge patch's null removes the record: it was not there before.
-    let patch = json!({"status": {"lastDeployed": before["lastDeployed"]}});
+    // A merge patch's null removes the record: it was not there before. The version read
+    // makes a record written meanwhile a conflict, read again by the next pass.
+    let patch = json!({
+        "metadata": {"resourceVersion": object.metadata.resource_version},
+        "status": {"lastDeployed": before["lastDeployed"]},
+    });
     bounded(
         what,
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
@@ -408,23 +465,26 @@ pub async fn read_migration(
     .await
 }
 
-/// Replaces a migration's status.
+/// Replaces a migration's status, if the migration still has the `resourceVersion`
+/// `version` (a 409 otherwise); the migration as stored after.
 pub async fn write_status(
     client: &Client,
     name: &str,
+    version: Option<&str>,
     status: &StyrminMigrationStatus,
-) -> Result<(), CallError> {
+) -> Result<StyrminMigration, CallError> {
     let api: Api<StyrminMigration> = Api::all(client.clone());
     // The whole status replaced: a merge patch would keep a list or field left out.
-    let patch: json_patch::Patch =
-        serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}]))
-            .unwrap_or_default();
+    let patch = versioned_patch(
+        version,
+        "/status",
+        &serde_json::to_value(status).unwrap_or_default(),
+    );
     bounded(
         || format!("writing the status of StyrminMigration {name}"),
         api.patch_status(name, &PatchParams::default(), &Patch::Json::<()>(patch)),
     )
     .await
-    .map(|_| ())
 }
 
 /// `GET http://ADDRESS:PORT/PATH` with `Host: host`: the status it answers.
@@ -464,8 +524,8 @@ pub async fn probe(
         })
 }
 
-/// Sets `spec.paused` of a migration (a gate that pauses it).
-pub async fn set_paused(client: &Client, name: &str) -> Result<(), CallError> {
+/// Sets `spec.paused` of a migration (a gate that pauses it); the migration after.
+pub async fn set_paused(client: &Client, name: &str) -> Result<StyrminMigration, CallError> {
     let api: Api<StyrminMigration> = Api::all(client.clone());
     let patch = json!({"spec": {"paused": true}});
     bounded(
@@ -473,5 +533,4 @@ pub async fn set_paused(client: &Client, name: &str) -> Result<(), CallError> {
         api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)),
     )
     .await
-    .map(|_| ())
 }

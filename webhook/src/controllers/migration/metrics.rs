@@ -24,6 +24,41 @@ pub struct GateLabels {
     pub gate: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    /// One of [`EXECUTOR_ERRORS`].
+    pub error: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabels {
+    /// One of [`PHASES`].
+    pub phase: &'static str,
+}
+
+/// The kinds of executor error, the label values of `migration_executor_errors_total`:
+/// the API server answered an error, a write met a newer `resourceVersion`, a call took
+/// longer than its bound, the cluster could not be read, the levels make no view, the
+/// status would be too large.
+pub const EXECUTOR_ERRORS: [&str; 6] = [
+    "api",
+    "conflict",
+    "timeout",
+    "cluster_read",
+    "levels",
+    "status_too_large",
+];
+
+/// The phases `migrations` counts by (`Pending`: not picked up yet).
+pub const PHASES: [&str; 6] = [
+    "Pending",
+    "Running",
+    "Paused",
+    "Done",
+    "RolledBack",
+    "Failed",
+];
+
 #[derive(Clone, Debug, Default)]
 pub struct MigrationMetrics {
     pub ingresses: Family<StateLabels, Gauge>,
@@ -31,6 +66,9 @@ pub struct MigrationMetrics {
     pub gate_failures: Family<GateLabels, Counter>,
     pub steps: Family<OutcomeLabels, Counter>,
     pub running: Gauge,
+    pub executor_errors: Family<ErrorLabels, Counter>,
+    pub migrations: Family<PhaseLabels, Gauge>,
+    pub progress_timestamp_seconds: Gauge,
 }
 
 impl MigrationMetrics {
@@ -58,10 +96,60 @@ impl MigrationMetrics {
         );
         registry.register(
             "migration_running",
-            "1 while this replica carries out a migration",
+            "1 while this replica carries out a migration that is not paused (also while it waits after an error or on a blocking pre-flight)",
             metrics.running.clone(),
         );
+        registry.register(
+            "migration_executor_errors",
+            "Errors that stopped a pass of the migration executor (each tried again after a backoff), by error (api, conflict, timeout, cluster_read, levels, status_too_large)",
+            metrics.executor_errors.clone(),
+        );
+        registry.register(
+            "migrations",
+            "StyrminMigrations by phase (Pending: not picked up yet), as the replica that carries them out last listed them; 0 on the others",
+            metrics.migrations.clone(),
+        );
+        registry.register(
+            "migration_progress_timestamp_seconds",
+            "Unix time of the executor's last progress on this replica: an Ingress moved or a status written (0: none yet)",
+            metrics.progress_timestamp_seconds.clone(),
+        );
+        // Every label value from the start: a rate needs the zero before the first error,
+        // and an alert reads the phase counts before there is a migration.
+        for error in EXECUTOR_ERRORS {
+            metrics
+                .executor_errors
+                .get_or_create(&ErrorLabels { error })
+                .inc_by(0);
+        }
+        metrics.count_phases([]);
         metrics
+    }
+
+    /// Counts an executor error of kind `error` (one of [`EXECUTOR_ERRORS`]).
+    pub fn executor_error(&self, error: &'static str) {
+        self.executor_errors
+            .get_or_create(&ErrorLabels { error })
+            .inc();
+    }
+
+    /// Sets the migrations by phase from the phases listed (`None`: not picked up).
+    pub fn count_phases<'a>(&self, phases: impl IntoIterator<Item = &'a str>) {
+        let mut counts = [0i64; PHASES.len()];
+        for phase in phases {
+            if let Some(index) = PHASES.iter().position(|p| *p == phase) {
+                counts[index] += 1;
+            }
+        }
+        for (phase, n) in PHASES.iter().zip(counts) {
+            self.migrations.get_or_create(&PhaseLabels { phase }).set(n);
+        }
+    }
+
+    /// The executor got on: now is its last progress.
+    pub fn progressed(&self) {
+        self.progress_timestamp_seconds
+            .set(crate::clock::unix_now());
     }
 
     /// The counts of the step in progress.

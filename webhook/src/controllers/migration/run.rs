@@ -10,14 +10,15 @@ use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio_util::sync::CancellationToken;
 
+use super::backoff::Backoff;
 use super::calls::{self, CallError};
 use super::metrics::MigrationMetrics;
 use super::step::{self, LevelKey, Levels, Mover, Movers, StepError};
 use crate::controllers::lease::Leadership;
 use crate::controllers::policy_reports::CallBudget;
 use crate::crd::migration::{
-    CanaryAddress, MigrationCondition, MigrationPhase, OnGateFailure, ProbeGate, StepPhase,
-    StepStatus, StyrminMigration, StyrminMigrationStatus,
+    CanaryAddress, ExecutorError, MigrationCondition, MigrationPhase, OnGateFailure, ProbeGate,
+    StatusTooLarge, StepPhase, StepStatus, StyrminMigration, StyrminMigrationStatus, steps_digest,
 };
 use crate::kube_source::{Snapshot, SnapshotError};
 use crate::plan::{ClassInfo, PlanInput, PreflightReason};
@@ -25,6 +26,8 @@ use crate::view::View;
 
 /// The condition a blocking pre-flight sets `False` (until the spec changes).
 const PREFLIGHT: &str = "PreflightPassed";
+/// The condition that says whether the executor gets on, and if not why.
+const PROGRESSING: &str = "Progressing";
 /// How often the executor looks for a migration to carry out, and at a paused one.
 pub const POLL_EVERY: Duration = Duration::from_secs(2);
 /// How often a gate looks again at what it waits for.
@@ -56,6 +59,22 @@ pub enum RunError {
     Snapshot(#[from] SnapshotError),
     #[error(transparent)]
     Step(#[from] StepError),
+    #[error(transparent)]
+    TooLarge(#[from] StatusTooLarge),
+}
+
+impl RunError {
+    /// The error's kind, one of [`super::metrics::EXECUTOR_ERRORS`].
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RunError::Call(error) if error.code() == Some(409) => "conflict",
+            RunError::Call(CallError::Timeout { .. }) => "timeout",
+            RunError::Call(_) => "api",
+            RunError::Snapshot(_) => "cluster_read",
+            RunError::Step(_) => "levels",
+            RunError::TooLarge(_) => "status_too_large",
+        }
+    }
 }
 
 /// How a step ended, for now.
@@ -71,6 +90,16 @@ struct Executor {
     settings: MigrationSettings,
     leadership: Leadership,
     recorder: Recorder,
+    stored: std::sync::Mutex<Stored>,
+}
+
+/// The migration's `resourceVersion` the next status write carries, and its status as read
+/// or written with it: a write that meets a newer version (409) fails, and the next pass
+/// reads the migration again instead of overwriting what another writer stored.
+#[derive(Debug, Default)]
+struct Stored {
+    resource_version: Option<String>,
+    status: Option<StyrminMigrationStatus>,
 }
 
 /// Runs until `shutdown`: carries out migrations while this replica holds the Lease.
@@ -92,14 +121,20 @@ pub async fn run_migrations(
         settings,
         leadership,
         recorder,
+        stored: std::sync::Mutex::default(),
     };
+    let mut backoff = Backoff::default();
     loop {
-        if executor.leadership.holds()
-            && let Some(Err(error)) = executor.leadership.while_held(executor.next()).await
-        {
-            tracing::warn!(error = %error, "migration: cannot go on; trying again");
+        if executor.leadership.holds() {
+            // A hold that ends during a pass drops it: the next holder goes on from the status.
+            let _ = executor
+                .leadership
+                .while_held(executor.next(&mut backoff))
+                .await;
+        } else {
+            executor.settings.metrics.running.set(0);
+            executor.settings.metrics.count_phases([]);
         }
-        executor.settings.metrics.running.set(0);
         tokio::select! {
             () = tokio::time::sleep(POLL_EVERY) => {}
             () = executor.leadership.changed() => {}
@@ -116,30 +151,130 @@ pub fn is_finished(migration: &StyrminMigration) -> bool {
     )
 }
 
+/// The phase a migration is counted in (`Pending` until it is picked up).
+fn phase_label(migration: &StyrminMigration) -> &'static str {
+    match migration.status.as_ref().and_then(|s| s.phase) {
+        None | Some(MigrationPhase::Pending) => "Pending",
+        Some(MigrationPhase::Running) => "Running",
+        Some(MigrationPhase::Paused) => "Paused",
+        Some(MigrationPhase::Done) => "Done",
+        Some(MigrationPhase::RolledBack) => "RolledBack",
+        Some(MigrationPhase::Failed) => "Failed",
+    }
+}
+
+/// The key the listing of the migrations backs off under (no migration's name is empty).
+const LISTING: &str = "";
+
 impl Executor {
-    /// Carries out the oldest unfinished migration as far as it goes now.
-    async fn next(&self) -> Result<(), RunError> {
-        let migrations = calls::list_migrations(&self.client).await?;
-        let Some(migration) = migrations.into_iter().find(|m| !is_finished(m)) else {
-            return Ok(());
+    /// Carries out the oldest unfinished migration as far as it goes now, unless it waits
+    /// after an error; an error is reported and backs that migration off.
+    async fn next(&self, backoff: &mut Backoff) {
+        let metrics = &self.settings.metrics;
+        if !backoff.is_due(LISTING, Instant::now()) {
+            return;
+        }
+        let migrations = match calls::list_migrations(&self.client).await {
+            Ok(migrations) => migrations,
+            Err(error) => {
+                let error = RunError::from(error);
+                let (count, wait) = backoff.failed(LISTING, Instant::now());
+                metrics.executor_error(error.kind());
+                tracing::warn!(%error, count, ?wait, "migration: cannot list the migrations; trying again after a backoff");
+                return;
+            }
         };
-        self.settings.metrics.running.set(1);
-        self.drive(migration).await
+        metrics.count_phases(migrations.iter().map(phase_label));
+        backoff.keep_only(
+            migrations
+                .iter()
+                .filter(|m| !is_finished(m))
+                .filter_map(|m| m.metadata.name.as_deref()),
+        );
+        let Some(migration) = migrations.into_iter().find(|m| !is_finished(m)) else {
+            metrics.running.set(0);
+            return;
+        };
+        let paused = migration.spec.paused && !migration.spec.abort;
+        metrics.running.set(i64::from(!paused));
+        let name = migration.metadata.name.clone().unwrap_or_default();
+        if !backoff.is_due(&name, Instant::now()) {
+            return;
+        }
+        match self.drive(migration).await {
+            Ok(()) => backoff.succeeded(&name),
+            Err(error) => {
+                let (count, wait) = backoff.failed(&name, Instant::now());
+                self.report(&name, &error, count, wait).await;
+            }
+        }
+    }
+
+    /// An error that stopped a pass: counted, logged, and kept in the migration's status
+    /// (`lastError`, condition `Progressing` with reason `ExecutorError`) and an event, as
+    /// far as the API server takes them.
+    async fn report(&self, name: &str, error: &RunError, count: u32, wait: Duration) {
+        self.settings.metrics.executor_error(error.kind());
+        tracing::warn!(migration = name, %error, count, ?wait, "migration: cannot go on; trying again after a backoff");
+        let message = step::bounded_note(&format!(
+            "{error} (error {count} in a row; tried again in {} s)",
+            wait.as_secs()
+        ));
+        let latest = match calls::read_migration(&self.client, name).await {
+            Ok(Some(latest)) => latest,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::debug!(%error, "migration: cannot read it to report an error");
+                return;
+            }
+        };
+        self.adopt(&latest);
+        let mut status = latest.status.clone().unwrap_or_default();
+        status.last_error = Some(ExecutorError {
+            message: message.clone(),
+            time: crate::view::rfc3339(crate::clock::unix_now()),
+            count,
+        });
+        set_condition(&mut status, PROGRESSING, false, "ExecutorError", &message);
+        if let Err(error) = self.store(&latest, &mut status).await {
+            tracing::debug!(%error, "migration: cannot write the error into its status");
+        }
+        // The note leaves the count out: the same error again is counted by the recorder.
+        let note = step::bounded_note(&error.to_string());
+        self.event(&latest, EventType::Warning, "ExecutorError", None, &note)
+            .await;
+    }
+
+    /// Takes `migration`'s version and status as the ones the next status write carries.
+    fn adopt(&self, migration: &StyrminMigration) {
+        let mut stored = self.stored.lock().unwrap_or_else(|p| p.into_inner());
+        stored.resource_version = migration.metadata.resource_version.clone();
+        stored.status = migration.status.clone();
+    }
+
+    /// Takes the version of `migration`, read again, when its status is the one last read or
+    /// written: a change of its spec (`paused`, `abort`) is no conflict, another writer's
+    /// status is.
+    fn reread(&self, migration: &StyrminMigration) {
+        let mut stored = self.stored.lock().unwrap_or_else(|p| p.into_inner());
+        if stored.status == migration.status {
+            stored.resource_version = migration.metadata.resource_version.clone();
+        }
     }
 
     async fn drive(&self, migration: StyrminMigration) -> Result<(), RunError> {
+        self.adopt(&migration);
         let mut status = migration.status.clone().unwrap_or_default();
-        if status.steps.len() != migration.spec.steps.len() {
-            status.steps = migration
-                .spec
-                .steps
-                .iter()
-                .map(|s| StepStatus {
-                    name: s.name.clone(),
-                    ..StepStatus::default()
-                })
-                .collect();
+        let digest = steps_digest(&migration.spec.steps);
+        if status
+            .steps_digest
+            .as_ref()
+            .is_some_and(|kept| *kept != digest)
+        {
+            return self.steps_changed(&migration, &mut status).await;
         }
+        status.steps_digest = Some(digest);
+        status.steps = step::match_steps(&migration.spec.steps, std::mem::take(&mut status.steps));
         if let Some(index) = status.steps.iter().position(|s| s.phase != StepPhase::Done)
             && self.holds_still(&migration, &mut status, index).await?
         {
@@ -151,6 +286,7 @@ impl Executor {
                 &migration,
                 EventType::Normal,
                 "Started",
+                None,
                 "carrying out the migration",
             )
             .await;
@@ -175,8 +311,14 @@ impl Executor {
                 return Ok(());
             }
         }
-        self.event(&migration, EventType::Normal, "Done", "every step is done")
-            .await;
+        self.event(
+            &migration,
+            EventType::Normal,
+            "Done",
+            None,
+            "every step is done",
+        )
+        .await;
         self.finish(&migration, &mut status, MigrationPhase::Done)
             .await
     }
@@ -224,7 +366,8 @@ impl Executor {
             if status.steps[index].phase == StepPhase::Paused {
                 status.steps[index].phase = StepPhase::Moving;
             }
-            self.event(migration, EventType::Normal, "Resumed", "going on")
+            let step = Some(status.steps[index].name.as_str());
+            self.event(migration, EventType::Normal, "Resumed", step, "going on")
                 .await;
         }
         Ok(false)
@@ -247,13 +390,17 @@ impl Executor {
         self.write(migration, status).await
     }
 
+    /// Writes the status, its `Progressing` condition set from its phases: the executor got
+    /// on.
     async fn write(
         &self,
         migration: &StyrminMigration,
-        status: &StyrminMigrationStatus,
+        status: &mut StyrminMigrationStatus,
     ) -> Result<(), RunError> {
-        let name = migration.metadata.name.as_deref().unwrap_or_default();
-        calls::write_status(&self.client, name, status).await?;
+        let (ok, reason, message) = step::progressing(status);
+        set_condition(status, PROGRESSING, ok, reason, &message);
+        self.store(migration, status).await?;
+        self.settings.metrics.progressed();
         self.settings.metrics.set_counts(
             status.planned,
             status.moved,
@@ -263,21 +410,73 @@ impl Executor {
         Ok(())
     }
 
+    /// Writes the status with `Progressing` false for `reason`: the executor holds still
+    /// until a person acts.
+    async fn write_held(
+        &self,
+        migration: &StyrminMigration,
+        status: &mut StyrminMigrationStatus,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), RunError> {
+        set_condition(status, PROGRESSING, false, reason, message);
+        self.store(migration, status).await
+    }
+
+    /// Writes the status, bounded ([`StyrminMigrationStatus::fit`]), with the version last
+    /// read or written ([`Stored`]).
+    async fn store(
+        &self,
+        migration: &StyrminMigration,
+        status: &mut StyrminMigrationStatus,
+    ) -> Result<(), RunError> {
+        status.fit()?;
+        let name = migration.metadata.name.as_deref().unwrap_or_default();
+        let version = self
+            .stored
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .resource_version
+            .clone();
+        let written = calls::write_status(&self.client, name, version.as_deref(), status).await?;
+        self.adopt(&written);
+        Ok(())
+    }
+
+    /// The spec's steps differ from those the executor picked up: nothing goes on until they
+    /// are put back (said once, in the condition and an event).
+    async fn steps_changed(
+        &self,
+        migration: &StyrminMigration,
+        status: &mut StyrminMigrationStatus,
+    ) -> Result<(), RunError> {
+        const REASON: &str = "StepsChanged";
+        if status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == PROGRESSING && c.reason == REASON)
+        {
+            return Ok(());
+        }
+        let why = "spec.steps differ from the steps the executor picked up (status.stepsDigest): nothing goes on until they are put back as they were; for other steps create another StyrminMigration";
+        self.write_held(migration, status, REASON, why).await?;
+        self.event(migration, EventType::Warning, REASON, None, why)
+            .await;
+        Ok(())
+    }
+
+    /// Records an event of the migration, for `step` when it is one step's
+    /// ([`step::event_action`]).
     async fn event(
         &self,
         migration: &StyrminMigration,
         type_: EventType,
         reason: &str,
+        step: Option<&str>,
         note: &str,
     ) {
         use kube::Resource as _;
-        let event = Event {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(step::bounded_note(note)),
-            action: "Migrate".to_owned(),
-            secondary: None,
-        };
+        let event = step_event(type_, reason, step, note);
         let reference = migration.object_ref(&());
         if let Err(error) = self.recorder.publish(&event, &reference).await {
             tracing::debug!(%error, "migration: cannot record an event");
@@ -300,13 +499,13 @@ impl Executor {
                     .await;
             }
         };
-        if status.steps[index].previous.is_empty() {
-            let mut previous = Vec::new();
-            for (key, _) in &changes {
-                let spec = calls::read_level(&self.client, key).await?;
-                previous.push(step::previous_object(key, spec.as_ref()));
-            }
-            status.steps[index].previous = previous;
+        if status.steps[index].previous.is_empty()
+            && let Err(error) = self.keep_previous(status, index, &changes).await?
+        {
+            let why = format!(
+                "the level objects the step changes cannot be kept for a rollback: {error}"
+            );
+            return self.fail_step(migration, status, index, &why).await;
         }
         let previous: Vec<(LevelKey, Option<serde_json::Value>)> = status.steps[index]
             .previous
@@ -349,9 +548,16 @@ impl Executor {
                 && !migration.spec.force
             {
                 status.steps[index].message = Some(blocking.clone());
-                self.write(migration, status).await?;
-                self.event(migration, EventType::Warning, "PreflightBlocked", &blocking)
-                    .await;
+                self.write_held(migration, status, "PreflightBlocked", &blocking)
+                    .await?;
+                self.event(
+                    migration,
+                    EventType::Warning,
+                    "PreflightBlocked",
+                    Some(&spec_step.name),
+                    &blocking,
+                )
+                .await;
                 return Ok(StepEnd::Stopped);
             }
         }
@@ -359,19 +565,24 @@ impl Executor {
         drop((snapshot, before, after, now, then));
         mirror_counts(status, index);
         self.write(migration, status).await?;
-        if matches!(status.steps[index].phase, StepPhase::Pending) {
+        if status.steps[index].phase == StepPhase::Pending {
             if !self.canary(migration, status, index, &movers).await? {
                 return Ok(StepEnd::Stopped);
             }
-            for (key, spec) in &wanted {
-                calls::write_level(&self.client, key, spec.as_ref()).await?;
-            }
+            // In the status before the first level changes: `Pending` means unchanged.
+            status.steps[index].phase = StepPhase::SettingLevels;
+            self.write(migration, status).await?;
+        }
+        // Aborted here, the waves roll the step back at once.
+        if status.steps[index].phase == StepPhase::SettingLevels && !migration.spec.abort {
+            self.set_levels(migration, status, index, &wanted).await?;
             status.steps[index].phase = StepPhase::Moving;
             self.write(migration, status).await?;
             self.event(
                 migration,
                 EventType::Normal,
                 "LevelsSet",
+                Some(&spec_step.name),
                 &format!(
                     "step {:?}: levels set, moving {} Ingresses",
                     spec_step.name,
@@ -387,6 +598,86 @@ impl Executor {
         }
         self.waves(migration, status, index, movers, &previous)
             .await
+    }
+
+    /// Reads the level objects step `index` changes into its `previous`, each with its
+    /// `resourceVersion`; `Err` (and nothing kept) when the status could not hold them.
+    async fn keep_previous(
+        &self,
+        status: &mut StyrminMigrationStatus,
+        index: usize,
+        changes: &[(LevelKey, serde_json::Value)],
+    ) -> Result<Result<(), StatusTooLarge>, RunError> {
+        let mut previous = Vec::new();
+        for (key, _) in changes {
+            let read = calls::read_level(&self.client, key).await?;
+            previous.push(step::previous_object(
+                key,
+                read.as_ref().map(|r| &r.spec),
+                read.as_ref().and_then(|r| r.resource_version.as_deref()),
+            ));
+        }
+        status.steps[index].previous = previous;
+        let fits = status.clone().fit();
+        if fits.is_err() {
+            status.steps[index].previous.clear();
+        }
+        Ok(fits)
+    }
+
+    /// Sets the levels of step `index`, each written with the `resourceVersion` it was read
+    /// with just before. One already as the step sets it is left alone (a pass that resumes
+    /// does not write it twice). One that changed since the step kept it (someone else
+    /// wrote it) is kept again, in the status first, so that a rollback puts back what was
+    /// there last; a write that meets a change made meanwhile fails with 409, and the next
+    /// pass reads again.
+    async fn set_levels(
+        &self,
+        migration: &StyrminMigration,
+        status: &mut StyrminMigrationStatus,
+        index: usize,
+        wanted: &[(LevelKey, Option<serde_json::Value>)],
+    ) -> Result<(), RunError> {
+        for (key, spec) in wanted {
+            let read = calls::read_level(&self.client, key).await?;
+            if read.as_ref().map(|r| &r.spec) == spec.as_ref() {
+                continue;
+            }
+            let version = read.as_ref().and_then(|r| r.resource_version.clone());
+            let kept = status.steps[index]
+                .previous
+                .iter_mut()
+                .find(|o| step::level_key(o).as_ref() == Some(key));
+            if let Some(kept) = kept
+                && kept
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(serde_json::Value::as_str)
+                    != version.as_deref()
+            {
+                *kept =
+                    step::previous_object(key, read.as_ref().map(|r| &r.spec), version.as_deref());
+                self.write(migration, status).await?;
+            }
+            calls::write_level(&self.client, key, spec.as_ref(), version.as_deref()).await?;
+        }
+        Ok(())
+    }
+
+    /// Puts `levels` back, each written with the version it was read with just before, and
+    /// only when it is not already as it should be.
+    async fn put_levels(
+        &self,
+        levels: &[(LevelKey, Option<serde_json::Value>)],
+    ) -> Result<(), RunError> {
+        for (key, spec) in levels {
+            let read = calls::read_level(&self.client, key).await?;
+            if read.as_ref().map(|r| &r.spec) == spec.as_ref() {
+                continue;
+            }
+            let version = read.and_then(|r| r.resource_version);
+            calls::write_level(&self.client, key, spec.as_ref(), version.as_deref()).await?;
+        }
+        Ok(())
     }
 
     /// The pre-flight of a step: its findings go into a condition (passed when nothing
@@ -486,7 +777,8 @@ impl Executor {
         step.phase = StepPhase::Failed;
         step.message = Some(step::bounded_note(why));
         step.finished_at = Some(crate::view::rfc3339(crate::clock::unix_now()));
-        self.event(migration, EventType::Warning, "StepFailed", why)
+        let name = migration.spec.steps.get(index).map(|s| s.name.as_str());
+        self.event(migration, EventType::Warning, "StepFailed", name, why)
             .await;
         self.finish(migration, status, MigrationPhase::Failed)
             .await?;
@@ -604,9 +896,11 @@ impl Executor {
         // `paused: false` (`migrate resume`), not the next poll.
         if !migration.spec.paused {
             let name = migration.metadata.name.as_deref().unwrap_or_default();
-            calls::set_paused(&self.client, name).await?;
+            let paused = calls::set_paused(&self.client, name).await?;
+            self.reread(&paused);
         }
-        self.event(migration, EventType::Normal, "Paused", why)
+        let name = migration.spec.steps.get(index).map(|s| s.name.as_str());
+        self.event(migration, EventType::Normal, "Paused", name, why)
             .await;
         self.write(migration, status).await
     }
@@ -638,6 +932,7 @@ impl Executor {
             let Some(latest) = latest else {
                 return Ok(StepEnd::Stopped);
             };
+            self.reread(&latest);
             if latest.spec.abort {
                 status.steps[index].message = Some("aborted: moving back".to_owned());
                 return self
@@ -679,7 +974,8 @@ impl Executor {
                 );
                 set_condition(status, "GatePassed", false, "NotServed", &why);
                 self.settings.metrics.gate_failed("served");
-                self.event(&latest, EventType::Warning, "GateFailed", &why)
+                let step_name = latest.spec.steps.get(index).map(|s| s.name.as_str());
+                self.event(&latest, EventType::Warning, "GateFailed", step_name, &why)
                     .await;
                 return match spec.on_gate_failure {
                     OnGateFailure::Rollback => {
@@ -710,7 +1006,8 @@ impl Executor {
         set_condition(status, "GatePassed", true, "Served", &note);
         mirror_counts(status, index);
         self.write(migration, status).await?;
-        self.event(migration, EventType::Normal, "StepDone", &note)
+        let name = migration.spec.steps.get(index).map(|s| s.name.as_str());
+        self.event(migration, EventType::Normal, "StepDone", name, &note)
             .await;
         Ok(StepEnd::Done)
     }
@@ -783,6 +1080,7 @@ impl Executor {
             match calls::write_back(&self.client, namespace, name, false).await {
                 Ok(fields) if fields == *target => {
                     self.settings.metrics.write("moved");
+                    self.settings.metrics.progressed();
                     return None;
                 }
                 Ok(fields) => {
@@ -913,12 +1211,11 @@ impl Executor {
             migration,
             EventType::Warning,
             "RollingBack",
+            migration.spec.steps.get(index).map(|s| s.name.as_str()),
             "putting the levels and records back",
         )
         .await;
-        for (key, spec) in previous {
-            calls::write_level(&self.client, key, spec.as_ref()).await?;
-        }
+        self.put_levels(previous).await?;
         for id in movers.records.keys() {
             calls::restore_record(&self.client, id).await?;
         }
@@ -962,7 +1259,8 @@ impl Executor {
             Some(why) => format!("{why}; {note}"),
             None => note.clone(),
         }));
-        self.event(migration, EventType::Warning, "RolledBack", &note)
+        let name = migration.spec.steps.get(index).map(|s| s.name.as_str());
+        self.event(migration, EventType::Warning, "RolledBack", name, &note)
             .await;
         self.settings.metrics.step_ended("rolled_back");
         let phase = if not_back + unserved == 0 {
@@ -1021,6 +1319,19 @@ impl Executor {
             );
         }
         Ok(waiting.len())
+    }
+}
+
+/// The event a migration records: its note bounded, its action keyed by step and note
+/// ([`step::event_action`]), so that the recorder does not merge it into another.
+pub fn step_event(type_: EventType, reason: &str, step: Option<&str>, note: &str) -> Event {
+    let note = step::bounded_note(note);
+    Event {
+        type_,
+        reason: reason.to_owned(),
+        action: step::event_action(step, &note),
+        note: Some(note),
+        secondary: None,
     }
 }
 
@@ -1100,3 +1411,6 @@ fn set_condition(
         }),
     }
 }
+
+#[cfg(test)]
+mod tests;

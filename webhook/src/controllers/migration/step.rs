@@ -87,32 +87,44 @@ pub enum StepError {
     },
 }
 
-/// A step's level objects, checked as `plan -f` checks its files, each with its key and
-/// the spec to set (exactly, `null`s included).
-pub fn step_changes(step: &MigrationStep) -> Result<Vec<(LevelKey, Value)>, StepError> {
-    let mut proposal = Proposal::default();
-    step.changes
-        .iter()
-        .enumerate()
-        .map(|(index, object)| {
-            proposal
-                .add_change(object.clone())
-                .map_err(|source| StepError::Change {
-                    step: step.name.clone(),
-                    index: index + 1,
-                    source,
-                })?;
-            let key = level_key(object).ok_or(StepError::Key {
+/// A step's changes as the executor carries them out.
+#[derive(Clone, Debug, Default)]
+pub struct CheckedStep {
+    /// The level objects, as `plan -f` applies them.
+    pub proposal: Proposal,
+    /// Each object's key and the spec to set (exactly, `null`s included), in order.
+    pub changes: Vec<(LevelKey, Value)>,
+}
+
+/// A step's level objects checked, as the executor checks them before it changes anything:
+/// `migrate start` and `migrate plan -f` refuse what this refuses.
+pub fn check_step(step: &MigrationStep) -> Result<CheckedStep, StepError> {
+    let mut checked = CheckedStep::default();
+    for (index, object) in step.changes.iter().enumerate() {
+        checked
+            .proposal
+            .add_change(object.clone())
+            .map_err(|source| StepError::Change {
                 step: step.name.clone(),
                 index: index + 1,
-                what: "no metadata.name (or a StyrminDeployment without metadata.namespace)",
+                source,
             })?;
-            Ok((
-                key,
-                object.get("spec").cloned().unwrap_or_else(|| json!({})),
-            ))
-        })
-        .collect()
+        let key = level_key(object).ok_or(StepError::Key {
+            step: step.name.clone(),
+            index: index + 1,
+            what: "no metadata.name, or a StyrminDeployment without metadata.namespace",
+        })?;
+        checked.changes.push((
+            key,
+            object.get("spec").cloned().unwrap_or_else(|| json!({})),
+        ));
+    }
+    Ok(checked)
+}
+
+/// A step's level objects, checked ([`check_step`]), each with its key and the spec to set.
+pub fn step_changes(step: &MigrationStep) -> Result<Vec<(LevelKey, Value)>, StepError> {
+    check_step(step).map(|checked| checked.changes)
 }
 
 /// The key of a level object (`None`: not a level object, or unnamed).
@@ -127,6 +139,7 @@ pub fn level_key(object: &Value) -> Option<LevelKey> {
     let namespace = object
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
+        .filter(|namespace| !namespace.is_empty())
         .map(str::to_owned);
     if kind == LevelKind::Deployment && namespace.is_none() {
         return None;
@@ -139,11 +152,14 @@ pub fn level_key(object: &Value) -> Option<LevelKey> {
 }
 
 /// A level object as a step's status keeps it for a rollback: its spec, or none when the
-/// object did not exist.
-pub fn previous_object(key: &LevelKey, spec: Option<&Value>) -> Value {
+/// object did not exist, and the `resourceVersion` it was read with.
+pub fn previous_object(key: &LevelKey, spec: Option<&Value>, version: Option<&str>) -> Value {
     let mut metadata = json!({"name": key.name});
     if let Some(namespace) = &key.namespace {
         metadata["namespace"] = Value::from(namespace.as_str());
+    }
+    if let Some(version) = version {
+        metadata["resourceVersion"] = Value::from(version);
     }
     let mut object = json!({
         "apiVersion": format!("{GROUP}/{VERSION}"),
@@ -172,7 +188,7 @@ impl Levels {
         for (key, spec) in objects {
             if let Some(spec) = spec {
                 proposal
-                    .add_change(previous_object(key, Some(spec)))
+                    .add_change(previous_object(key, Some(spec), None))
                     .map_err(|source| StepError::Level {
                         key: key.to_string(),
                         source,
@@ -483,20 +499,82 @@ pub fn too_many_failed(failed: usize, total: usize, max_percent: u32) -> bool {
     failed > 0 && (failed as u128) * 100 > (total as u128) * u128::from(max_percent)
 }
 
-/// The longest text a status message, condition or event note holds.
-pub const MAX_NOTE: usize = 1024;
+pub use crate::crd::migration::MAX_NOTE;
 
 /// `text` cut at [`MAX_NOTE`] bytes on a character boundary, with `…` when cut: the
 /// messages quote what users wrote (class names, hosts), and a status stays small.
 pub fn bounded_note(text: &str) -> String {
-    if text.len() <= MAX_NOTE {
-        return text.to_owned();
+    crate::crd::migration::bounded(text, MAX_NOTE)
+}
+
+/// The status of each step of `spec`, in its order: the entry of `kept` of the same name,
+/// or a new `Pending` one. A step that is added, removed or moved leaves the others' status
+/// as it was.
+pub fn match_steps(spec: &[MigrationStep], mut kept: Vec<StepStatus>) -> Vec<StepStatus> {
+    spec.iter()
+        .map(|step| match kept.iter().position(|s| s.name == step.name) {
+            Some(found) => kept.swap_remove(found),
+            None => StepStatus {
+                name: step.name.clone(),
+                ..StepStatus::default()
+            },
+        })
+        .collect()
+}
+
+/// The action of a migration's event: `Migrate-` and a digest of its step and note.
+///
+/// kube-runtime's recorder merges an event into the last one of the same type, reason,
+/// action and object (for six minutes), keeping the first one's note and counting up, so
+/// with one action for all, a second step's `LevelsSet` or `StepDone` would only count the
+/// first one's again. Keyed by step and note, each says what it says, and only the same
+/// event told again is counted.
+pub fn event_action(step: Option<&str>, note: &str) -> String {
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("{}\n{note}", step.unwrap_or_default()).as_bytes(),
+    );
+    let hex: String = digest.as_ref()[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("Migrate-{hex}")
+}
+
+/// The `Progressing` condition a status says, as `metav1.Condition` has it: whether the
+/// executor is getting on, the reason (`Starting`, `Moving`, `Verifying`, `RollingBack`;
+/// `Paused`, `Done`, `RolledBack`, `Failed` when it is not), and a message.
+pub fn progressing(
+    status: &crate::crd::migration::StyrminMigrationStatus,
+) -> (bool, &'static str, String) {
+    use crate::crd::migration::{MigrationPhase, StepPhase};
+    let step = status
+        .current_step
+        .as_ref()
+        .and_then(|name| status.steps.iter().find(|s| &s.name == name));
+    let which = step.map_or_else(String::new, |s| format!("step {:?}: ", s.name));
+    match status.phase {
+        Some(MigrationPhase::Paused) => (false, "Paused", format!("{which}paused")),
+        Some(MigrationPhase::Done) => (false, "Done", "every step is done".to_owned()),
+        Some(MigrationPhase::RolledBack) => (false, "RolledBack", format!("{which}rolled back")),
+        Some(MigrationPhase::Failed) => (false, "Failed", format!("{which}failed")),
+        None | Some(MigrationPhase::Pending | MigrationPhase::Running) => {
+            let reason = match step.map(|s| s.phase) {
+                Some(StepPhase::SettingLevels) => "SettingLevels",
+                Some(StepPhase::Moving) => "Moving",
+                Some(StepPhase::Verifying) => "Verifying",
+                Some(StepPhase::RolledBack) => "RollingBack",
+                _ => "Starting",
+            };
+            let counts = step.map_or_else(String::new, |s| {
+                format!(
+                    "{} of {} moved, {} served, {} failed",
+                    s.moved, s.planned, s.served, s.failed
+                )
+            });
+            (true, reason, format!("{which}{counts}"))
+        }
     }
-    let mut end = MAX_NOTE - '…'.len_utf8();
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 /// The name and host of the canary Ingress of `class` in a migration: fixed by the two, so

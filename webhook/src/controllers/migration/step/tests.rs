@@ -194,7 +194,7 @@ spec:
         .to_string();
     assert!(error.contains("step \"bad\""), "{error}");
     // What a rollback keeps: the spec, or nothing when the object did not exist.
-    let kept = previous_object(&changes[0].0, None);
+    let kept = previous_object(&changes[0].0, None, None);
     assert_eq!(level_key(&kept), Some(changes[0].0.clone()));
     assert!(kept.get("spec").is_none());
 }
@@ -324,4 +324,105 @@ fn a_probe_asks_each_host_once_without_wildcards_and_at_most_eight() {
     assert_eq!(asked.len(), MAX_PROBED_HOSTS);
     assert_eq!(asked[..2], ["a.test".to_owned(), "h0.test".to_owned()]);
     assert!(hosts_to_probe(&["*.only.test".to_owned()]).is_empty());
+}
+
+#[test]
+fn step_status_follows_the_spec_by_name_when_a_step_is_added() {
+    let step = |name: &str| MigrationStep {
+        name: name.to_owned(),
+        changes: Vec::new(),
+    };
+    let moving = StepStatus {
+        name: "cluster".to_owned(),
+        phase: crate::crd::migration::StepPhase::Moving,
+        moved: 40,
+        previous: vec![json!({"kind": "StyrminCluster", "metadata": {"name": "default"}})],
+        ..StepStatus::default()
+    };
+    let done = StepStatus {
+        name: "staging".to_owned(),
+        phase: crate::crd::migration::StepPhase::Done,
+        ..StepStatus::default()
+    };
+    let kept = vec![done.clone(), moving.clone()];
+    // The same steps: nothing changes.
+    let same = match_steps(&[step("staging"), step("cluster")], kept.clone());
+    assert_eq!(same, kept);
+    // A step added before the one in flight: each keeps its own status, by name.
+    let added = match_steps(
+        &[step("staging"), step("canary"), step("cluster")],
+        kept.clone(),
+    );
+    assert_eq!(added[0], done);
+    assert_eq!(added[1].name, "canary");
+    assert_eq!(added[1].phase, crate::crd::migration::StepPhase::Pending);
+    assert_eq!(
+        added[2], moving,
+        "the step in flight keeps its counts and rollback data"
+    );
+}
+
+#[test]
+fn each_step_and_note_has_its_own_event_action() {
+    let one = event_action(Some("staging"), "levels set, moving 3 Ingresses");
+    assert!(one.starts_with("Migrate-") && one.len() <= 128, "{one}");
+    assert_eq!(
+        one,
+        event_action(Some("staging"), "levels set, moving 3 Ingresses")
+    );
+    assert_ne!(
+        one,
+        event_action(Some("cluster"), "levels set, moving 3 Ingresses")
+    );
+    assert_ne!(
+        one,
+        event_action(Some("staging"), "levels set, moving 4 Ingresses")
+    );
+    assert_ne!(one, event_action(None, "levels set, moving 3 Ingresses"));
+}
+
+#[test]
+fn progressing_says_whether_the_executor_gets_on_and_why_not() {
+    use crate::crd::migration::{MigrationPhase, StepPhase, StyrminMigrationStatus};
+    let mut status = StyrminMigrationStatus {
+        phase: Some(MigrationPhase::Running),
+        current_step: Some("cluster".to_owned()),
+        steps: vec![StepStatus {
+            name: "cluster".to_owned(),
+            phase: StepPhase::Verifying,
+            planned: 10,
+            moved: 4,
+            served: 3,
+            ..StepStatus::default()
+        }],
+        ..StyrminMigrationStatus::default()
+    };
+    assert_eq!(
+        progressing(&status),
+        (
+            true,
+            "Verifying",
+            "step \"cluster\": 4 of 10 moved, 3 served, 0 failed".to_owned()
+        )
+    );
+    status.steps[0].phase = StepPhase::RolledBack;
+    assert_eq!(progressing(&status).1, "RollingBack");
+    status.steps[0].phase = StepPhase::SettingLevels;
+    assert_eq!(
+        progressing(&status),
+        (
+            true,
+            "SettingLevels",
+            "step \"cluster\": 4 of 10 moved, 3 served, 0 failed".to_owned()
+        )
+    );
+    status.phase = Some(MigrationPhase::Paused);
+    assert!(!progressing(&status).0);
+    assert_eq!(progressing(&status).1, "Paused");
+    status.phase = Some(MigrationPhase::Failed);
+    assert_eq!(progressing(&status).1, "Failed");
+    assert_eq!(
+        progressing(&StyrminMigrationStatus::default()),
+        (true, "Starting", String::new())
+    );
 }
