@@ -366,7 +366,7 @@ async fn nginx_to_haproxy_warn_cluster_wide_then_enforce_environment_by_environm
         ]
     );
     assert!(
-        table.contains("annotations_not_carried  Ingress styrmin-web2/web: ingress-nginx reads 2 annotations that HAProxy Kubernetes Ingress does not: nginx.ingress.kubernetes.io/proxy-body-size, nginx.ingress.kubernetes.io/ssl-redirect"),
+        table.contains("annotations_not_carried  Ingress styrmin-web2/web: ingress-nginx -> HAProxy Kubernetes Ingress (version not given: judged at 1.5.0, the newest the catalog has): 1 unsupported: nginx.ingress.kubernetes.io/proxy-body-size; 1 renamed: nginx.ingress.kubernetes.io/ssl-redirect -> haproxy.org/ssl-redirect"),
         "{table}"
     );
     cluster.apply("step2-enforce-prod.yaml");
