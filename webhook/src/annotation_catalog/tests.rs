@@ -271,3 +271,50 @@ fn use_regex_is_marked_host_wide() {
             .is_none()
     );
 }
+
+/// `docs/migrate.md`'s table between the catalog-table markers is [`support_table`] of the
+/// shipped data; `make docs` (`STYRMIN_WRITE_DOCS=1`) rewrites it.
+#[test]
+fn migrate_md_table_is_the_data() {
+    const START: &str =
+        "<!-- catalog-table: written from webhook/src/annotation_catalog.json by `make docs` -->\n";
+    const END: &str = "<!-- /catalog-table -->";
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/migrate.md");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let (Some(start), Some(end)) = (text.find(START), text.find(END)) else {
+        panic!("docs/migrate.md: the catalog-table markers are missing");
+    };
+    let start = start + START.len();
+    let want = support_table(catalog());
+    if std::env::var_os("STYRMIN_WRITE_DOCS").is_some() {
+        let written = format!("{}{want}{}", &text[..start], &text[end..]);
+        std::fs::write(&path, written).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        return;
+    }
+    assert_eq!(
+        &text[start..end],
+        want,
+        "docs/migrate.md: the catalog table differs from the data (run `make docs`)"
+    );
+}
+
+#[test]
+fn the_table_counts_every_nginx_key_once_per_line() {
+    let table = support_table(catalog());
+    let keys = catalog().annotations(NGINX).len();
+    for line in table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| target"))
+    {
+        let counts: usize = line
+            .split('|')
+            .skip(3)
+            .filter_map(|cell| cell.trim().parse::<usize>().ok())
+            .sum();
+        assert_eq!(counts, keys, "{line}");
+    }
+    assert!(
+        table.contains("| Traefik (Kubernetes Ingress NGINX provider) | 3.7.0 |"),
+        "{table}"
+    );
+}
