@@ -35,6 +35,7 @@ manifests: tools
 # commit the result.
 docs:
 	STYRMIN_WRITE_DOCS=1 $(CARGO) test --release --locked -p styrmin-e2e --test docs_flags
+	STYRMIN_WRITE_DOCS=1 $(CARGO) test --release --locked -p styrmin-webhook --lib annotation_catalog::tests::migrate_md_table_is_the_data
 
 # The container image of styrmin-webhook and styrmin-postrender, from the release binaries,
 # without a Docker daemon or a base image: target/image/styrmin-webhook-VERSION.oci.tar (and

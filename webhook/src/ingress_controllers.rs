@@ -9,6 +9,8 @@
 /// One controller of the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KnownController {
+    /// Its id in the annotation catalog (`webhook/src/annotation_catalog.json`).
+    pub id: &'static str,
     /// How people call it.
     pub name: &'static str,
     /// The `spec.controller` values of its IngressClasses. A value also matches with a
@@ -40,30 +42,45 @@ impl KnownController {
 /// The table. Istio reads no annotation of its own on an Ingress (only the class).
 pub const KNOWN_CONTROLLERS: &[KnownController] = &[
     KnownController {
+        id: "ingress-nginx",
         name: "ingress-nginx",
         controllers: &["k8s.io/ingress-nginx"],
         prefixes: &["nginx.ingress.kubernetes.io/"],
         keys: &[],
     },
     KnownController {
+        id: "traefik",
         name: "Traefik",
         controllers: &["traefik.io/ingress-controller"],
         prefixes: &["traefik.ingress.kubernetes.io/"],
         keys: &[],
     },
     KnownController {
+        id: "traefik-ingress-nginx",
+        name: "Traefik (Kubernetes Ingress NGINX provider)",
+        // Its `controllerClass` option: by default `k8s.io/ingress-nginx`, ingress-nginx's own
+        // string, so a class of it cannot be told apart from ingress-nginx's by
+        // `spec.controller`; `plan --target CLASS=traefik-ingress-nginx` names it.
+        controllers: &[],
+        prefixes: &["nginx.ingress.kubernetes.io/"],
+        keys: &[],
+    },
+    KnownController {
+        id: "haproxy",
         name: "HAProxy Kubernetes Ingress",
         controllers: &["haproxy.org/ingress-controller"],
         prefixes: &["haproxy.org/"],
         keys: &[],
     },
     KnownController {
+        id: "haproxy-ingress",
         name: "haproxy-ingress",
         controllers: &["haproxy-ingress.github.io/controller"],
         prefixes: &["haproxy-ingress.github.io/", "ingress.kubernetes.io/"],
         keys: &[],
     },
     KnownController {
+        id: "contour",
         name: "Contour",
         controllers: &["projectcontour.io/ingress-controller"],
         prefixes: &["projectcontour.io/", "contour.heptio.com/"],
@@ -73,12 +90,14 @@ pub const KNOWN_CONTROLLERS: &[KnownController] = &[
         ],
     },
     KnownController {
+        id: "aws-load-balancer-controller",
         name: "AWS Load Balancer Controller",
         controllers: &["ingress.k8s.aws/alb", "eks.amazonaws.com/alb"],
         prefixes: &["alb.ingress.kubernetes.io/"],
         keys: &[],
     },
     KnownController {
+        id: "gke",
         name: "GKE Ingress",
         controllers: &["k8s.io/ingress-gce"],
         prefixes: &["ingress.gcp.kubernetes.io/", "networking.gke.io/"],
@@ -88,30 +107,39 @@ pub const KNOWN_CONTROLLERS: &[KnownController] = &[
         ],
     },
     KnownController {
+        id: "kong",
         name: "Kong",
         controllers: &["ingress-controllers.konghq.com/kong"],
         prefixes: &["konghq.com/"],
         keys: &[],
     },
     KnownController {
+        id: "cilium",
         name: "Cilium",
         controllers: &["cilium.io/ingress-controller"],
         prefixes: &["ingress.cilium.io/"],
         keys: &[],
     },
     KnownController {
+        id: "istio",
         name: "Istio",
         controllers: &["istio.io/ingress-controller"],
         prefixes: &[],
         keys: &[],
     },
     KnownController {
+        id: "f5-nginx",
         name: "NGINX Ingress Controller (F5 NGINX)",
         controllers: &["nginx.org/ingress-controller"],
         prefixes: &["nginx.org/", "nginx.com/"],
         keys: &[],
     },
 ];
+
+/// The table's entry with this catalog id.
+pub fn by_id(id: &str) -> Option<&'static KnownController> {
+    KNOWN_CONTROLLERS.iter().find(|c| c.id == id)
+}
 
 /// The table's entry for an IngressClass's `spec.controller`.
 pub fn known(controller: &str) -> Option<&'static KnownController> {
@@ -190,6 +218,14 @@ mod tests {
             known("eks.amazonaws.com/alb").map(|c| c.name),
             Some("AWS Load Balancer Controller")
         );
+    }
+
+    #[test]
+    fn ids_are_unique_and_found() {
+        for entry in KNOWN_CONTROLLERS {
+            assert_eq!(by_id(entry.id), Some(entry), "{}", entry.id);
+        }
+        assert_eq!(by_id("nobody"), None);
     }
 
     #[test]

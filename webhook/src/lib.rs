@@ -15,6 +15,7 @@
 
 pub mod acme_issuers;
 pub mod admission;
+pub mod annotation_catalog;
 pub mod api;
 pub mod audit;
 pub mod budget;

@@ -10,7 +10,7 @@
 //! by another controller: a resolved class that names no IngressClass, a dedicated controller
 //! that is not `RUNNING`, a default IngressClass that picks up class-less Ingresses (R5),
 //! every Ingress whose controller, and so its address, changes, and the annotations such a
-//! move leaves behind ([`crate::ingress_controllers`]).
+//! move does to its annotations, judged by the annotation catalog ([`annotations`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -23,8 +23,13 @@ use styrmin_ingress_rules::{ClassFields, EnforcementMode, IngressTarget, resolve
 use crate::acme_issuers::AcmeIssuer;
 use crate::audit::objects::AuditedIngress;
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
-use crate::ingress_controllers::{Carried, carried};
+use crate::ingress_controllers::known;
 use crate::view::{Phase, View, namespace_owner};
+
+pub mod annotations;
+
+pub use annotations::{AnnotationReport, HostReport, Targets};
+use annotations::{HostEntry, host_reports, judge_keys};
 
 /// The annotation that marks an IngressClass as the cluster's default: the API server gives
 /// it to an Ingress created without a class.
@@ -165,11 +170,21 @@ pub enum PreflightReason {
     /// An Ingress would be served by another controller, at another address: DNS follows.
     ChangesController,
     /// An Ingress that changes controller carries annotations its current controller reads
-    /// and the target does not (or one of the two is not a controller the table knows).
+    /// that the target, by the annotation catalog, does not read as they are: unsupported,
+    /// unknown, or read under another key (or one of the two controllers is not known).
     AnnotationsNotCarried,
     /// A cert-manager Issuer's HTTP01 solver creates its challenge Ingresses with a class
     /// the change moves Ingresses off.
     AcmeSolverClass,
+    /// Ingresses would move to an IngressClass whose `spec.controller` is no controller the
+    /// catalog knows (nor named by `--target`): what it does with them is not known.
+    UnknownTargetController,
+    /// Two IngressClasses a move involves name the same `spec.controller`: a controller that
+    /// selects its classes by that string serves both.
+    SharedController,
+    /// A host one of whose Ingresses carries an annotation that spans the host in its
+    /// current controller, while some Ingress of the host changes controller.
+    HostWideAnnotation,
 }
 
 impl PreflightReason {
@@ -182,6 +197,9 @@ impl PreflightReason {
             PreflightReason::ChangesController => "changes_controller",
             PreflightReason::AnnotationsNotCarried => "annotations_not_carried",
             PreflightReason::AcmeSolverClass => "acme_solver_class",
+            PreflightReason::UnknownTargetController => "unknown_target_controller",
+            PreflightReason::SharedController => "shared_controller",
+            PreflightReason::HostWideAnnotation => "host_wide_annotation",
         }
     }
 }
@@ -201,6 +219,20 @@ pub struct Plan {
     /// Ingresses, by namespace and name.
     pub environments: BTreeMap<String, Vec<PlannedIngress>>,
     pub preflight: Vec<Preflight>,
+    /// Every Ingress that changes controller between two known controllers: its
+    /// annotations by the catalog's verdict, by namespace and name.
+    pub annotations: Vec<AnnotationReport>,
+    /// Hosts where an annotation that spans the host meets a move.
+    pub hosts: Vec<HostReport>,
+}
+
+/// What `--fail-on` fails a plan on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailOn {
+    /// An annotation the target does not read.
+    Unsupported,
+    /// An annotation the target does not read, or whose support is not known.
+    Unknown,
 }
 
 impl Plan {
@@ -218,21 +250,47 @@ impl Plan {
     pub fn is_quiet(&self) -> bool {
         self.moves() == (0, 0) && self.preflight.is_empty()
     }
+
+    /// Whether a moving Ingress carries an annotation `fail_on` fails on (a target not
+    /// known counts as unknown).
+    pub fn fails_on(&self, fail_on: FailOn) -> bool {
+        let unknown_target = self
+            .preflight
+            .iter()
+            .any(|f| f.reason == PreflightReason::UnknownTargetController);
+        (fail_on == FailOn::Unknown && unknown_target)
+            || self.annotations.iter().any(|r| {
+                !r.unsupported.is_empty() || (fail_on == FailOn::Unknown && !r.unknown.is_empty())
+            })
+    }
 }
 
 const NO_ENVIRONMENT: &str = "(none)";
 
-/// The cluster's IngressClasses, by name, and those marked default.
+/// The cluster's IngressClasses, by name, and those marked default; and which catalog
+/// target each is.
 struct Classes<'a> {
+    all: &'a [ClassInfo],
     by_name: HashMap<&'a str, &'a ClassInfo>,
     defaults: Vec<&'a ClassInfo>,
+    targets: &'a Targets,
 }
 
 impl<'a> Classes<'a> {
-    fn of(classes: &'a [ClassInfo]) -> Self {
+    fn of(classes: &'a [ClassInfo], targets: &'a Targets) -> Self {
         Classes {
+            all: classes,
             by_name: classes.iter().map(|c| (c.name.as_str(), c)).collect(),
             defaults: classes.iter().filter(|c| c.is_default).collect(),
+            targets,
+        }
+    }
+
+    /// The name of the IngressClass an Ingress with these fields is served by.
+    fn class_name(&self, fields: &Fields) -> Option<&'a str> {
+        match fields.class() {
+            Some(class) => self.by_name.get(class).map(|c| c.name.as_str()),
+            None => self.defaults.first().map(|c| c.name.as_str()),
         }
     }
 
@@ -281,11 +339,41 @@ struct Findings {
     not_carried: Vec<Preflight>,
     /// Current controllers the table does not know → the Ingresses that move off them.
     unknown_from: BTreeMap<String, Vec<String>>,
+    /// Target classes whose controller the catalog does not know → their controller and
+    /// how many Ingresses move to them.
+    unknown_targets: BTreeMap<String, (String, usize)>,
+    /// Classes Ingresses move off or to.
+    involved: BTreeSet<String>,
+    reports: Vec<AnnotationReport>,
+    /// Host → the planned Ingresses with a rule for it.
+    hosts: BTreeMap<String, Vec<HostEntry>>,
 }
 
-/// Makes the plan.
+impl Findings {
+    /// In namespace and name order, whatever order the API server listed the Ingresses in,
+    /// so that the same cluster gives the same plan (and `-o json` the same hash).
+    fn sort(&mut self) {
+        self.classless.sort();
+        self.changes_controller.sort();
+        self.not_carried.sort();
+        for ingresses in self.unknown_from.values_mut() {
+            ingresses.sort();
+        }
+        for entries in self.hosts.values_mut() {
+            entries.sort_by(|a, b| a.ingress.cmp(&b.ingress));
+        }
+    }
+}
+
+/// Makes the plan, every target judged at the newest version the catalog has for it
+/// ([`plan_with`]).
 pub fn plan(input: &PlanInput<'_>) -> Plan {
-    let classes = Classes::of(input.ingress_classes);
+    plan_with(input, &Targets::default())
+}
+
+/// Makes the plan, with which catalog target each class is and its version.
+pub fn plan_with(input: &PlanInput<'_>, targets: &Targets) -> Plan {
+    let classes = Classes::of(input.ingress_classes, targets);
     let mut plan = Plan::default();
     let mut findings = Findings::default();
     for ingress in input.ingresses {
@@ -302,7 +390,19 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         ingresses.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     }
     let leaving = leaving_classes(&plan);
+    findings.sort();
+    plan.hosts = host_reports(&findings.hosts);
+    findings
+        .reports
+        .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    plan.annotations = std::mem::take(&mut findings.reports);
     plan.preflight = preflight(findings, &classes, input.proposed, &leaving);
+    plan.preflight
+        .extend(plan.hosts.iter().map(|host| Preflight {
+            reason: PreflightReason::HostWideAnnotation,
+            subject: format!("host {}", host.host),
+            detail: host.detail(),
+        }));
     plan.preflight
         .extend(acme_solver_class(input.acme_issuers, &leaving));
     plan
@@ -466,7 +566,8 @@ fn plan_ingress(
 }
 
 /// What the preflight reports of an Ingress that changes controller between `now` and
-/// `next`: the change itself, and the annotations the move leaves behind.
+/// `next`: the change itself, and what the move does to its annotations. Every Ingress is
+/// also noted under its hosts, for the host-wide annotations.
 fn note_controller_change(
     findings: &mut Findings,
     classes: &Classes<'_>,
@@ -475,6 +576,56 @@ fn note_controller_change(
     (now, next): (&Fields, &Fields),
     moves: Move,
 ) {
+    let mut entry = HostEntry {
+        ingress: format!("{}/{}", ingress.namespace(), ingress.name()),
+        carries: Vec::new(),
+        moves_to: None,
+    };
+    note_move(
+        findings,
+        classes,
+        ingress,
+        subject,
+        (now, next),
+        moves,
+        &mut entry,
+    );
+    for host in ingress.hosts() {
+        findings
+            .hosts
+            .entry(host.to_owned())
+            .or_default()
+            .push(entry.clone());
+    }
+}
+
+/// The move of one Ingress, if it changes controller; `entry` gets what the host judgement
+/// needs.
+fn note_move(
+    findings: &mut Findings,
+    classes: &Classes<'_>,
+    ingress: &AuditedIngress,
+    subject: String,
+    (now, next): (&Fields, &Fields),
+    moves: Move,
+    entry: &mut HostEntry,
+) {
+    let keys = || ingress.controller_annotations.iter().map(AsRef::as_ref);
+    let from = classes.spec_controller(now);
+    if let Some(from) = from.and_then(known) {
+        entry.carries = keys()
+            .filter(|k| {
+                from.reads(k) && crate::annotation_catalog::catalog().host_wide(k).is_some()
+            })
+            .map(str::to_owned)
+            .collect();
+    }
+    let (class_now, class_next) = (classes.class_name(now), classes.class_name(next));
+    if class_now != class_next {
+        // Also between two classes of one controller string: shared_controller says so.
+        findings.involved.extend(class_now.map(str::to_owned));
+        findings.involved.extend(class_next.map(str::to_owned));
+    }
     let (before, after) = (classes.controller_of(now), classes.controller_of(next));
     if before == after {
         return;
@@ -491,45 +642,120 @@ fn note_controller_change(
     });
     // Only between two IngressClasses that name their controllers: a class with no
     // IngressClass is already reported (missing_ingress_class), and is served by nobody.
-    let (Some(from), Some(to)) = (classes.spec_controller(now), classes.spec_controller(next))
+    let (Some(from), Some(to), Some(class)) = (from, classes.spec_controller(next), class_next)
     else {
         return;
     };
-    if from == to {
+    let Some(target) = classes.targets.target(class, to) else {
+        let unknown = findings
+            .unknown_targets
+            .entry(class.to_owned())
+            .or_insert_with(|| (to.to_owned(), 0));
+        unknown.1 += 1;
+        note_unknown_target(findings, ingress, subject, from, to);
+        return;
+    };
+    let Some(source) = known(from) else {
+        findings
+            .unknown_from
+            .entry(from.to_owned())
+            .or_default()
+            .push(subject);
+        return;
+    };
+    if source.id == target.id {
         return;
     }
-    let keys = ingress.controller_annotations.iter().map(AsRef::as_ref);
-    let detail = match carried(keys, from, to) {
-        Carried::All => return,
-        Carried::UnknownFrom => {
-            findings
-                .unknown_from
-                .entry(from.to_owned())
-                .or_default()
-                .push(subject);
-            return;
-        }
-        Carried::Lost { from, to, keys } => format!(
-            "{} reads {} annotations that {} does not: {}{}",
-            from.name,
-            keys.len(),
-            to.name,
-            keys.join(", "),
-            ingress.controller_annotations_note(),
-        ),
-        Carried::UnknownTo { from, keys } => format!(
-            "{} reads {} annotations; {to} is not a controller Styrmin knows, so whether it reads them is not known: {}{}",
-            from.name,
-            keys.len(),
-            keys.join(", "),
-            ingress.controller_annotations_note(),
-        ),
+    let (version, version_note) = classes.targets.version(class, target);
+    entry.moves_to = Some((target, version));
+    let read: Vec<&str> = keys().filter(|k| source.reads(k)).collect();
+    if read.is_empty() {
+        return;
+    }
+    let mut report = AnnotationReport {
+        namespace: ingress.namespace().to_owned(),
+        name: ingress.name().to_owned(),
+        from: from.to_owned(),
+        to: to.to_owned(),
+        target: target.id.to_owned(),
+        version,
+        version_note,
+        left_out: ingress.controller_annotations_left_out,
+        ..AnnotationReport::default()
     };
+    judge_keys(read, target, version, &mut report);
+    if !report.all_supported() {
+        findings.not_carried.push(Preflight {
+            reason: PreflightReason::AnnotationsNotCarried,
+            subject,
+            detail: format!(
+                "{}{}",
+                report.summary(source.name, target.name),
+                ingress.controller_annotations_note()
+            ),
+        });
+    }
+    findings.reports.push(report);
+}
+
+/// An Ingress moving to a controller the catalog does not know: the annotations its current
+/// controller reads, which the target may or may not read.
+fn note_unknown_target(
+    findings: &mut Findings,
+    ingress: &AuditedIngress,
+    subject: String,
+    from: &str,
+    to: &str,
+) {
+    let Some(source) = known(from) else { return };
+    let keys: Vec<&str> = ingress
+        .controller_annotations
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|k| source.reads(k))
+        .collect();
+    if keys.is_empty() {
+        return;
+    }
     findings.not_carried.push(Preflight {
         reason: PreflightReason::AnnotationsNotCarried,
         subject,
-        detail,
+        detail: format!(
+            "{} reads {} annotations; {to} is not a controller Styrmin knows, so whether it reads them is not known: {}{}",
+            source.name,
+            keys.len(),
+            keys.join(", "),
+            ingress.controller_annotations_note(),
+        ),
     });
+}
+
+/// IngressClasses that share one `spec.controller`, where a move involves one of them.
+fn shared_controllers(classes: &Classes<'_>, involved: &BTreeSet<String>) -> Vec<Preflight> {
+    let mut by_controller: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for class in classes.all {
+        if let Some(controller) = &class.controller {
+            by_controller
+                .entry(controller.as_str())
+                .or_default()
+                .push(class.name.as_str());
+        }
+    }
+    by_controller
+        .into_iter()
+        .filter(|(_, names)| names.len() > 1 && names.iter().any(|n| involved.contains(*n)))
+        .map(|(controller, mut names)| {
+            names.sort_unstable();
+            Preflight {
+                reason: PreflightReason::SharedController,
+                subject: format!("controller {controller}"),
+                detail: format!(
+                    "IngressClasses {} name the same spec.controller: a controller that selects its classes by it serves all of them, so an Ingress moved between them may stay where it is, annotations and all",
+                    names.join(", ")
+                ),
+            }
+        })
+        .collect()
 }
 
 /// The preflight findings, in the order they are reported.
@@ -546,6 +772,10 @@ fn preflight(
         changes_controller,
         not_carried,
         unknown_from,
+        unknown_targets,
+        involved,
+        reports: _,
+        hosts: _,
     } = findings;
     let mut out = Vec::new();
     for (class, environments) in missing {
@@ -586,6 +816,16 @@ fn preflight(
             ),
         });
     }
+    for (class, (controller, count)) in unknown_targets {
+        out.push(Preflight {
+            reason: PreflightReason::UnknownTargetController,
+            subject: format!("IngressClass {class}"),
+            detail: format!(
+                "{count} Ingresses would move to it, and its spec.controller {controller:?} is no controller the annotation catalog knows: what it does with their annotations is not known (name its catalog id with --target {class}=ID, or fix the class)"
+            ),
+        });
+    }
+    out.extend(shared_controllers(classes, &involved));
     out
 }
 
@@ -739,9 +979,23 @@ pub fn render_table(plan: &Plan) -> String {
 /// The JSON form: the plan by reference, serialized as it is written (no tree of values).
 #[derive(Debug, Serialize)]
 pub struct JsonPlan<'a> {
+    #[serde(flatten)]
+    content: JsonContent<'a>,
+    /// SHA-256 of the rest, as written: the same cluster, proposal and catalog give the
+    /// same hash (the plan holds no clock), so CI can tell a changed plan from a rerun.
+    hash: String,
+}
+
+/// What the hash covers: everything but the hash.
+#[derive(Debug, Serialize)]
+struct JsonContent<'a> {
     environments: &'a BTreeMap<String, Vec<PlannedIngress>>,
     preflight: &'a [Preflight],
     moves: JsonMoves,
+    annotations: &'a [AnnotationReport],
+    hosts: &'a [HostReport],
+    /// The annotation catalog's revision the verdicts come from.
+    catalog_revision: u32,
 }
 
 #[derive(Debug, Serialize)]
@@ -751,17 +1005,32 @@ struct JsonMoves {
 }
 
 impl<'a> JsonPlan<'a> {
-    /// `{"environments": {...}, "preflight": [...], "moves": {...}}` of `plan`.
+    /// `{"environments": {...}, "preflight": [...], "moves": {...}, "annotations": [...],
+    /// "hosts": [...], "catalog_revision": N, "hash": "..."}` of `plan`.
     pub fn of(plan: &'a Plan) -> Self {
         let (right_after, next_deploy) = plan.moves();
-        JsonPlan {
+        let content = JsonContent {
             environments: &plan.environments,
             preflight: &plan.preflight,
             moves: JsonMoves {
                 right_after,
                 next_deploy,
             },
-        }
+            annotations: &plan.annotations,
+            hosts: &plan.hosts,
+            catalog_revision: crate::annotation_catalog::catalog().revision,
+        };
+        // Serializing these types to a Vec does not fail.
+        let bytes = serde_json::to_vec(&content).unwrap_or_default();
+        let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
+        let hash = digest
+            .as_ref()
+            .iter()
+            .fold(String::with_capacity(64), |mut hex, byte| {
+                let _ = write!(hex, "{byte:02x}");
+                hex
+            });
+        JsonPlan { content, hash }
     }
 }
 

@@ -156,8 +156,8 @@ fn enforcing_prod_moves_its_ingresses_now_or_at_their_next_deploy() {
     assert!(web1.record);
     assert_eq!(web1.decided_by, "cluster.ingress_class");
     assert_eq!(plan.moves(), (1, 1));
-    // Both prod Ingresses change controller, so their address; web2's nginx annotations mean
-    // nothing to HAProxy. Nothing else is found.
+    // Both prod Ingresses change controller, so their address; of web2's nginx annotations,
+    // HAProxy reads one under its own key and not the other. Nothing else is found.
     let found: Vec<(PreflightReason, &str)> = plan
         .preflight
         .iter()
@@ -186,7 +186,7 @@ fn enforcing_prod_moves_its_ingresses_now_or_at_their_next_deploy() {
     );
     assert_eq!(
         plan.preflight[2].detail,
-        "ingress-nginx reads 2 annotations that HAProxy Kubernetes Ingress does not: nginx.ingress.kubernetes.io/proxy-body-size, nginx.ingress.kubernetes.io/ssl-redirect"
+        "ingress-nginx -> HAProxy Kubernetes Ingress (version not given: judged at 1.5.0, the newest the catalog has): 1 unsupported: nginx.ingress.kubernetes.io/proxy-body-size; 1 renamed: nginx.ingress.kubernetes.io/ssl-redirect -> haproxy.org/ssl-redirect"
     );
     let table = render_table(&plan);
     assert!(

@@ -86,6 +86,57 @@ impl From<SlimIngress> for AuditedIngress {
 pub struct AuditedIngressSpec {
     #[serde(default)]
     pub ingress_class_name: Option<String>,
+    /// The hosts of its rules, each once, at most [`MAX_HOSTS`]: `plan` judges the
+    /// annotations whose effect spans a host across the Ingresses of that host.
+    #[serde(default, rename = "rules", deserialize_with = "rule_hosts")]
+    pub hosts: Box<[Box<str>]>,
+}
+
+/// The most hosts kept of one Ingress (a host-wide annotation is judged on these). An
+/// Ingress may have thousands of rules; 16 hosts of at most 253 bytes are 4 KiB.
+pub const MAX_HOSTS: usize = 16;
+
+/// `spec.rules[].host`, each once, the first [`MAX_HOSTS`]; the rest of each rule skipped.
+fn rule_hosts<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Box<[Box<str>]>, D::Error> {
+    #[derive(Deserialize)]
+    struct Rule {
+        #[serde(default)]
+        host: Option<String>,
+    }
+    struct Hosts;
+    impl<'de> serde::de::Visitor<'de> for Hosts {
+        type Value = Box<[Box<str>]>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a list of rules")
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(Box::default())
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(Box::default())
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_seq(self)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut hosts: Vec<Box<str>> = Vec::new();
+            while let Some(rule) = seq.next_element::<Rule>()? {
+                if let Some(host) = rule.host
+                    && hosts.len() < MAX_HOSTS
+                    && !hosts.iter().any(|h| **h == *host)
+                {
+                    hosts.push(host.into_boxed_str());
+                }
+            }
+            Ok(hosts.into_boxed_slice())
+        }
+    }
+    deserializer.deserialize_option(Hosts)
 }
 
 /// What the audit and the watcher read of an Ingress's metadata (the watcher resumes from
@@ -216,6 +267,11 @@ impl AuditedIngress {
             .creation_timestamp
             .as_ref()
             .map(|t| t.0.as_second())
+    }
+
+    /// The hosts of its rules (at most [`MAX_HOSTS`]).
+    pub fn hosts(&self) -> impl Iterator<Item = &str> {
+        self.spec.hosts.iter().map(AsRef::as_ref)
     }
 
     pub fn namespace(&self) -> &str {

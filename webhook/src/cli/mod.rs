@@ -68,9 +68,10 @@ pub enum Command {
     /// For every Ingress of a Styrmin namespace: its class now, right after the change and
     /// at its deployment's next deploy, by environment; then the pre-flight findings (a class
     /// that names no IngressClass, a dedicated controller not RUNNING, a default IngressClass
-    /// that picks up class-less Ingresses, Ingresses that change controller). Read-only.
+    /// that picks up class-less Ingresses, Ingresses that change controller, and what the
+    /// target does with their annotations, by the annotation catalog). Read-only.
     /// Exit status: 0 nothing moves and nothing found, 1 something moves or a finding, 2 the
-    /// plan could not be made.
+    /// plan could not be made, 3 `--fail-on` found what it fails on.
     Plan(PlanArgs),
     /// Plans, starts and follows a StyrminMigration: level changes in steps, carried out by
     /// the webhook (`serve --migrations`), each gated on the target controller serving what

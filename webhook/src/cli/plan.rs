@@ -2,7 +2,8 @@
 //! cluster, read-only. Reads the cluster as `audit` does ([`Snapshot`]), applies the proposal
 //! (`-f` files of Styrmin objects, or a policy file) to get the view after it, and prints
 //! [`crate::plan`]'s plan. Exit status: 0 nothing moves and nothing found, 1 something moves
-//! or a pre-flight finding, 2 the plan could not be made.
+//! or a pre-flight finding, 2 the plan could not be made, 3 `--fail-on` found what it fails
+//! on.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -12,8 +13,12 @@ use anyhow::Context as _;
 use clap::Args;
 
 use super::shared::{ClusterArgs, Output, OutputArgs, warn_ignored};
+use crate::annotation_catalog::Version;
 use crate::kube_source::{BuiltView, Snapshot, build_view};
-use crate::plan::{ClassInfo, PlanInput, Proposal, plan, render_table, write_json};
+use crate::plan::annotations::{parse_class_target, parse_target_version};
+use crate::plan::{
+    ClassInfo, FailOn, PlanInput, Proposal, Targets, plan_with, render_table, write_json,
+};
 use crate::policy_file::parse_policy;
 
 /// The options of `plan`.
@@ -38,6 +43,21 @@ pub struct PlanArgs {
     /// A policy file (the webhook's `--policy-file` format) that is the whole proposal.
     #[arg(long, value_name = "FILE", conflicts_with = "files")]
     pub policy_file: Option<PathBuf>,
+
+    /// The annotation catalog's controller that serves IngressClass CLASS, whatever its
+    /// spec.controller says, e.g. traefik=traefik-ingress-nginx (repeatable).
+    #[arg(long = "target", value_name = "CLASS=ID", value_parser = parse_class_target)]
+    pub targets: Vec<(String, String)>,
+
+    /// The version of the target controllers, or of one IngressClass's with CLASS=
+    /// (repeatable); without it, the newest version the annotation catalog has.
+    #[arg(long = "target-version", value_name = "[CLASS=]VERSION", value_parser = parse_target_version)]
+    pub target_versions: Vec<(Option<String>, Version)>,
+
+    /// Exit 3 when a moving Ingress carries an annotation its target does not read
+    /// (unsupported), or does not read or is not known to (unknown).
+    #[arg(long, value_enum, value_name = "VERDICT")]
+    pub fail_on: Option<FailOn>,
 }
 
 impl PlanArgs {
@@ -56,7 +76,9 @@ impl PlanArgs {
                     eprintln!("styrmin-webhook plan: writing the plan to stdout: {error}");
                     return ExitCode::from(2);
                 }
-                if plan.is_quiet() {
+                if self.fail_on.is_some_and(|fail_on| plan.fails_on(fail_on)) {
+                    ExitCode::from(3)
+                } else if plan.is_quiet() {
                     ExitCode::SUCCESS
                 } else {
                     ExitCode::from(1)
@@ -116,12 +138,16 @@ impl PlanArgs {
         let acme_issuers = crate::acme_issuers::read(&client)
             .await
             .context("cannot read cert-manager's Issuers")?;
-        Ok(plan(&PlanInput {
-            current: &snapshot.view,
-            proposed: &proposed,
-            ingresses: &snapshot.ingresses,
-            ingress_classes: &classes,
-            acme_issuers: &acme_issuers,
-        }))
+        let targets = Targets::of(&self.targets, &self.target_versions);
+        Ok(plan_with(
+            &PlanInput {
+                current: &snapshot.view,
+                proposed: &proposed,
+                ingresses: &snapshot.ingresses,
+                ingress_classes: &classes,
+                acme_issuers: &acme_issuers,
+            },
+            &targets,
+        ))
     }
 }

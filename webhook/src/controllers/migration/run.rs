@@ -1366,6 +1366,7 @@ pub fn is_blocking(reason: PreflightReason) -> bool {
             | PreflightReason::ControllerNotRunning
             | PreflightReason::CannotEnforce
             | PreflightReason::DefaultClassPicksUp
+            | PreflightReason::UnknownTargetController
     )
 }
 
