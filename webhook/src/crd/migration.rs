@@ -483,7 +483,7 @@ fn level_changes_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             "x-kubernetes-preserve-unknown-fields": true,
             "required": ["apiVersion", "kind", "metadata"],
             "properties": {
-                "apiVersion": {"type": "string", "enum": [format!("{}/{}", crate::crd::GROUP, crate::crd::VERSION)]},
+                "apiVersion": {"type": "string", "enum": [<StyrminMigration as kube::Resource>::api_version(&())]},
                 "kind": {"type": "string", "enum": LEVEL_KINDS},
                 "metadata": {
                     "type": "object",
