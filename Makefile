@@ -114,6 +114,7 @@ test-cluster: tools build
 	$(CARGO) test --release --locked -p styrmin-e2e --test migration_cluster -- --ignored --nocapture --test-threads 1
 	$(CARGO) test --release --locked -p styrmin-e2e --test write_fence_cluster -- --ignored --nocapture
 	$(CARGO) test --release --locked -p styrmin-e2e --test controllers_cluster -- --ignored --nocapture
+	$(CARGO) test --release --locked -p styrmin-e2e --test migration_crd_cluster -- --ignored --nocapture
 	$(CARGO) test --release --locked -p styrmin-e2e --test release -- --nocapture
 	$(CARGO) run --release --locked -q -p styrmin-webhook-bench --bin bench_scale -- --check
 	$(CARGO) run --release --locked -q -p styrmin-webhook-bench --bin bench_migrate -- --check

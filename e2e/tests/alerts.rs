@@ -679,13 +679,15 @@ fn the_dashboard_is_complete_and_in_the_charts_configmap() {
         "Requests by outcome",
         "Decision time against the API server's timeout",
         "View age",
-        "Ready replicas",
+        "Ready admission replicas",
         "Serving certificate expires in",
         "Denials",
         "Non-conforming Ingresses by reason",
         "Audit age",
         "Controllers stuck DELETING",
         "Stale service aliases",
+        "Controllers replicas running",
+        "Lease held",
     ] {
         assert!(titles.contains(&wanted), "no panel {wanted:?}: {titles:?}");
     }

@@ -231,7 +231,7 @@ fn every_relative_link_in_the_documentation_resolves_inside_the_repository() {
 }
 
 #[test]
-fn the_readme_is_short_and_links_every_document_of_docs() {
+fn the_readme_is_short_and_the_docs_index_links_every_document_of_docs() {
     let root = repository_root();
     let readme = fs::read_to_string(root.join("README.md")).expect("README.md");
     let lines = readme.lines().count();
@@ -242,19 +242,42 @@ fn the_readme_is_short_and_links_every_document_of_docs() {
     for command in ["make demo", "make test"] {
         assert!(readme.contains(command), "README.md shows `{command}`");
     }
-    let linked: BTreeSet<String> = links(&readme)
-        .into_iter()
-        .map(|link| link.target.split('#').next().unwrap_or_default().to_owned())
-        .collect();
+    let targets = |text: &str, base: &str| -> BTreeSet<String> {
+        links(text)
+            .into_iter()
+            .map(|link| {
+                let target = link.target.split('#').next().unwrap_or_default();
+                // docs/README.md links its neighbours by their bare names.
+                match target.strip_prefix("../") {
+                    Some(up) => up.to_owned(),
+                    None => format!("{base}{target}"),
+                }
+            })
+            .collect()
+    };
+    let from_readme = targets(&readme, "");
+    for needed in [
+        "docs/README.md",
+        "ARCHITECTURE.md",
+        "CONTRIBUTING.md",
+        "docs/rules.md",
+    ] {
+        assert!(
+            from_readme.contains(needed),
+            "README.md does not link {needed}"
+        );
+    }
+    let index = fs::read_to_string(root.join("docs/README.md")).expect("docs/README.md");
+    let linked = targets(&index, "docs/");
     let unlinked: Vec<String> = documents(&root)
         .into_iter()
         .filter(|document| document.starts_with("docs"))
         .map(|document| document.display().to_string())
-        .filter(|document| !linked.contains(document))
+        .filter(|document| document != "docs/README.md" && !linked.contains(document))
         .collect();
     assert!(
         unlinked.is_empty(),
-        "README.md's Documentation list does not link {unlinked:?}"
+        "docs/README.md does not link {unlinked:?}"
     );
 }
 
