@@ -280,6 +280,27 @@ pub async fn report_of(
         .find(|r| r.data["scope"]["name"] == name && r.data["scope"]["namespace"] == namespace)
 }
 
+/// A token (valid an hour) of the service account `name` in `namespace`, through the
+/// TokenRequest API: a process or client then runs with exactly what RBAC grants it.
+pub async fn service_account_token(client: &kube::Client, namespace: &str, name: &str) -> String {
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), namespace);
+    let request = k8s_openapi::api::authentication::v1::TokenRequest {
+        spec: Some(k8s_openapi::api::authentication::v1::TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    accounts
+        .create_token_request(name, &Default::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .and_then(|status| status.token)
+        .unwrap_or_else(|| panic!("no token for the service account {namespace}/{name}"))
+}
+
 /// The holder of the Lease `name` in `namespace`.
 pub async fn lease_holder(client: &kube::Client, namespace: &str, name: &str) -> Option<String> {
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =

@@ -33,7 +33,7 @@ fn rendered(helm_name: &str, values: &[&str]) -> (Vec<Value>, Value, Value) {
         .collect();
     let deployment = objects
         .iter()
-        .find(|o| o["kind"] == "Deployment")
+        .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "styrmin-webhook")
         .unwrap()
         .clone();
     let pod = &deployment["spec"]["template"]["spec"];

@@ -212,22 +212,12 @@ async fn as_the_charts_service_account(client: &kube::Client, url: &str, dir: &P
         applied.iter().any(|k| k == "Role") && applied.iter().any(|k| k == "ClusterRole"),
         "the chart rendered no Role and ClusterRole for the reports: {applied:?}"
     );
-    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
-        Api::namespaced(client.clone(), "styrmin-system");
-    let request = k8s_openapi::api::authentication::v1::TokenRequest {
-        spec: Some(k8s_openapi::api::authentication::v1::TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let token = accounts
-        .create_token_request("styrmin-webhook-controllers", &Default::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .and_then(|status| status.token)
-        .expect("a token for the chart's ServiceAccount");
+    let token = control_plane::service_account_token(
+        client,
+        "styrmin-system",
+        "styrmin-webhook-controllers",
+    )
+    .await;
     std::fs::write(
         dir.join("replica-kubeconfig"),
         control_plane::kubeconfig_text(url, &token),

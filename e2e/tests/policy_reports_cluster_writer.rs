@@ -382,21 +382,7 @@ async fn service_account(client: &kube::Client, dir: &Path, name: &str, url: &st
                 "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "styrmin-system"}]}),
     )
     .await;
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "styrmin-system");
-    let request = k8s_openapi::api::authentication::v1::TokenRequest {
-        spec: Some(k8s_openapi::api::authentication::v1::TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let token = accounts
-        .create_token_request(name, &Default::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .and_then(|status| status.token)
-        .expect("a token of the ServiceAccount");
+    let token = control_plane::service_account_token(client, "styrmin-system", name).await;
     let kubeconfig = dir.join(format!("{name}.kubeconfig"));
     std::fs::write(&kubeconfig, control_plane::kubeconfig_text(url, &token)).unwrap();
     kubeconfig

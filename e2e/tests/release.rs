@@ -483,10 +483,9 @@ fn chart_pins_the_image(
                     .collect::<Vec<_>>()
             })
             .collect();
-        assert_eq!(
-            images,
-            [format!("{}/styrmin-webhook@{digest}", registry.address)]
-        );
+        // Admission and the controllers: one image, pinned by digest.
+        let pinned = format!("{}/styrmin-webhook@{digest}", registry.address);
+        assert_eq!(images, [pinned.clone(), pinned]);
     }
     let stranger = Keys::new(scratch, "stranger", "Someone else");
     let helm = HelmHome::new("release-chart-stranger");

@@ -52,22 +52,7 @@ async fn apply_the_charts_rbac_and_fence(client: &kube::Client) {
 
 /// A client with a token of the service account `name` of styrmin-system.
 async fn as_service_account(client: &kube::Client, url: &str, name: &str) -> kube::Client {
-    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
-        Api::namespaced(client.clone(), "styrmin-system");
-    let request = k8s_openapi::api::authentication::v1::TokenRequest {
-        spec: Some(k8s_openapi::api::authentication::v1::TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let token = accounts
-        .create_token_request(name, &Default::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .and_then(|status| status.token)
-        .expect("a token of the service account");
+    let token = control_plane::service_account_token(client, "styrmin-system", name).await;
     control_plane::client(url, &token)
 }
 
