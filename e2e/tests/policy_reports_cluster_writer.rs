@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
