@@ -50,10 +50,11 @@ fn build_with_component(monitoring_namespace: &str) -> Vec<Value> {
 }
 
 fn find<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
+    // Admission's, by name: the controllers have a Deployment (and no NetworkPolicy) too.
     objects
         .iter()
-        .find(|o| o["kind"] == kind)
-        .unwrap_or_else(|| panic!("no {kind}"))
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == "styrmin-webhook")
+        .unwrap_or_else(|| panic!("no {kind} styrmin-webhook"))
 }
 
 /// Parsed as its Kubernetes type, and written back unchanged: no field was unknown.
