@@ -876,6 +876,47 @@ fn migrations_add_exactly_the_executors_calls_a_canary_role_and_a_fence() {
 // ---- the webhook configuration -----------------------------------------------------------
 
 #[test]
+fn the_controllers_network_policy_admits_only_metrics_from_monitoring() {
+    let objects = chart("helm4", &["--set=networkPolicy.enabled=true"]);
+    let policy: NetworkPolicy = typed(find(&objects, "NetworkPolicy", CONTROLLERS));
+    let spec = policy.spec.unwrap();
+    let deployment: Deployment = typed(find(&objects, "Deployment", CONTROLLERS));
+    assert_eq!(
+        spec.pod_selector.and_then(|s| s.match_labels),
+        deployment.spec.selector.match_labels,
+        "it selects the controllers' pods"
+    );
+    let ingress = spec.ingress.unwrap();
+    assert_eq!(
+        ingress.len(),
+        1,
+        "no webhook port: the controllers serve none"
+    );
+    let ports: Vec<_> = ingress[0]
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| p.port.clone())
+        .collect();
+    assert_eq!(
+        ports,
+        [Some(
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(9090)
+        )]
+    );
+    let from = ingress[0].from.clone().unwrap();
+    assert_eq!(
+        from[0]
+            .namespace_selector
+            .as_ref()
+            .and_then(|s| s.match_labels.as_ref())
+            .and_then(|l| l.get("kubernetes.io/metadata.name"))
+            .map(String::as_str),
+        Some("monitoring")
+    );
+}
+
+#[test]
 fn the_webhook_configuration_is_as_documented() {
     for (name, objects) in installations() {
         let checked =
