@@ -1154,7 +1154,7 @@ fn check_the_deployment_is_highly_available_and_locked_down(objects: &[Value]) {
     assert!(spec.replicas.unwrap_or(1) >= 2);
     let labels = spec.selector.match_labels.clone().unwrap();
     let pod = spec.template.spec.unwrap();
-    let anti = pod.affinity.unwrap().pod_anti_affinity.unwrap();
+    let anti = pod.affinity.clone().unwrap().pod_anti_affinity.unwrap();
     let term = &anti
         .preferred_during_scheduling_ignored_during_execution
         .unwrap()[0];
@@ -1176,28 +1176,8 @@ fn check_the_deployment_is_highly_available_and_locked_down(objects: &[Value]) {
     assert_eq!(pdb.selector.unwrap().match_labels.as_ref(), Some(&labels));
     assert!(pdb.min_available.is_some() || pdb.max_unavailable.is_some());
 
-    let pod_security = pod.security_context.unwrap();
-    assert_eq!(pod_security.run_as_non_root, Some(true));
-    assert_eq!(pod_security.run_as_user, Some(WEBHOOK_UID));
-    assert_eq!(
-        pod_security.seccomp_profile.unwrap().type_,
-        "RuntimeDefault"
-    );
+    check_locked_down(&pod);
     let container = &pod.containers[0];
-    let security = container.security_context.clone().unwrap();
-    assert_eq!(security.allow_privilege_escalation, Some(false));
-    assert_eq!(security.read_only_root_filesystem, Some(true));
-    assert_eq!(security.run_as_user, Some(WEBHOOK_UID));
-    assert_eq!(security.capabilities.unwrap().drop.unwrap(), ["ALL"]);
-    assert_eq!(security.seccomp_profile.unwrap().type_, "RuntimeDefault");
-    let resources = container.resources.clone().unwrap();
-    assert!(
-        resources
-            .requests
-            .is_some_and(|r| r.contains_key("cpu") && r.contains_key("memory"))
-    );
-    assert!(resources.limits.is_some_and(|l| l.contains_key("memory")));
-
     let args = container.args.clone().unwrap();
     assert!(args.contains(&"--source=kubernetes".to_owned()), "{args:?}");
     let metrics_port = container
@@ -1239,6 +1219,71 @@ fn check_the_deployment_is_highly_available_and_locked_down(objects: &[Value]) {
         "grace {:?} <= {stopping}",
         pod.termination_grace_period_seconds
     );
+}
+
+/// A pod of the chart: non-root, read-only, no capabilities, seccomp, and resources with a
+/// memory limit.
+fn check_locked_down(pod: &k8s_openapi::api::core::v1::PodSpec) {
+    let pod_security = pod.security_context.clone().unwrap();
+    assert_eq!(pod_security.run_as_non_root, Some(true));
+    assert_eq!(pod_security.run_as_user, Some(WEBHOOK_UID));
+    assert_eq!(
+        pod_security.seccomp_profile.unwrap().type_,
+        "RuntimeDefault"
+    );
+    let container = &pod.containers[0];
+    let security = container.security_context.clone().unwrap();
+    assert_eq!(security.allow_privilege_escalation, Some(false));
+    assert_eq!(security.read_only_root_filesystem, Some(true));
+    assert_eq!(security.run_as_user, Some(WEBHOOK_UID));
+    assert_eq!(security.capabilities.unwrap().drop.unwrap(), ["ALL"]);
+    assert_eq!(security.seccomp_profile.unwrap().type_, "RuntimeDefault");
+    let resources = container.resources.clone().unwrap();
+    assert!(
+        resources
+            .requests
+            .is_some_and(|r| r.contains_key("cpu") && r.contains_key("memory"))
+    );
+    assert!(resources.limits.is_some_and(|l| l.contains_key("memory")));
+}
+
+#[test]
+fn the_controllers_are_replicated_and_locked_down() {
+    for objects in [base(), chart("helm4", &[])] {
+        let deployment: Deployment = typed(find(&objects, "Deployment", CONTROLLERS));
+        let spec = deployment.spec;
+        assert!(spec.replicas.unwrap_or(1) >= 2, "a warm standby");
+        let labels = spec.selector.match_labels.clone().unwrap();
+        // Admission's selector must not pick a controllers pod.
+        let admission: Deployment = typed(find(&objects, "Deployment", "styrmin-webhook"));
+        let admission_labels = admission.spec.selector.match_labels.unwrap();
+        assert!(
+            admission_labels
+                .iter()
+                .any(|(k, v)| labels.get(k).is_some_and(|ours| ours != v)),
+            "{admission_labels:?} selects {labels:?}"
+        );
+        let pdb: PodDisruptionBudget = typed(find(&objects, "PodDisruptionBudget", CONTROLLERS));
+        assert_eq!(
+            pdb.spec.unwrap().selector.unwrap().match_labels.as_ref(),
+            Some(&labels)
+        );
+        let pod = spec.template.spec.unwrap();
+        check_locked_down(&pod);
+        assert_eq!(pod.service_account_name.as_deref(), Some(CONTROLLERS));
+        // They stop within the renew deadline (10 s) before SIGKILL.
+        assert!(pod.termination_grace_period_seconds.unwrap_or(30) > 10);
+        let container = &pod.containers[0];
+        assert!(container.readiness_probe.is_some() && container.liveness_probe.is_some());
+        assert!(
+            container
+                .ports
+                .iter()
+                .flatten()
+                .all(|p| p.name.as_deref() == Some("metrics")),
+            "no webhook port"
+        );
+    }
 }
 
 // ---- the Dockerfile (building it needs Docker: what can be checked without one) -----------
