@@ -280,6 +280,36 @@ pub async fn report_of(
         .find(|r| r.data["scope"]["name"] == name && r.data["scope"]["namespace"] == namespace)
 }
 
+/// Renders the chart as `helm4 template` does in styrmin-system with `sets` (`key=value`),
+/// and applies the objects of `kinds`; returns the kind of each object applied.
+pub async fn apply_the_charts(
+    client: &kube::Client,
+    label: &str,
+    sets: &[&str],
+    kinds: &[&str],
+) -> Vec<String> {
+    let helm = crate::HelmHome::new(label);
+    let mut template = helm.helm("helm4");
+    template
+        .args(["template", "styrmin-webhook"])
+        .arg(crate::workspace_root().join("charts/styrmin-webhook"))
+        .args(["--namespace", "styrmin-system"]);
+    for set in sets {
+        template.args(["--set", set]);
+    }
+    let rendered = crate::utf8(crate::run_ok(&mut template, None).stdout, "helm4 template");
+    let mut applied = Vec::new();
+    for document in crate::split_documents(&rendered) {
+        let object = document.value();
+        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+        if kinds.contains(&kind.as_str()) {
+            apply(client, &object).await;
+            applied.push(kind);
+        }
+    }
+    applied
+}
+
 /// A token (valid an hour) of the service account `name` in `namespace`, through the
 /// TokenRequest API: a process or client then runs with exactly what RBAC grants it.
 pub async fn service_account_token(client: &kube::Client, namespace: &str, name: &str) -> String {

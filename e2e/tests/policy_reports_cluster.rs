@@ -24,9 +24,7 @@ use styrmin_e2e::control_plane::{
     self, ControlPlane, Processes, WAIT, apply, eventually, install_crds, lease_holder,
     open_reports, report_of, scrape_value, until_lease_held_by,
 };
-use styrmin_e2e::{
-    HelmHome, Scratch, free_port, release_binary, run_ok, split_documents, utf8, workspace_root,
-};
+use styrmin_e2e::{Scratch, free_port, release_binary};
 use styrmin_webhook::api::AppState;
 use styrmin_webhook::audit::AuditSettings;
 use styrmin_webhook::controllers::WithControllers;
@@ -183,31 +181,19 @@ fn replica(dir: &Path, identity: &str, metrics: u16) -> Child {
 /// `helm template` renders them, and `replica-kubeconfig` in `dir` with a token of that
 /// ServiceAccount: the replicas run with exactly what the chart grants.
 async fn as_the_charts_service_account(client: &kube::Client, url: &str, dir: &Path) {
-    let helm = HelmHome::new("policy-reports-cluster-chart");
-    let mut template = helm.helm("helm4");
-    template
-        .args(["template", "styrmin-webhook"])
-        .arg(workspace_root().join("charts/styrmin-webhook"))
-        .args(["--namespace", "styrmin-system"])
-        .args(["--set", "policyReports.mode=openreports"]);
-    let rendered = utf8(run_ok(&mut template, None).stdout, "helm4 template");
-    let mut applied = Vec::new();
-    for document in split_documents(&rendered) {
-        let object = document.value();
-        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
-        if [
+    let applied = control_plane::apply_the_charts(
+        client,
+        "policy-reports-cluster-chart",
+        &["policyReports.mode=openreports"],
+        &[
             "ServiceAccount",
             "ClusterRole",
             "ClusterRoleBinding",
             "Role",
             "RoleBinding",
-        ]
-        .contains(&kind.as_str())
-        {
-            apply(client, &object).await;
-            applied.push(kind);
-        }
-    }
+        ],
+    )
+    .await;
     assert!(
         applied.iter().any(|k| k == "Role") && applied.iter().any(|k| k == "ClusterRole"),
         "the chart rendered no Role and ClusterRole for the reports: {applied:?}"

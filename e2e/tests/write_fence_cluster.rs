@@ -13,26 +13,18 @@
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
+use styrmin_e2e::Scratch;
 use styrmin_e2e::control_plane::{self, ControlPlane, apply, eventually};
-use styrmin_e2e::{HelmHome, Scratch, run_ok, split_documents, utf8, workspace_root};
 use styrmin_webhook::controllers::migration::calls::write_back;
 
 /// The chart's objects with `migrations.enabled=true` that the fence needs: the service
 /// accounts, their RBAC, and the policy with its binding.
 async fn apply_the_charts_rbac_and_fence(client: &kube::Client) {
-    let helm = HelmHome::new("write-fence-cluster-chart");
-    let mut template = helm.helm("helm4");
-    template
-        .args(["template", "styrmin-webhook"])
-        .arg(workspace_root().join("charts/styrmin-webhook"))
-        .args(["--namespace", "styrmin-system"])
-        .args(["--set", "migrations.enabled=true"]);
-    let rendered = utf8(run_ok(&mut template, None).stdout, "helm4 template");
-    let mut fences = 0;
-    for document in split_documents(&rendered) {
-        let object = document.value();
-        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
-        if [
+    let applied = control_plane::apply_the_charts(
+        client,
+        "write-fence-cluster-chart",
+        &["migrations.enabled=true"],
+        &[
             "ServiceAccount",
             "ClusterRole",
             "ClusterRoleBinding",
@@ -40,13 +32,13 @@ async fn apply_the_charts_rbac_and_fence(client: &kube::Client) {
             "RoleBinding",
             "ValidatingAdmissionPolicy",
             "ValidatingAdmissionPolicyBinding",
-        ]
-        .contains(&kind.as_str())
-        {
-            fences += usize::from(kind.starts_with("ValidatingAdmissionPolicy"));
-            apply(client, &object).await;
-        }
-    }
+        ],
+    )
+    .await;
+    let fences = applied
+        .iter()
+        .filter(|kind| kind.starts_with("ValidatingAdmissionPolicy"))
+        .count();
     assert_eq!(fences, 2, "the chart rendered no fence");
 }
 

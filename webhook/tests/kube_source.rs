@@ -91,6 +91,22 @@ async fn mutate(state: &AppState, review: &Value) -> Value {
     serde_json::from_slice(&body).unwrap()
 }
 
+/// Every request was a GET that `calls` (named `table`) holds, and every entry of it was made:
+/// the ClusterRole checked against the table is exactly what the source needs.
+fn every_call_in_and_every_entry_used(calls: &[ApiCall], table: &str, requests: &[ApiRequest]) {
+    let mut used = vec![false; calls.len()];
+    for request in requests {
+        assert_eq!(request.method, "GET", "{request:?}");
+        let entry = entry_of(calls, request)
+            .unwrap_or_else(|| panic!("{} {} is not in {table}", request.method, request.path));
+        used[entry] = true;
+    }
+    assert!(
+        used.iter().all(|u| *u),
+        "unused entries of {table}: {used:?}"
+    );
+}
+
 /// Which entry of `calls` a request of the source is, or `None`.
 fn entry_of(calls: &[ApiCall], request: &ApiRequest) -> Option<usize> {
     let verb = if request.path == "/version" {
@@ -164,13 +180,7 @@ async fn admissions_source_watches_only_the_levels() {
             "admission asked for {audited}: {requests:#?}"
         );
     }
-    let mut used = vec![false; ADMISSION_API_CALLS.len()];
-    for request in &requests {
-        let entry = entry_of(ADMISSION_API_CALLS, request)
-            .unwrap_or_else(|| panic!("{request:?} is not in ADMISSION_API_CALLS"));
-        used[entry] = true;
-    }
-    assert!(used.iter().all(|u| *u), "unused entries: {used:?}");
+    every_call_in_and_every_entry_used(ADMISSION_API_CALLS, "ADMISSION_API_CALLS", &requests);
     // The everything-scope table is a superset: admission needs nothing the controllers lack.
     assert!(ADMISSION_API_CALLS.iter().all(|c| API_CALLS.contains(c)));
 }
@@ -387,40 +397,7 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
     // Every call made is in the table the ClusterRole is checked against, and every entry
     // of the table was used.
     let requests = api.requests();
-    let mut used = vec![false; API_CALLS.len()];
-    for request in &requests {
-        let verb = if request.path == "/version" {
-            "get"
-        } else if request.is_watch() {
-            "watch"
-        } else {
-            "list"
-        };
-        assert_eq!(request.method, "GET", "{request:?}");
-        let entry = API_CALLS.iter().position(|call| match *call {
-            ApiCall::Resource {
-                group,
-                version,
-                resource,
-                verbs,
-                ..
-            } => {
-                let path = if group.is_empty() {
-                    format!("/api/{version}/{resource}")
-                } else {
-                    format!("/apis/{group}/{version}/{resource}")
-                };
-                request.path == path && verbs.contains(&verb)
-            }
-            ApiCall::NonResource { path, verbs } => request.path == path && verbs.contains(&verb),
-        });
-        let entry = entry.unwrap_or_else(|| panic!("{verb} {} is not in API_CALLS", request.path));
-        used[entry] = true;
-    }
-    assert!(
-        used.iter().all(|u| *u),
-        "unused entries of API_CALLS: {used:?}"
-    );
+    every_call_in_and_every_entry_used(API_CALLS, "API_CALLS", &requests);
     assert_eq!(
         requests.iter().filter(|r| r.path == "/version").count(),
         1,

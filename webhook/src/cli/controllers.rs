@@ -21,7 +21,6 @@ use crate::api::{AppState, metrics_router};
 use crate::audit::AuditStore;
 use crate::budget::RequestBudget;
 use crate::controllers::WithControllers;
-use crate::controllers::migration::run::MigrationSettings;
 use crate::decide::DecideOptions;
 use crate::kube_source::{AUDIT_INTERVAL, KubeSource};
 use crate::metrics::Metrics;
@@ -108,7 +107,6 @@ impl ControllersArgs {
         let election = election.settings()?;
         let policy_reports = policy_reports.settings()?;
         let metrics = Arc::new(Metrics::new());
-        metrics.controllers_running.set(1);
         let audits = Arc::new(AuditStore::default());
         let kube = KubeSource::from_environment()
             .await
@@ -119,19 +117,14 @@ impl ControllersArgs {
                 thresholds.settings(),
             );
         let shutdown = CancellationToken::new();
-        let source = WithControllers {
-            source: kube,
-            migrations: migrations.migrations.then(|| MigrationSettings {
-                namespace: String::new(),
-                identity: election.identity.clone(),
-                metrics: metrics.migrations.clone(),
-            }),
+        let source = WithControllers::new(
+            kube,
             election,
             policy_reports,
-            metrics: metrics.policy_reports.clone(),
-            lease_held: metrics.controllers_lease_held.clone(),
-            shutdown: shutdown.clone(),
-        };
+            migrations.migrations,
+            &metrics,
+            shutdown.clone(),
+        );
         let state = AppState::new(
             Arc::new(ViewStore::default()),
             audits,

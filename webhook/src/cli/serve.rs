@@ -15,7 +15,6 @@ use crate::api::{AppState, metrics_router, router};
 use crate::audit::AuditStore;
 use crate::budget::{self, RequestBudget};
 use crate::controllers::WithControllers;
-use crate::controllers::migration::run::MigrationSettings;
 use crate::decide::DecideOptions;
 use crate::kube_source::{AUDIT_INTERVAL, KubeSource, WatchScope};
 use crate::metrics::Metrics;
@@ -364,25 +363,18 @@ impl ServeArgs {
                      release: run the controllers apart from admission, with \
                      `styrmin-webhook controllers` (the chart does)"
                 );
-                metrics.controllers_running.set(1);
-                let election = self.election.settings()?;
-                let source = WithControllers {
-                    source: kube.with_audit(
+                let source = WithControllers::new(
+                    kube.with_audit(
                         audits.clone(),
                         Duration::from_secs(source.audit_interval_secs.max(1)),
                         self.thresholds.settings(),
                     ),
-                    migrations: self.migrations.migrations.then(|| MigrationSettings {
-                        namespace: String::new(),
-                        identity: election.identity.clone(),
-                        metrics: metrics.migrations.clone(),
-                    }),
-                    election,
+                    self.election.settings()?,
                     policy_reports,
-                    metrics: metrics.policy_reports.clone(),
-                    lease_held: metrics.controllers_lease_held.clone(),
-                    shutdown: shutdown.clone(),
-                };
+                    self.migrations.migrations,
+                    &metrics,
+                    shutdown.clone(),
+                );
                 serve(&self, source, audits, metrics, shutdown).await
             }
             (SourceKind::PolicyFile, Some(policy_file)) => {

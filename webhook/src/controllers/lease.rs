@@ -211,17 +211,10 @@ async fn round(
     observed: &mut Observations,
     now: Instant,
 ) -> Result<bool, kube::Error> {
-    let current = api.get_opt(&settings.name).await?;
-    let takes_over = current.as_ref().is_none_or(|lease| {
-        let spec = lease.spec.clone().unwrap_or_default();
-        let seen = Observed::note(observed.lease.clone(), &spec, now);
-        decide(&spec, &seen, &settings.identity, settings.duration, now) == LeaseStep::Acquire
-    });
-    if takes_over && legacy_holder_is_live(api, settings, &mut observed.legacy, now).await? {
-        return Ok(false);
-    }
-    let observed = &mut observed.lease;
-    let Some(mut lease) = current else {
+    let Some(mut lease) = api.get_opt(&settings.name).await? else {
+        if legacy_holder_is_live(api, settings, &mut observed.legacy, now).await? {
+            return Ok(false);
+        }
         let lease = Lease {
             metadata: ObjectMeta {
                 name: Some(settings.name.clone()),
@@ -241,11 +234,18 @@ async fn round(
         };
     };
     let spec = lease.spec.take().unwrap_or_default();
-    let seen = Observed::note(observed.take(), &spec, now);
+    let seen = Observed::note(observed.lease.take(), &spec, now);
     let step = decide(&spec, &seen, &settings.identity, settings.duration, now);
-    *observed = Some(seen);
-    if let LeaseStep::Follow { .. } = step {
-        return Ok(false);
+    observed.lease = Some(seen);
+    match step {
+        LeaseStep::Follow { .. } => return Ok(false),
+        // Taking it over (not renewing) waits while the previous version's holder lives.
+        LeaseStep::Acquire
+            if legacy_holder_is_live(api, settings, &mut observed.legacy, now).await? =>
+        {
+            return Ok(false);
+        }
+        _ => {}
     }
     lease.spec = Some(held_spec(&spec, &step, settings));
     // `lease.metadata.resourceVersion` is the one read: a concurrent writer makes this 409.

@@ -81,6 +81,35 @@ pub struct WithControllers {
     pub shutdown: CancellationToken,
 }
 
+impl WithControllers {
+    /// The controllers of a process whose metrics are `metrics` (marked as running the
+    /// controllers there), the executor on when `migrations`, its events and canaries under
+    /// the election's identity and namespace.
+    pub fn new(
+        source: KubeSource,
+        election: LeaseSettings,
+        policy_reports: Option<PolicyReportSettings>,
+        migrations: bool,
+        metrics: &crate::metrics::Metrics,
+        shutdown: CancellationToken,
+    ) -> Self {
+        metrics.controllers_running.set(1);
+        WithControllers {
+            source,
+            migrations: migrations.then(|| MigrationSettings {
+                namespace: String::new(),
+                identity: election.identity.clone(),
+                metrics: metrics.migrations.clone(),
+            }),
+            election,
+            policy_reports,
+            metrics: metrics.policy_reports.clone(),
+            lease_held: metrics.controllers_lease_held.clone(),
+            shutdown,
+        }
+    }
+}
+
 impl ViewSource for WithControllers {
     fn name(&self) -> &'static str {
         self.source.name()
