@@ -12,10 +12,19 @@
 //! Every call times out at the renew deadline. On shutdown (SIGTERM) the holder stops
 //! writing and gives the Lease back, as client-go's `ReleaseOnCancel` does (no holder, a
 //! duration of one second), so that another replica takes it at its next retry instead of
-//! waiting out the duration. The Lease is touched only by the controllers that need it:
-//! the report writer starts the election once a report API is served.
+//! waiting out the duration.
 //!
-//! [`decide`] is the pure part; [`run`] makes the calls (get, create, update).
+//! Every replica of `styrmin-webhook controllers` takes part, whichever controllers are on
+//! (and every replica of `serve` that still runs them). The Lease is [`LEASE_NAME`],
+//! `styrmin-webhook-controllers`, in the controllers' namespace. The Lease of the version that
+//! ran the controllers in the admission pods, [`LEGACY_LEASE_NAME`],
+//! `styrmin-webhook-policy-reports`, is only read, never written: while another replica holds
+//! it and renews it within its duration, this one neither creates nor takes the new Lease
+//! ([`legacy_blocks`]); a legacy Lease that is gone, or that this replica may not read, blocks
+//! nothing.
+//!
+//! [`decide`] and [`legacy_blocks`] are the pure part; [`run`] makes the calls (get, create,
+//! update), each bounded in time ([`bounded`], which other callers share).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

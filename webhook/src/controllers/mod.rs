@@ -1,9 +1,17 @@
-//! The cluster-wide controllers: the work that one replica of `styrmin-webhook controllers`
-//! does for the whole cluster while it holds the Lease ([`lease`]): the PolicyReport writer
+//! The cluster-wide controllers: the work that one replica does for the whole cluster while it
+//! holds the Lease `styrmin-webhook-controllers` ([`lease`]): the PolicyReport writer
 //! ([`policy_reports`]), fed by the audit's rounds ([`crate::audit::round`]), and the
-//! migration executor ([`migration`]). They run apart from admission (`serve`), in their own
-//! Deployment with their own service account, so that their memory, their write rights and
-//! their failures never reach the fail-closed admission pods.
+//! migration executor ([`migration`]). [`WithControllers`] puts them on the kube source with
+//! every watch: every replica runs the election and keeps its audit current, the holder also
+//! writes, and at shutdown the controllers stop before the Lease is given back.
+//!
+//! They run in their own process, `styrmin-webhook controllers` ([`crate::cli::controllers`]),
+//! apart from admission (`serve`), in their own Deployment with their own service account, so
+//! that their memory, their write rights and their failures never reach the fail-closed
+//! admission pods. `serve --policy-reports` or `--migrations` still runs them inside admission,
+//! deprecated, for one release. The Lease that version elected with,
+//! `styrmin-webhook-policy-reports`, is only read ([`LEASE_CALLS`]): while a replica of that
+//! version holds it, no replica takes the new one.
 //!
 //! Why not a crate for the Lease: `kube-leader-election` 0.44 needs kube 4 (the workspace
 //! uses kube 5); `kube-lease-manager` matches kube 5 but takes the Lease through
@@ -11,7 +19,7 @@
 //! renew deadline (how long a holder cut off from the API server may still write) is not
 //! one of its settings; kubert's `LeaseManager` brings kubert's runtime and its own client
 //! set-up. The loop on `resourceVersion` here is what kube-controller-manager runs, in a
-//! pure [`lease::decide`] and a hundred lines of calls.
+//! pure [`lease::decide`] and under two hundred lines of calls.
 
 pub mod lease;
 pub mod migration;

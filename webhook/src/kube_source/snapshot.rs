@@ -1,6 +1,7 @@
-//! One listing of the cluster, for the command line: what `audit` and `plan` read, with the
-//! same calls the watches make ([`API_CALLS`](super::API_CALLS)), each resource to its last
-//! page.
+//! One listing of the cluster, read once instead of watched: what `audit`, `plan` and
+//! `migrate plan` read, and what the migration executor reads at each migration step
+//! ([`crate::controllers::migration::run`]), with the same calls the watches make
+//! ([`API_CALLS`](super::API_CALLS)), each resource to its last page.
 //!
 //! The PolicyReport writer pages on its own
 //! ([`list_page`](crate::controllers::policy_reports::calls::list_page)): it lists only its
