@@ -139,8 +139,7 @@ async fn the_audit_agrees_with_admission() {
                 stored["metadata"]["namespace"] = "styrmin-app".into();
                 stored["status"] =
                     serde_json::json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}});
-                let mut audited: AuditedIngress = serde_json::from_value(stored).unwrap();
-                audited.trim();
+                let audited: AuditedIngress = serde_json::from_value(stored).unwrap();
                 // Every class it names exists: only the class fields are compared here.
                 let ingress_classes: std::collections::HashMap<String, String> = audited
                     .class_fields()

@@ -244,8 +244,8 @@ fn pre_flight_finds_a_missing_class_a_controller_not_running_and_a_default_class
     // IngressClass marked default.
     let mut classless = cluster.ingresses.clone();
     let mut bare = (*classless[1]).clone();
-    bare.spec.ingress_class_name = None;
-    bare.metadata.annotations = None;
+    bare.ingress_class_name = None;
+    bare.class_annotation = None;
     classless[1] = Arc::new(bare);
     let mut proposal = Proposal::default();
     proposal
@@ -359,8 +359,8 @@ fn class_less_ingresses_stay_on_a_default_class_the_change_moves_ingresses_off()
         .position(|i| i.namespace() == "styrmin-api1")
         .unwrap();
     let mut bare = (*ingresses[api1]).clone();
-    bare.spec.ingress_class_name = None;
-    bare.metadata.annotations = None;
+    bare.ingress_class_name = None;
+    bare.class_annotation = None;
     ingresses[api1] = Arc::new(bare);
     let current = Cluster {
         ingresses,

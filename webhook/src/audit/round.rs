@@ -51,28 +51,34 @@ impl AuditRound {
         let mut subjects = HashMap::with_capacity(
             self.ingresses.len() + self.aliases.len() + self.deployments.len(),
         );
-        let metas = self
-            .ingresses
-            .iter()
-            .map(|i| ("Ingress", &i.metadata))
-            .chain(self.aliases.iter().map(|a| ("Service", &a.metadata)))
-            .chain(
-                self.deployments
-                    .iter()
-                    .map(|d| ("StyrminDeployment", &d.metadata)),
-            );
-        for (kind, meta) in metas {
-            if let Some(uid) = meta.uid.as_deref() {
-                subjects.insert(
-                    ObjectRef {
-                        kind,
-                        namespace: meta.namespace.as_deref().unwrap_or(""),
-                        name: meta.name.as_deref().unwrap_or(""),
-                    },
-                    Subject { uid },
-                );
-            }
-        }
+        let ingresses = self.ingresses.iter().filter_map(|i| {
+            Some((
+                ObjectRef {
+                    kind: "Ingress",
+                    namespace: i.namespace(),
+                    name: i.name(),
+                },
+                Subject { uid: i.uid()? },
+            ))
+        });
+        let metas = self.aliases.iter().map(|a| ("Service", &a.metadata)).chain(
+            self.deployments
+                .iter()
+                .map(|d| ("StyrminDeployment", &d.metadata)),
+        );
+        let others = metas.filter_map(|(kind, meta)| {
+            Some((
+                ObjectRef {
+                    kind,
+                    namespace: meta.namespace.as_deref().unwrap_or(""),
+                    name: meta.name.as_deref().unwrap_or(""),
+                },
+                Subject {
+                    uid: meta.uid.as_deref()?,
+                },
+            ))
+        });
+        subjects.extend(ingresses.chain(others));
         subjects
     }
 }

@@ -46,8 +46,7 @@ fn ingress(
     if let Some(annotation) = annotation {
         object["metadata"]["annotations"] = json!({"kubernetes.io/ingress.class": annotation});
     }
-    let mut ingress: AuditedIngress = serde_json::from_value(object).unwrap();
-    ingress.trim();
+    let ingress: AuditedIngress = serde_json::from_value(object).unwrap();
     Arc::new(ingress)
 }
 
@@ -619,11 +618,10 @@ deployments:
   web4: {environment: prod, enforcement_mode: warn}
 ";
 
-/// An unserved Ingress with a uid and a resource version, as the watch keeps it.
+/// An unserved Ingress with a uid, as the watch keeps it.
 fn unserved(namespace: &str, name: &str, class: Option<&str>, created: i64) -> Arc<AuditedIngress> {
     let mut ingress = (*ingress(namespace, name, class, None, created, false)).clone();
-    ingress.metadata.uid = Some(format!("uid-{namespace}-{name}"));
-    ingress.metadata.resource_version = Some("100".to_owned());
+    ingress.uid = Some(format!("uid-{namespace}-{name}").into());
     Arc::new(ingress)
 }
 

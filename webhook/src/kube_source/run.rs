@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::networking::v1::IngressClass;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, Lookup, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
@@ -16,7 +16,8 @@ use styrmin_ingress_rules::KubernetesVersion;
 use super::api::{ByResource, WatchScope, WatchedResource};
 use super::convert::{BuiltView, LAST_APPLIED, audit_listed, build_view, version_of};
 use crate::audit::objects::{
-    AliasService, AuditedIngress, NamespaceName, SERVICE_ALIAS_SELECTOR, trim_ingress_class,
+    AliasService, AuditedIngress, IngressAsRead, NamespaceName, SERVICE_ALIAS_SELECTOR,
+    trim_ingress_class,
 };
 use crate::audit::round::AuditRound;
 use crate::audit::{AuditSettings, AuditStore, Reason};
@@ -152,18 +153,42 @@ fn watch_trimmed<K>(
 where
     K: Resource<DynamicType = ()> + Clone + fmt::Debug + DeserializeOwned + Send + Sync + 'static,
 {
+    watch_stored_as(client, watched, config, keep, move |mut object: K| {
+        trim(&mut object);
+        object
+    })
+}
+
+/// A watch that reads `K` and stores what `into` makes of each object kept (the Ingresses
+/// are read as a resource and stored as a record, [`AuditedIngress`]).
+fn watch_stored_as<K, S>(
+    client: &Client,
+    watched: WatchedResource,
+    config: watcher::Config,
+    keep: fn(&K) -> bool,
+    into: impl Fn(K) -> S + Send + 'static,
+) -> anyhow::Result<(Store<S>, Events)>
+where
+    K: Resource<DynamicType = ()> + Clone + fmt::Debug + DeserializeOwned + Send + Sync + 'static,
+    S: Lookup<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
     let (group, version, plural) = watched.group_version_plural();
     anyhow::ensure!(
         (
             K::group(&()).as_ref(),
             K::version(&()).as_ref(),
             K::plural(&()).as_ref()
-        ) == (group, version, plural),
+        ) == (group, version, plural)
+            && (
+                S::group(&()).as_ref(),
+                S::version(&()).as_ref(),
+                S::plural(&()).as_ref()
+            ) == (group, version, plural),
         "{} is not the resource {watched:?} ({group}/{version} {plural})",
         K::kind(&())
     );
-    let (reader, writer) = reflector::store::<K>();
-    let stream = watcher(Api::<K>::all(client.clone()), config)
+    let (reader, writer) = reflector::store::<S>();
+    let read = watcher(Api::<K>::all(client.clone()), config)
         .default_backoff()
         .filter_map(move |item| {
             let kept = match item {
@@ -172,15 +197,27 @@ where
                     | watcher::Event::InitApply(object)
                     | watcher::Event::Delete(object),
                 ) if !keep(&object) => None,
-                other => Some(other),
+                Ok(event) => Some(Ok(stored_as(event, &into))),
+                Err(error) => Some(Err(error)),
             };
             futures::future::ready(kept)
-        })
-        .modify(trim)
-        .reflect(writer)
+        });
+    // `reflector`, not `.reflect()`: the stored type need not be a `kube::Resource`.
+    let stream = reflector::reflector(writer, read)
         .map(move |item| (watched, step(item)))
         .boxed();
     Ok((reader, stream))
+}
+
+/// The event with its object made into what the store keeps.
+fn stored_as<K, S>(event: watcher::Event<K>, into: impl Fn(K) -> S) -> watcher::Event<S> {
+    match event {
+        watcher::Event::Apply(object) => watcher::Event::Apply(into(object)),
+        watcher::Event::Delete(object) => watcher::Event::Delete(into(object)),
+        watcher::Event::InitApply(object) => watcher::Event::InitApply(into(object)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
 }
 
 /// Reads `/version`, with a few tries.
@@ -461,12 +498,12 @@ fn start_audit_watches(
     client: &Client,
     events: &mut futures::stream::SelectAll<Events>,
 ) -> anyhow::Result<AuditedStores> {
-    let (ingresses, ingress_events) = watch_trimmed::<AuditedIngress>(
+    let (ingresses, ingress_events) = watch_stored_as::<IngressAsRead, AuditedIngress>(
         client,
         WatchedResource::Ingresses,
         watcher::Config::default(),
-        |i| namespace_owner(i.namespace()).is_some(),
-        AuditedIngress::trim,
+        |i| namespace_owner(&i.audited.namespace).is_some(),
+        AuditedIngress::from,
     )?;
     let (aliases, alias_events) = watch_trimmed::<AliasService>(
         client,

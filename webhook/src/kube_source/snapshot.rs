@@ -18,7 +18,7 @@ use kube::api::ListParams;
 use kube::{Api, Client, Resource};
 
 use super::convert::{BuiltView, InvalidObject, build_view, version_of};
-use crate::audit::objects::AuditedIngress;
+use crate::audit::objects::{AuditedIngress, IngressAsRead};
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
 use crate::view::{View, namespace_owner};
 use styrmin_ingress_rules::KubernetesVersion;
@@ -69,11 +69,12 @@ impl Snapshot {
         let deployments = list_all(Api::<StyrminDeployment>::all(client.clone()), None).await?;
         let BuiltView { view, ignored } =
             build_view(&clusters, &environments, &deployments, kubernetes)?;
-        let mut ingresses = list_all(Api::<AuditedIngress>::all(client.clone()), None).await?;
-        ingresses.retain(|i| namespace_owner(i.namespace()).is_some());
-        for ingress in &mut ingresses {
-            Arc::make_mut(ingress).trim();
-        }
+        let ingresses = list_all(Api::<IngressAsRead>::all(client.clone()), None)
+            .await?
+            .into_iter()
+            .filter(|i| namespace_owner(&i.audited.namespace).is_some())
+            .map(|i| Arc::new(AuditedIngress::from(Arc::unwrap_or_clone(i))))
+            .collect();
         let ingress_classes = list_all(Api::<IngressClass>::all(client.clone()), None).await?;
         Ok(Snapshot {
             clusters,

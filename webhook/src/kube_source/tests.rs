@@ -391,7 +391,7 @@ fn the_table_names_the_crd_types() {
             of::<StyrminCluster>(),
             of::<StyrminEnvironment>(),
             of::<StyrminDeployment>(),
-            of::<crate::audit::objects::AuditedIngress>(),
+            of::<crate::audit::objects::IngressAsRead>(),
             of::<crate::audit::objects::AliasService>(),
             of::<crate::audit::objects::NamespaceName>(),
             of::<IngressClass>(),

@@ -14,7 +14,7 @@ use crate::audit::objects::AuditedIngress;
 use crate::controllers::migration::step::{Movers, movers, record_of};
 use crate::kube_source::{BuiltView, InvalidObject, build_view};
 use crate::plan::{ClassInfo, JsonPlan, Plan, PlanInput, Proposal, plan};
-use styrmin_ingress_rules::{CLASS_ANNOTATION, ClassFields, KubernetesVersion};
+use styrmin_ingress_rules::KubernetesVersion;
 
 /// What the steps are planned against: the cluster as read.
 #[derive(Clone, Copy, Debug)]
@@ -99,7 +99,7 @@ fn carry_out(ingresses: &mut [Arc<AuditedIngress>], levels: &mut Proposal, mover
             .iter_mut()
             .find(|i| i.namespace() == mover.namespace && i.name() == mover.name);
         if let Some(ingress) = found {
-            set_fields(Arc::make_mut(ingress), &mover.to);
+            Arc::make_mut(ingress).set_class_fields(&mover.to);
         }
     }
     for (id, target) in &movers.records {
@@ -115,15 +115,6 @@ fn carry_out(ingresses: &mut [Arc<AuditedIngress>], levels: &mut Proposal, mover
                 .last_deployed = serde_json::from_value(record_of(target)).ok();
         }
     }
-}
-
-fn set_fields(ingress: &mut AuditedIngress, fields: &ClassFields) {
-    ingress.spec.ingress_class_name = fields.ingress_class_name.clone();
-    let annotations = ingress.metadata.annotations.get_or_insert_default();
-    match &fields.class_annotation {
-        Some(class) => annotations.insert(CLASS_ANNOTATION.to_owned(), class.clone()),
-        None => annotations.remove(CLASS_ANNOTATION),
-    };
 }
 
 /// Whether every step's plan is quiet: nothing moves and nothing found (exit 0).
