@@ -209,6 +209,22 @@ async fn base_objects(client: &kube::Client, namespaces: usize) {
     }
 }
 
+/// The controllers' command: the release binary, or with `BENCH_SCALE_PROFILER` (say
+/// `heaptrack -o target/bench-scale/controllers`) that profiler running it. Profiled runs
+/// are for reading where the memory goes: the RSS the table shows is then the profiler's.
+fn controllers_command() -> Command {
+    let binary = release_binary("styrmin-webhook");
+    match std::env::var("BENCH_SCALE_PROFILER") {
+        Ok(profiler) if !profiler.trim().is_empty() => {
+            let mut words = profiler.split_whitespace();
+            let mut command = Command::new(words.next().unwrap_or("env"));
+            command.args(words).arg(binary);
+            command
+        }
+        _ => Command::new(binary),
+    }
+}
+
 fn namespace(n: usize) -> String {
     format!("styrmin-b{n:03}")
 }
@@ -233,7 +249,7 @@ impl Bench<'_> {
     fn controllers(&self, reports: bool, label: &str) -> Result<Webhook> {
         let metrics = free_port();
         let log = std::fs::File::create(self.dir.join(format!("controllers-{label}.log")))?;
-        let child: Child = Command::new(release_binary("styrmin-webhook"))
+        let child: Child = controllers_command()
             .arg("controllers")
             .args([
                 "--policy-reports",
