@@ -108,6 +108,7 @@ impl WithControllers {
                 namespace: String::new(),
                 identity: election.identity.clone(),
                 metrics: metrics.migrations.clone(),
+                watched: None,
             }),
             election,
             policy_reports,
@@ -152,10 +153,15 @@ impl ViewSource for WithControllers {
         ));
         let stop = shutdown.child_token();
         let mut tasks = tokio::task::JoinSet::new();
+        let mut source = source;
         if let Some(mut settings) = migrations {
             if settings.namespace.is_empty() {
                 settings.namespace.clone_from(&election.namespace);
             }
+            // The executor reads its steps' movers from the audit's stores.
+            let (watched, feed) = tokio::sync::watch::channel(None);
+            source = source.with_watched_cluster(watched);
+            settings.watched = Some(feed);
             tasks.spawn(migration::run::run_migrations(
                 client.clone(),
                 settings,

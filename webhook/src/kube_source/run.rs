@@ -15,6 +15,7 @@ use styrmin_ingress_rules::KubernetesVersion;
 
 use super::api::{ByResource, WatchScope, WatchedResource};
 use super::convert::{BuiltView, LAST_APPLIED, audit_listed, build_view, version_of};
+use super::snapshot::WatchedCluster;
 use crate::audit::objects::{
     AliasService, AuditedIngress, IngressAsRead, NamespaceName, SERVICE_ALIAS_SELECTOR,
     trim_ingress_class,
@@ -277,6 +278,7 @@ pub struct KubeSource {
     audit_settings: AuditSettings,
     audits: Arc<AuditStore>,
     rounds: Option<RoundSender>,
+    watched: Option<tokio::sync::watch::Sender<Option<WatchedCluster>>>,
     scope: WatchScope,
 }
 
@@ -304,6 +306,7 @@ impl KubeSource {
             audit_settings: AuditSettings::default(),
             audits: Arc::default(),
             rounds: None,
+            watched: None,
             scope: WatchScope::Everything,
         }
     }
@@ -319,6 +322,16 @@ impl KubeSource {
     /// rounds go nowhere.
     pub fn with_rounds(mut self, rounds: Option<RoundSender>) -> Self {
         self.rounds = rounds;
+        self
+    }
+
+    /// Hands its stores there once the watches have started (the migration executor takes
+    /// its snapshots of them); in admission's scope there are none to hand.
+    pub fn with_watched_cluster(
+        mut self,
+        watched: tokio::sync::watch::Sender<Option<WatchedCluster>>,
+    ) -> Self {
+        self.watched = Some(watched);
         self
     }
 
@@ -367,9 +380,19 @@ impl ViewSource for KubeSource {
             audit_settings,
             audits,
             rounds,
+            watched,
             scope,
         } = self;
         let (stores, mut events) = start_watches(&client, scope)?;
+        if let (Some(watched), Some(audited)) = (watched, stores.audited.as_ref()) {
+            watched.send_replace(Some(WatchedCluster {
+                clusters: stores.clusters.clone(),
+                environments: stores.environments.clone(),
+                deployments: stores.deployments.clone(),
+                ingresses: audited.ingresses.clone(),
+                ingress_classes: audited.ingress_classes.clone(),
+            }));
+        }
         let auditor = stores.audited.map(|audited| Auditor {
             settings: audit_settings,
             store: audits,

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::IngressClass;
 use kube::api::ListParams;
+use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource};
 
 use super::convert::{BuiltView, InvalidObject, build_view, version_of};
@@ -39,6 +40,9 @@ pub enum SnapshotError {
     /// A Styrmin object the view cannot be built from.
     #[error(transparent)]
     View(#[from] InvalidObject),
+    /// The watches have not listed everything yet (or have stopped).
+    #[error("the watches have not listed {0} yet")]
+    NotListed(&'static str),
 }
 
 /// What `audit` and `plan` read of a cluster: the view built from the three Styrmin
@@ -85,6 +89,69 @@ impl Snapshot {
             kubernetes,
             ingresses,
             ingress_classes,
+        })
+    }
+}
+
+/// The watch stores of the controllers' kube source, as far as a [`Snapshot`] reads them:
+/// the migration executor takes its snapshot of them rather than listing the cluster again
+/// at every step, resume and retry (at 10,000 Ingresses, tens of megabytes each time).
+#[derive(Clone)]
+pub struct WatchedCluster {
+    pub(super) clusters: Store<StyrminCluster>,
+    pub(super) environments: Store<StyrminEnvironment>,
+    pub(super) deployments: Store<StyrminDeployment>,
+    pub(super) ingresses: Store<AuditedIngress>,
+    pub(super) ingress_classes: Store<IngressClass>,
+}
+
+impl fmt::Debug for WatchedCluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WatchedCluster").finish_non_exhaustive()
+    }
+}
+
+/// Where the controllers' kube source hands its stores over (none before it has started).
+pub type WatchedClusterFeed = tokio::sync::watch::Receiver<Option<WatchedCluster>>;
+
+/// How long a snapshot waits for the watches' first listing before it gives up (the
+/// executor backs off and tries again).
+pub const LISTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl WatchedCluster {
+    /// What the stores hold now, with `/version` read again. Waits up to [`LISTED_WITHIN`]
+    /// for each watch's first complete listing; shares the stored objects, copies none.
+    pub async fn snapshot(&self, client: &Client) -> Result<Snapshot, SnapshotError> {
+        let listed = async {
+            self.clusters.wait_until_ready().await.map_err(|_| "styrminclusters")?;
+            self.environments.wait_until_ready().await.map_err(|_| "styrminenvironments")?;
+            self.deployments.wait_until_ready().await.map_err(|_| "styrmindeployments")?;
+            self.ingresses.wait_until_ready().await.map_err(|_| "ingresses")?;
+            self.ingress_classes.wait_until_ready().await.map_err(|_| "ingressclasses")
+        };
+        tokio::time::timeout(LISTED_WITHIN, listed)
+            .await
+            .map_err(|_| SnapshotError::NotListed("every watched resource"))?
+            .map_err(SnapshotError::NotListed)?;
+        let info = client
+            .apiserver_version()
+            .await
+            .map_err(SnapshotError::Version)?;
+        let kubernetes = version_of(&info);
+        let clusters = self.clusters.state();
+        let environments = self.environments.state();
+        let deployments = self.deployments.state();
+        let BuiltView { view, ignored } =
+            build_view(&clusters, &environments, &deployments, kubernetes)?;
+        Ok(Snapshot {
+            clusters,
+            environments,
+            deployments,
+            view,
+            ignored,
+            kubernetes,
+            ingresses: self.ingresses.state(),
+            ingress_classes: self.ingress_classes.state(),
         })
     }
 }

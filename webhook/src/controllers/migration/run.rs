@@ -20,7 +20,7 @@ use crate::crd::migration::{
     CanaryAddress, ExecutorError, MigrationCondition, MigrationPhase, OnGateFailure, ProbeGate,
     StatusTooLarge, StepPhase, StepStatus, StyrminMigration, StyrminMigrationStatus, steps_digest,
 };
-use crate::kube_source::{Snapshot, SnapshotError};
+use crate::kube_source::{Snapshot, SnapshotError, WatchedClusterFeed};
 use crate::plan::{ClassInfo, PlanInput, PreflightReason};
 use crate::view::View;
 
@@ -49,6 +49,9 @@ pub struct MigrationSettings {
     /// This replica's name, in events.
     pub identity: String,
     pub metrics: MigrationMetrics,
+    /// The controllers' watch stores, which each step reads its movers from; `None`: each
+    /// step lists the cluster (a process that keeps no stores).
+    pub watched: Option<WatchedClusterFeed>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -516,7 +519,7 @@ impl Executor {
             .iter()
             .map(|(k, spec)| (k.clone(), Some(spec.clone())))
             .collect();
-        let snapshot = Snapshot::read(&self.client).await?;
+        let snapshot = self.read_cluster().await?;
         let now = Levels {
             clusters: snapshot.clusters.clone(),
             environments: snapshot.environments.clone(),
@@ -598,6 +601,19 @@ impl Executor {
         }
         self.waves(migration, status, index, movers, &previous)
             .await
+    }
+
+    /// The cluster as the step reads it: from the watch stores when there are any (no list
+    /// call, no copy), else one listing.
+    async fn read_cluster(&self) -> Result<Snapshot, SnapshotError> {
+        let Some(feed) = &self.settings.watched else {
+            return Snapshot::read(&self.client).await;
+        };
+        let watched = feed.borrow().clone();
+        match watched {
+            Some(watched) => watched.snapshot(&self.client).await,
+            None => Err(SnapshotError::NotListed("anything (the watches have not started)")),
+        }
     }
 
     /// Reads the level objects step `index` changes into its `previous`, each with its
