@@ -6,6 +6,8 @@
 //! It checks that the API server accepts the reports (the real CRD schemas, server-side
 //! apply), that a finding's report appears and goes when fixed, and, with
 //! kube-controller-manager, that deleting an Ingress deletes its report (ownerReferences).
+//! With the Open Reports CRD removed and the `wgpolicyk8s.io` one installed, the writer finds
+//! its API gone, discovers the other, and writes every report there.
 //! Then two `styrmin-webhook controllers` processes, each with a token of the chart's
 //! controllers' ServiceAccount and the chart's RBAC (so that what the chart grants is what they use):
 //! only the Lease holder writes, and when it is
@@ -18,13 +20,14 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
 use styrmin_e2e::control_plane::{
     self, ControlPlane, Processes, WAIT, apply, eventually, install_crds, lease_holder,
     open_reports, report_of, scrape_value, until_lease_held_by,
 };
-use styrmin_e2e::{Scratch, free_port, release_binary};
+use styrmin_e2e::{Scratch, data, free_port, release_binary};
 use styrmin_webhook::api::AppState;
 use styrmin_webhook::audit::AuditSettings;
 use styrmin_webhook::controllers::WithControllers;
@@ -138,7 +141,10 @@ async fn reports_on_a_real_api_server() {
             "garbage collection not checked: no kube-controller-manager in KUBEBUILDER_ASSETS"
         );
     }
+    the_report_api_removed_then_another_served_is_discovered_again(&client).await;
     task.abort();
+    // The replicas below write Open Reports.
+    install_crds(&client).await;
 
     two_replicas_one_writes_and_the_other_takes_over_when_it_is_killed(
         &client,
@@ -146,6 +152,75 @@ async fn reports_on_a_real_api_server() {
         dir.path(),
     )
     .await;
+}
+
+/// The Open Reports CRD removed (its reports go with it), then the older `wgpolicyk8s.io`
+/// one installed: the writer's next write meets a 404, it finds its API gone, discovers the
+/// other one and writes every report there, the report of the Ingress it had already
+/// written included (a writer that kept its API and its ledger would never write it again).
+async fn the_report_api_removed_then_another_served_is_discovered_again(client: &kube::Client) {
+    let ingress = |name: &str| {
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+               "metadata": {"name": name, "namespace": "styrmin-web1"},
+               "spec": {"ingressClassName": "nginx", "defaultBackend": {"service": {"name": name, "port": {"number": 80}}}}})
+    };
+    apply(client, &ingress("api")).await;
+    eventually("the report of api in openreports.io", async || {
+        let list = open_reports(client)
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        list.items
+            .iter()
+            .any(|r| r.data["scope"]["name"] == "api")
+            .then_some(())
+    })
+    .await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.delete("reports.openreports.io", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Open Reports API gone", async || {
+        crds.get_opt("reports.openreports.io")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    // A second finding: a round, and a write into the API that is gone.
+    apply(client, &ingress("db")).await;
+    let crd = std::fs::read_to_string(data("crds/wgpolicyk8s.io_policyreports.yaml")).unwrap();
+    control_plane::apply_all(client, &crd).await;
+    let policy_reports: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource {
+            group: "wgpolicyk8s.io".to_owned(),
+            version: "v1alpha2".to_owned(),
+            api_version: "wgpolicyk8s.io/v1alpha2".to_owned(),
+            kind: "PolicyReport".to_owned(),
+            plural: "policyreports".to_owned(),
+        },
+    );
+    eventually("both reports in wgpolicyk8s.io", async || {
+        let list = policy_reports.list(&ListParams::default()).await.ok()?;
+        let mut names: Vec<String> = list
+            .items
+            .iter()
+            .filter_map(|r| r.data["scope"]["name"].as_str().map(str::to_owned))
+            .collect();
+        names.sort();
+        (names == ["api", "db"]).then_some(())
+    })
+    .await;
+    let ingresses: Api<k8s_openapi::api::networking::v1::Ingress> =
+        Api::namespaced(client.clone(), "styrmin-web1");
+    for name in ["api", "db"] {
+        ingresses
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
 }
 
 /// The lease of the replica processes: short, so that a hand-over takes a few seconds.

@@ -186,6 +186,34 @@ struct Writer {
     listed: Option<(Instant, u64)>,
     /// A failed list is tried again after this.
     list_backoff: Backoff,
+    /// A call answered 404 for the report resource: whether the API is still served is
+    /// asked before the next pass.
+    api_in_doubt: bool,
+}
+
+/// Why the writer returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriterEnd {
+    /// `shutdown`, or the audit feed closed.
+    Stopped,
+    /// The API server no longer serves the report API (its CRD was removed, or no longer
+    /// serves that version): the API is discovered again.
+    ApiGone,
+}
+
+/// Whether a failed call says the report resource itself is not served (a list, or a
+/// write whose 404 is not about its namespace), rather than that one object is missing.
+pub fn says_api_gone(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => {
+            status.code == 404
+                && status
+                    .details
+                    .as_ref()
+                    .is_none_or(|details| details.kind != "namespaces")
+        }
+        _ => false,
+    }
 }
 
 /// How a pass ended.
@@ -420,6 +448,7 @@ impl Writer {
         };
         self.metrics.write(operation, failure.is_none());
         if let Some(error) = failure {
+            self.api_in_doubt |= operation == "apply" && says_api_gone(&error);
             let delay = self.ledger.failed(&key, Instant::now());
             tracing::warn!(namespace = %key.namespace, name = %key.name, %error, ?delay,
                 operation, "PolicyReport write failed; this report is tried again later");
@@ -446,7 +475,7 @@ pub async fn run_writer(
     leadership: Leadership,
     metrics: PolicyReportMetrics,
     shutdown: CancellationToken,
-) {
+) -> WriterEnd {
     let mut writer = Writer {
         client,
         api,
@@ -458,6 +487,7 @@ pub async fn run_writer(
         metrics,
         listed: None,
         list_backoff: Backoff::new(DISCOVERY_RETRY_FIRST, DISCOVERY_RETRY_MAX),
+        api_in_doubt: false,
     };
     let mut pending = true;
     loop {
@@ -468,6 +498,12 @@ pub async fn run_writer(
             // The holder's counts are the holder's: a follower shows none.
             writer.metrics.set_counts(0, 0);
             pending = true;
+        }
+        if held && writer.api_in_doubt {
+            writer.api_in_doubt = false;
+            if let Ok(false) = calls::serves(&writer.client, writer.api, CALL_TIMEOUT).await {
+                return WriterEnd::ApiGone;
+            }
         }
         if held && pending {
             pending = !step(&mut writer, &mut feed).await;
@@ -488,13 +524,13 @@ pub async fn run_writer(
         tokio::select! {
             changed = feed.changed() => {
                 if changed.is_err() {
-                    return;
+                    return WriterEnd::Stopped;
                 }
                 pending = true;
             }
             () = sleep => pending = true,
             () = writer.leadership.changed() => {}
-            () = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => return WriterEnd::Stopped,
         }
     }
 }
@@ -511,6 +547,7 @@ async fn step(writer: &mut Writer, feed: &mut AuditFeed) -> bool {
             return false;
         }
         if let Err(error) = writer.list(round.relists).await {
+            writer.api_in_doubt |= says_api_gone(&error);
             let delay = writer.list_backoff.failed(Instant::now());
             tracing::warn!(%error, ?delay, "cannot list the PolicyReports; retrying");
             return false;
@@ -529,8 +566,10 @@ async fn step(writer: &mut Writer, feed: &mut AuditFeed) -> bool {
 /// Starts the report writer on `tasks` (it ends with them or with `shutdown`): the report
 /// API is detected first, said in the log and in `styrmin_webhook_policy_report_api`; then
 /// the writer follows `leadership` (the controllers' election). With `auto` and neither API
-/// served, discovery is asked again every `rediscover_every` (the API chosen once is kept:
-/// switching would leave the first API's reports behind).
+/// served, discovery is asked again every `rediscover_every`. The API chosen is kept while
+/// it is served (switching would leave its reports behind); once a list or a write says it
+/// is gone (its CRD removed, or that version no longer served, [`WriterEnd::ApiGone`]), the
+/// metric says `none`, the log says why, and discovery starts again.
 pub fn start(
     tasks: &mut tokio::task::JoinSet<()>,
     client: &Client,
@@ -542,49 +581,104 @@ pub fn start(
 ) {
     let client = client.clone();
     tasks.spawn(async move {
-        let mut said_none = false;
-        let api = loop {
-            let detected = tokio::select! {
-                detected = detect(&client, settings.target) => detected,
-                () = shutdown.cancelled() => return,
+        loop {
+            let Some(api) = discover(&client, &settings, &metrics, &shutdown).await else {
+                return;
             };
-            if let Some(api) = detected {
-                break api;
+            metrics.set_chosen_api(api.as_str());
+            tracing::info!(api = %api.api_version(), kind = api.kind(), results = ?settings.results,
+                "writing the audit as PolicyReports");
+            let end = run_writer(
+                client.clone(),
+                api,
+                &settings,
+                feed.clone(),
+                leadership.clone(),
+                metrics.clone(),
+                shutdown.clone(),
+            )
+            .await;
+            if end == WriterEnd::Stopped {
+                return;
             }
+            // Its CRD went with its reports: there is nothing of that API left to keep.
             metrics.set_chosen_api("none");
-            if !said_none {
-                tracing::warn!(
-                    every = ?settings.rediscover_every,
-                    "the API server serves neither openreports.io/v1alpha1 reports nor \
-                     wgpolicyk8s.io/v1alpha2 policyreports: no PolicyReports are written until \
-                     one is served"
-                );
-                said_none = true;
-            }
+            tracing::warn!(api = %api.api_version(), kind = api.kind(),
+                every = ?settings.rediscover_every,
+                "the API server no longer serves the report API: discovering it again");
             tokio::select! {
                 () = tokio::time::sleep(settings.rediscover_every) => {}
                 () = shutdown.cancelled() => return,
             }
-        };
-        metrics.set_chosen_api(api.as_str());
-        tracing::info!(api = %api.api_version(), kind = api.kind(), results = ?settings.results,
-            "writing the audit as PolicyReports");
-        run_writer(
-            client.clone(),
-            api,
-            &settings,
-            feed,
-            leadership,
-            metrics,
-            shutdown,
-        )
-        .await;
+        }
     });
+}
+
+/// The report API to write in, asked again every `rediscover_every` while neither is
+/// served (`None`: shutdown).
+async fn discover(
+    client: &Client,
+    settings: &PolicyReportSettings,
+    metrics: &PolicyReportMetrics,
+    shutdown: &CancellationToken,
+) -> Option<ReportApi> {
+    let mut said_none = false;
+    loop {
+        let detected = tokio::select! {
+            detected = detect(client, settings.target) => detected,
+            () = shutdown.cancelled() => return None,
+        };
+        if detected.is_some() {
+            return detected;
+        }
+        metrics.set_chosen_api("none");
+        if !said_none {
+            tracing::warn!(
+                every = ?settings.rediscover_every,
+                "the API server serves neither openreports.io/v1alpha1 reports nor \
+                 wgpolicyk8s.io/v1alpha2 policyreports: no PolicyReports are written until \
+                 one is served"
+            );
+            said_none = true;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(settings.rediscover_every) => {}
+            () = shutdown.cancelled() => return None,
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn status(code: u16, kind: Option<&str>) -> kube::Error {
+        let details = kind.map(|kind| kube::core::response::StatusDetails {
+            name: "x".to_owned(),
+            group: String::new(),
+            kind: kind.to_owned(),
+            uid: String::new(),
+            causes: Vec::new(),
+            retry_after_seconds: 0,
+        });
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            details,
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn only_a_404_for_the_resource_itself_says_the_api_is_gone() {
+        // A list or an apply of a resource the API server does not serve.
+        assert!(says_api_gone(&status(404, None)));
+        assert!(says_api_gone(&status(404, Some("reports"))));
+        // An apply into a namespace deleted meanwhile: the API is there.
+        assert!(!says_api_gone(&status(404, Some("namespaces"))));
+        for code in [403, 409, 422, 500, 503] {
+            assert!(!says_api_gone(&status(code, None)), "{code}");
+        }
+    }
 
     #[test]
     fn the_budget_allows_a_burst_of_one_second_then_paces_at_qps() {
