@@ -156,6 +156,7 @@ async fn the_audit_agrees_with_admission() {
                         ingress_classes: &ingress_classes,
                         now: 0,
                         previous: None,
+                        moving: &Default::default(),
                     },
                     &AuditSettings::default(),
                 );

@@ -10,6 +10,7 @@
 //! `GET /debug/audit`; `styrmin-webhook audit` ([`crate::cli::audit`]) runs it once on lists
 //! and prints a table ([`render`]).
 
+pub mod moving;
 pub mod objects;
 pub mod render;
 pub mod round;
@@ -192,6 +193,9 @@ pub struct CompletedAudit {
     /// Ingresses of Styrmin namespaces judged, and how many of them conform.
     pub ingresses: usize,
     pub conforming_ingresses: usize,
+    /// Ingresses a migration step is moving now ([`moving`]): their class is not yet the
+    /// one the levels give, and they are not counted `wrong_class` for it.
+    pub moving_ingresses: usize,
     /// Per reason: the Ingresses, controllers or aliases found (every reason listed).
     pub counts: BTreeMap<Reason, usize>,
     /// Sorted by reason, namespace and name.
@@ -227,6 +231,8 @@ pub struct AuditInput<'a> {
     pub now: i64,
     /// The audit before this one, if any: its texts are shared rather than made again.
     pub previous: Option<&'a CompletedAudit>,
+    /// The Ingresses a migration step is moving now (none outside the controllers).
+    pub moving: &'a moving::MovingSet,
 }
 
 /// Judges everything once.
@@ -242,6 +248,7 @@ pub fn audit(input: &AuditInput<'_>, settings: &AuditSettings) -> CompletedAudit
     let mut findings = Vec::with_capacity(input.previous.map_or(0, |p| p.findings.len()));
     let mut judged = 0;
     let mut conforming = 0;
+    let mut moving = 0;
     let mut ingress_counts: BTreeMap<Reason, usize> = BTreeMap::new();
     for ingress in input.ingresses {
         let Some(owner) = namespace_owner(ingress.namespace()) else {
@@ -250,7 +257,14 @@ pub fn audit(input: &AuditInput<'_>, settings: &AuditSettings) -> CompletedAudit
         judged += 1;
         let mut out_of_line = ingress_findings(input, owner, ingress, settings);
         out_of_line.extend(unknown_class(ingress, input.ingress_classes));
-        if out_of_line.is_empty() {
+        let mut is_moving = false;
+        if input.moving.contains(ingress.namespace(), ingress.name()) {
+            let before = out_of_line.len();
+            out_of_line.retain(|f| f.reason != Reason::WrongClass);
+            is_moving = out_of_line.len() < before;
+            moving += usize::from(is_moving);
+        }
+        if out_of_line.is_empty() && !is_moving {
             conforming += 1;
         }
         for finding in &mut out_of_line {
@@ -284,6 +298,7 @@ pub fn audit(input: &AuditInput<'_>, settings: &AuditSettings) -> CompletedAudit
         completed_at_unix: input.now,
         ingresses: judged,
         conforming_ingresses: conforming,
+        moving_ingresses: moving,
         counts,
         findings: findings.into(),
         levels: level_summaries(input.view),
@@ -728,6 +743,7 @@ pub struct ReasonLabels {
 pub struct AuditMetrics {
     pub nonconforming_ingresses: Family<ReasonLabels, Gauge>,
     pub ingresses: Gauge,
+    pub moving_ingresses: Gauge,
     pub last_complete_timestamp_seconds: Gauge<f64, AtomicU64>,
     pub controllers_stuck_deleting: Gauge,
     pub stale_service_aliases: Gauge,
@@ -748,6 +764,11 @@ impl AuditMetrics {
             "audit_ingresses",
             "Ingresses of Styrmin namespaces judged by the last complete audit",
             metrics.ingresses.clone(),
+        );
+        registry.register(
+            "audit_moving_ingresses",
+            "Ingresses a migration step is moving at the last complete audit: not yet of the class the levels give, and not counted wrong_class",
+            metrics.moving_ingresses.clone(),
         );
         registry.register(
             "audit_last_complete_timestamp_seconds",
@@ -781,6 +802,7 @@ impl AuditMetrics {
                 .set(gauge(report.count(reason)));
         }
         self.ingresses.set(gauge(report.ingresses));
+        self.moving_ingresses.set(gauge(report.moving_ingresses));
         self.last_complete_timestamp_seconds
             .set(report.completed_at_unix as f64);
         self.controllers_stuck_deleting

@@ -6,6 +6,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::audit::moving::MovingSet;
 use crate::policy_file::parse_policy;
 use crate::view::{Deployment, Removal};
 
@@ -105,6 +106,7 @@ fn run_with_classes(
             ingress_classes: &classes(ingress_classes),
             now,
             previous: None,
+            moving: &MovingSet::default(),
         },
         &AuditSettings::default(),
     )
@@ -692,6 +694,65 @@ fn a_cluster_that_does_not_change_gives_byte_identical_reports_at_any_later_time
 }
 
 #[test]
+fn an_ingress_a_step_is_moving_counts_as_moving_not_as_wrong_class() {
+    let view = view_with_controller(Removal::default());
+    let created = NOW - 600;
+    let ingresses = vec![
+        unserved("styrmin-web1", "wrong", Some("nginx"), created),
+        unserved("styrmin-web1", "other", Some("nginx"), created),
+    ];
+    let classes = classes(&["nginx"]);
+    let namespaces = HashSet::new();
+    let moving = crate::audit::moving::MovingIngresses::default();
+    let audit_now = || {
+        audit(
+            &AuditInput {
+                view: &view,
+                ingresses: &ingresses,
+                aliases: &[],
+                namespaces: &namespaces,
+                ingress_classes: &classes,
+                now: NOW,
+                previous: None,
+                moving: &moving.current(),
+            },
+            &AuditSettings::default(),
+        )
+    };
+    let of = |report: &CompletedAudit, name: &str| -> Vec<Reason> {
+        report
+            .findings
+            .iter()
+            .filter(|f| &*f.name == name)
+            .map(|f| f.reason)
+            .collect()
+    };
+    let still = audit_now();
+    assert_eq!(of(&still, "wrong"), [Reason::WrongClass, Reason::NotServed]);
+    assert_eq!(still.moving_ingresses, 0);
+
+    let guard = moving.hold("to-traefik/prod", [("styrmin-web1", "wrong")]);
+    let during = audit_now();
+    // Its class is on its way: not `wrong_class`, not conforming either; what else is
+    // wrong with it (no address) is still said. The Ingress beside it is not moving.
+    assert_eq!(of(&during, "wrong"), [Reason::NotServed]);
+    assert_eq!(
+        of(&during, "other"),
+        [Reason::WrongClass, Reason::NotServed]
+    );
+    assert_eq!(during.moving_ingresses, 1);
+    assert_eq!(during.count(Reason::WrongClass), 1);
+    assert_eq!(during.conforming_ingresses, 0);
+
+    drop(guard);
+    assert_eq!(
+        audit_now().findings,
+        still.findings,
+        "a step that stops moves nothing"
+    );
+}
+
+#[test]
 fn an_audit_takes_the_texts_of_the_one_before() {
     let view = view_with_controller(Removal::default());
     let created = NOW - 600;
@@ -711,6 +772,7 @@ fn an_audit_takes_the_texts_of_the_one_before() {
                 ingress_classes: &classes,
                 now: NOW,
                 previous,
+                moving: &MovingSet::default(),
             },
             &AuditSettings::default(),
         )
@@ -787,6 +849,7 @@ fn a_wrong_class_says_which_annotations_the_move_leaves_behind() {
             ingress_classes: &unknown("example.com/gateway"),
             now: NOW,
             previous: None,
+            moving: &MovingSet::default(),
         },
         &AuditSettings::default(),
     );

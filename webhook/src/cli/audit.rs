@@ -75,6 +75,8 @@ impl AuditArgs {
             &ingress_classes,
             &self.thresholds.settings(),
             None,
+            // Run from the command line, it knows of no step in flight.
+            &Default::default(),
         ))
     }
 }

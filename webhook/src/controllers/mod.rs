@@ -109,6 +109,7 @@ impl WithControllers {
                 identity: election.identity.clone(),
                 metrics: metrics.migrations.clone(),
                 watched: None,
+                moving: Default::default(),
             }),
             election,
             policy_reports,
@@ -160,7 +161,9 @@ impl ViewSource for WithControllers {
             }
             // The executor reads its steps' movers from the audit's stores.
             let (watched, feed) = tokio::sync::watch::channel(None);
-            source = source.with_watched_cluster(watched);
+            source = source
+                .with_watched_cluster(watched)
+                .with_moving(settings.moving.clone());
             settings.watched = Some(feed);
             tasks.spawn(migration::run::run_migrations(
                 client.clone(),

@@ -10,6 +10,7 @@ use kube::{Resource, ResourceExt as _};
 use serde::Deserialize as _;
 use styrmin_ingress_rules::{DedicatedIngress, IngressTarget, KubernetesVersion, Level, Setting};
 
+use crate::audit::moving::MovingSet;
 use crate::audit::objects::{AliasService, AuditedIngress, NamespaceName};
 use crate::audit::{AuditInput, AuditSettings, CompletedAudit, audit};
 use crate::clock::unix_now;
@@ -254,6 +255,7 @@ pub fn audit_listed(
     ingress_classes: &[Arc<IngressClass>],
     settings: &AuditSettings,
     previous: Option<&CompletedAudit>,
+    moving: &MovingSet,
 ) -> CompletedAudit {
     let namespaces = names(namespaces);
     let ingress_classes = ingress_classes
@@ -271,6 +273,7 @@ pub fn audit_listed(
         ingress_classes: &ingress_classes,
         now: unix_now(),
         previous,
+        moving,
     };
     audit(&input, settings)
 }

@@ -16,6 +16,7 @@ use styrmin_ingress_rules::KubernetesVersion;
 use super::api::{ByResource, WatchScope, WatchedResource};
 use super::convert::{BuiltView, LAST_APPLIED, audit_listed, build_view, version_of};
 use super::snapshot::WatchedCluster;
+use crate::audit::moving::MovingIngresses;
 use crate::audit::objects::{
     AliasService, AuditedIngress, IngressAsRead, NamespaceName, SERVICE_ALIAS_SELECTOR,
     trim_ingress_class,
@@ -279,6 +280,7 @@ pub struct KubeSource {
     audits: Arc<AuditStore>,
     rounds: Option<RoundSender>,
     watched: Option<tokio::sync::watch::Sender<Option<WatchedCluster>>>,
+    moving: MovingIngresses,
     scope: WatchScope,
 }
 
@@ -307,6 +309,7 @@ impl KubeSource {
             audits: Arc::default(),
             rounds: None,
             watched: None,
+            moving: MovingIngresses::default(),
             scope: WatchScope::Everything,
         }
     }
@@ -332,6 +335,13 @@ impl KubeSource {
         watched: tokio::sync::watch::Sender<Option<WatchedCluster>>,
     ) -> Self {
         self.watched = Some(watched);
+        self
+    }
+
+    /// Where the migration executor says which Ingresses its step is moving: the audit
+    /// counts them as moving, not `wrong_class`.
+    pub fn with_moving(mut self, moving: MovingIngresses) -> Self {
+        self.moving = moving;
         self
     }
 
@@ -381,6 +391,7 @@ impl ViewSource for KubeSource {
             audits,
             rounds,
             watched,
+            moving,
             scope,
         } = self;
         let (stores, mut events) = start_watches(&client, scope)?;
@@ -402,6 +413,7 @@ impl ViewSource for KubeSource {
             ingress_classes: audited.ingress_classes,
             deployments: stores.deployments.clone(),
             rounds,
+            moving,
             stuck: HashSet::new(),
             relists: 0,
             changed_since_round: true,
@@ -667,6 +679,8 @@ struct Auditor {
     deployments: Store<StyrminDeployment>,
     /// Where each round goes for the cluster-wide controllers (`--policy-reports`).
     rounds: Option<RoundSender>,
+    /// The Ingresses the migration executor is moving.
+    moving: MovingIngresses,
     stuck: HashSet<String>,
     /// How many times a watch has listed again after its first listing.
     relists: u64,
@@ -695,6 +709,7 @@ impl Auditor {
             &self.ingress_classes.state(),
             &self.settings,
             previous.as_deref(),
+            &self.moving.current(),
         );
         let mut stuck = HashSet::new();
         for finding in report

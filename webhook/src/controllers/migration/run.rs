@@ -14,6 +14,7 @@ use super::backoff::Backoff;
 use super::calls::{self, CallError};
 use super::metrics::MigrationMetrics;
 use super::step::{self, LevelKey, Levels, Mover, Movers, StepError};
+use crate::audit::moving::MovingIngresses;
 use crate::controllers::lease::Leadership;
 use crate::controllers::policy_reports::CallBudget;
 use crate::crd::migration::{
@@ -52,6 +53,9 @@ pub struct MigrationSettings {
     /// The controllers' watch stores, which each step reads its movers from; `None`: each
     /// step lists the cluster (a process that keeps no stores).
     pub watched: Option<WatchedClusterFeed>,
+    /// Where the step in flight says which Ingresses it moves (the audit counts them as
+    /// moving, not `wrong_class`).
+    pub moving: MovingIngresses,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -533,6 +537,15 @@ impl Executor {
         let before = then.with(&previous)?.view(snapshot.kubernetes, "before")?;
         let after = now.with(&wanted)?.view(snapshot.kubernetes, "after")?;
         let movers = step::movers(&before, &after, &snapshot.ingresses);
+        // Until this pass over the step returns (or is dropped), the audit counts its
+        // movers as moving rather than `wrong_class`.
+        let _moving = self.settings.moving.hold(
+            &format!("{migration_name}/{}", spec_step.name),
+            movers
+                .ingresses
+                .iter()
+                .map(|m| (m.namespace.as_str(), m.name.as_str())),
+        );
         let step_status = &mut status.steps[index];
         if step_status.phase == StepPhase::Pending {
             step_status.planned = count(movers.ingresses.len());
@@ -612,7 +625,9 @@ impl Executor {
         let watched = feed.borrow().clone();
         match watched {
             Some(watched) => watched.snapshot(&self.client).await,
-            None => Err(SnapshotError::NotListed("anything (the watches have not started)")),
+            None => Err(SnapshotError::NotListed(
+                "anything (the watches have not started)",
+            )),
         }
     }
 

@@ -31,6 +31,7 @@ fn completed(findings: Vec<Finding>) -> CompletedAudit {
         completed_at_unix: 1_796_464_800,
         ingresses: 2,
         conforming_ingresses: 1,
+        moving_ingresses: 0,
         counts: BTreeMap::new(),
         findings: findings.into(),
         levels: Vec::new(),

@@ -36,6 +36,7 @@ fn round(names: &[&str], wrong: &[(&str, &str)]) -> AuditRound {
             completed_at_unix: 0,
             ingresses: names.len(),
             conforming_ingresses: 0,
+            moving_ingresses: 0,
             counts: BTreeMap::new(),
             findings,
             levels: Vec::new(),
