@@ -123,11 +123,26 @@ impl WatchedCluster {
     /// for each watch's first complete listing; shares the stored objects, copies none.
     pub async fn snapshot(&self, client: &Client) -> Result<Snapshot, SnapshotError> {
         let listed = async {
-            self.clusters.wait_until_ready().await.map_err(|_| "styrminclusters")?;
-            self.environments.wait_until_ready().await.map_err(|_| "styrminenvironments")?;
-            self.deployments.wait_until_ready().await.map_err(|_| "styrmindeployments")?;
-            self.ingresses.wait_until_ready().await.map_err(|_| "ingresses")?;
-            self.ingress_classes.wait_until_ready().await.map_err(|_| "ingressclasses")
+            self.clusters
+                .wait_until_ready()
+                .await
+                .map_err(|_| "styrminclusters")?;
+            self.environments
+                .wait_until_ready()
+                .await
+                .map_err(|_| "styrminenvironments")?;
+            self.deployments
+                .wait_until_ready()
+                .await
+                .map_err(|_| "styrmindeployments")?;
+            self.ingresses
+                .wait_until_ready()
+                .await
+                .map_err(|_| "ingresses")?;
+            self.ingress_classes
+                .wait_until_ready()
+                .await
+                .map_err(|_| "ingressclasses")
         };
         tokio::time::timeout(LISTED_WITHIN, listed)
             .await
