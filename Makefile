@@ -128,13 +128,15 @@ bench-webhook:
 
 # The audit and its PolicyReports at cluster scale (docs/benchmarks-scale.md): 10,000 unserved
 # Ingresses over 500 Styrmin namespaces on a real etcd + kube-apiserver from
-# $$KUBEBUILDER_ASSETS (skipped, with a message, without it), `serve --policy-reports` at
-# qps 200: writes to converge, writes in a steady window, requests by verb, stored size, RSS.
+# $$KUBEBUILDER_ASSETS (skipped, with a message, without it), `styrmin-webhook controllers
+# --policy-reports` at qps 200 (admission, `serve --source kubernetes`, apart): writes to
+# converge, writes in a steady window, requests by verb, stored size, RSS.
 # BENCH_SCALE_INGRESSES=100000 for the large run, BENCH_SCALE_STEADY_SECS for a quick one;
 # the table goes to target/bench-scale/<ingresses>.md.
-# Then a StyrminMigration of as many Ingresses from nginx to haproxy (stand-in controllers,
-# the webhook as the API server's admission, the default pace, the probe unless
-# BENCH_MIGRATE_PROBE=false): time to Done, writes per Ingress, requests by verb, RSS;
+# Then a StyrminMigration of as many Ingresses from nginx to haproxy, carried out by
+# `styrmin-webhook controllers --migrations` (stand-in controllers, `serve` apart as the API
+# server's admission, the default pace, the probe unless BENCH_MIGRATE_PROBE=false): time to
+# Done, writes per Ingress, requests by verb, RSS;
 # the table goes to target/bench-scale/migrate-<ingresses>.md.
 bench-scale: build
 	$(CARGO) run --release --locked -q -p styrmin-webhook-bench --bin bench_scale

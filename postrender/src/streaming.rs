@@ -7,8 +7,10 @@
 //! checked, so an error still leaves stdout empty. The filter keeps only the output of
 //! each finished block ([`Keep::Output`]): each block's edits are spliced into the block's
 //! own bytes as soon as it is rendered, so that the stream is held once, never as input
-//! and output side by side. This is the only pipeline: the filter, `check`, the fuzz targets and the
-//! tests (on a stream already in memory: `&[u8]` is a reader) all run it. The answer does
+//! and output side by side. The filter, `check`, the fuzz targets and the tests (on a stream
+//! already in memory: `&[u8]` is a reader) all run it. The KRM route does not: it renders
+//! its items where they lie with [`render::render_documents_apart`], and runs this pipeline
+//! only on an item that failed, alone, to word the error. The answer does
 //! not depend on where the blocks are cut, nor on what is kept: document numbers, line
 //! numbers and the first error in stream order included (tests/streaming.rs, with tiny blocks).
 

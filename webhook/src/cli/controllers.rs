@@ -2,7 +2,8 @@
 //! executor, in a Deployment of their own (docs/controllers.md). Every replica watches what
 //! the audit reads and keeps its audit current (warm: a new leader writes at once, with no
 //! relist); the replica that holds the Lease also writes. No admission listener: only
-//! `/metrics`, `/healthz`, `/readyz` and `/debug/audit` on the plain-HTTP listener.
+//! `/metrics`, `/healthz`, `/readyz`, `/debug/audit` and `GET /debug/deployments/{id}` on the
+//! plain-HTTP listener ([`metrics_router`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -51,7 +52,8 @@ pub struct ControllersArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Operations")]
 pub struct OperationsArgs {
-    /// Plain-HTTP address for /metrics, /healthz, /readyz and /debug/audit.
+    /// Plain-HTTP address for /metrics, /healthz, /readyz, /debug/audit and
+    /// /debug/deployments/{id}.
     #[arg(
         long,
         env = "STYRMIN_WEBHOOK_METRICS_LISTEN",

@@ -2,7 +2,8 @@
 //! custom resource (docs/rollout.md, "Migrate step by step"). `plan` and `start` read a
 //! migration from a file ([`file`](mod@file)); `status` reads and watches one
 //! ([`render`]); `pause`, `resume` and `abort` set a switch of its spec ([`calls`]). The
-//! webhook's leader carries migrations out (`serve --migrations`); nothing here does.
+//! holder of the controllers' Lease carries migrations out (`styrmin-webhook controllers
+//! --migrations`); nothing here does.
 //!
 //! Exit status, as `plan`'s: 0 done (for `plan`: nothing moves in any step and nothing found),
 //! 1 for `plan` something moves or a finding, for `status --watch` the migration ended
@@ -45,9 +46,9 @@ pub enum MigrateCommand {
     /// before it, as `plan` shows one change. Read-only. Exit status: 0 nothing moves and
     /// nothing found, 1 something moves or a finding, 2 the plan could not be made.
     Plan(PlanArgs),
-    /// Checks a migration as `migrate plan` does and creates it; the webhook's leader
-    /// (`serve --migrations`) carries it out. Exit status: 0 created, or it already exists
-    /// with the same steps and settings; 2 not.
+    /// Checks a migration as `migrate plan` does and creates it; the holder of the
+    /// controllers' Lease (`styrmin-webhook controllers --migrations`) carries it out. Exit
+    /// status: 0 created, or it already exists with the same steps and settings; 2 not.
     Start(StartArgs),
     /// Shows a migration: its phase and, per step, its progress, counts and failing
     /// Ingresses. Exit status: 0, or with `--watch` 0 once it is Done and 1 once it is

@@ -2,6 +2,8 @@
 //!
 //! - [`serve`]: the admission webhook. A bare `styrmin-webhook --listen …` also serves, as
 //!   the chart and the kustomize base start it.
+//! - [`controllers`]: the audit, and on the holder of the Lease the PolicyReport writer and
+//!   the migration executor, apart from admission.
 //! - [`audit`]: one audit of a cluster, for a person, CI or cron.
 //! - [`plan`]: what a proposed change of the levels would do, before it is made.
 //! - [`migrate`]: StyrminMigrations: plan one step by step, start it, follow, pause, resume
@@ -74,8 +76,8 @@ pub enum Command {
     /// plan could not be made, 3 `--fail-on` found what it fails on.
     Plan(PlanArgs),
     /// Plans, starts and follows a StyrminMigration: level changes in steps, carried out by
-    /// the webhook (`serve --migrations`), each gated on the target controller serving what
-    /// moved.
+    /// the controllers (`controllers --migrations`), each gated on the target controller
+    /// serving what moved.
     ///
     /// `plan -f` shows each step's plan on top of the steps before it; `start -f` creates the
     /// migration; `status NAME` shows its progress (`--watch` until it is finished); `pause`,

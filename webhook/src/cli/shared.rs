@@ -1,6 +1,8 @@
 //! The option groups more than one subcommand takes, each defined once: the audit's
-//! thresholds (`serve`'s periodic audit and `audit`), which cluster to read and the output
-//! format (`audit` and `plan`).
+//! thresholds (`audit`, and the periodic audit of `controllers`, or of `serve` only with its
+//! deprecated `--policy-reports`/`--migrations`; `serve`'s W2 denial also reads when a
+//! controller counts as stuck), which cluster to read and the output format (`audit`, `plan`
+//! and `migrate`).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -54,7 +56,7 @@ impl AuditThresholdArgs {
     }
 }
 
-/// Which cluster to read: the kubeconfig options of `audit` and `plan`.
+/// Which cluster to read: the kubeconfig options of `audit`, `plan` and `migrate`.
 #[derive(Debug, Args)]
 pub struct ClusterArgs {
     /// Kubeconfig file; default: $KUBECONFIG, ~/.kube/config, then the in-cluster service
@@ -93,7 +95,7 @@ impl ClusterArgs {
     }
 }
 
-/// How `audit` and `plan` print what they found.
+/// How `audit`, `plan`, `migrate plan` and `migrate status` print what they found.
 #[derive(Debug, Args)]
 pub struct OutputArgs {
     /// Output format.
@@ -121,7 +123,7 @@ pub const fn millis(duration: Duration) -> u64 {
     duration.as_millis() as u64
 }
 
-/// Names on stderr the objects the view leaves out (`audit`, `plan`).
+/// Names on stderr the objects the view leaves out (`audit`, `plan`, `migrate plan`).
 pub(super) fn warn_ignored(ignored: &[String]) {
     for why in ignored {
         eprintln!("warning: {why}");

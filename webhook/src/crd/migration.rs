@@ -1,11 +1,12 @@
 //! [`StyrminMigration`], cluster-scoped: a change of the levels carried out step by step by
-//! the webhook's leader, each step gated on the target controller serving what moved, and
-//! rolled back when it does not (docs/migrate.md).
+//! the holder of the controllers' Lease (`styrmin-webhook controllers --migrations`), each
+//! step gated on the target controller serving what moved, and rolled back when it does not
+//! (docs/migrate.md).
 //!
 //! The spec is what to do (the steps, the pace, the gates, what to do when a gate fails)
 //! and the three switches a person flips (`paused`, `abort`, `force`). The status is the
-//! executor's memory: a new leader resumes from it, so everything needed to go on or to
-//! roll back is in it (the levels as they were before each step), or in the cluster
+//! executor's memory: a new holder of the Lease resumes from it, so everything needed to go
+//! on or to roll back is in it (the levels as they were before each step), or in the cluster
 //! itself (an Ingress that already has its target class is not written again).
 
 use kube::CustomResource;
