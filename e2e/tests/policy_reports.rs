@@ -140,8 +140,8 @@ fn webhook_until(
         source,
         election: reports.election,
         policy_reports: Some(reports.reports),
-        metrics: state.metrics().policy_reports.clone(),
-        lease_held: state.metrics().controllers_lease_held.clone(),
+        metrics: state.metrics().controllers.policy_reports.clone(),
+        lease_held: state.metrics().controllers.lease_held.clone(),
         migrations: None,
         shutdown,
     };

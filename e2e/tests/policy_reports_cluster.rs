@@ -94,8 +94,8 @@ async fn reports_on_a_real_api_server() {
             legacy_name: None,
         },
         policy_reports: report_settings,
-        metrics: state.metrics().policy_reports.clone(),
-        lease_held: state.metrics().controllers_lease_held.clone(),
+        metrics: state.metrics().controllers.policy_reports.clone(),
+        lease_held: state.metrics().controllers.lease_held.clone(),
         migrations: None,
         shutdown: tokio_util::sync::CancellationToken::new(),
     };

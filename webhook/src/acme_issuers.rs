@@ -90,7 +90,7 @@ impl AcmeIssuer {
 }
 
 /// How long one discovery or list call may take.
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Every Issuer and ClusterIssuer with an HTTP01 Ingress solver; none when the API server
 /// does not serve cert-manager's API.
@@ -126,7 +126,7 @@ pub async fn read(client: &Client) -> Result<Vec<AcmeIssuer>, kube::Error> {
 }
 
 async fn timed<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, kube::Error> {
-    crate::controllers::lease::bounded(CALL_TIMEOUT, call).await
+    crate::kube_calls::bounded(READ_TIMEOUT, call).await
 }
 
 #[cfg(test)]

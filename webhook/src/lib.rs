@@ -43,6 +43,7 @@ pub mod crd;
 pub mod decide;
 pub mod helm_release;
 pub mod ingress_controllers;
+pub mod kube_calls;
 pub mod kube_source;
 pub mod metrics;
 pub mod open_files;

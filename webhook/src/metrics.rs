@@ -120,15 +120,8 @@ pub struct Metrics {
     pub open_files_limit: Gauge,
     /// The audit of what is already in the cluster (`crate::audit`).
     pub audit: crate::audit::AuditMetrics,
-    /// The PolicyReport writer's (`crate::controllers::policy_reports`), handed to it at start.
-    pub policy_reports: crate::controllers::policy_reports::metrics::PolicyReportMetrics,
-    /// The migration executor's (`crate::controllers::migration`), handed to it at start.
-    pub migrations: crate::controllers::migration::metrics::MigrationMetrics,
-    /// 1 while this replica holds the controllers' Lease (`crate::controllers::lease`).
-    pub controllers_lease_held: Gauge,
-    /// 1 in a process that runs the controllers (`styrmin-webhook controllers`), so that
-    /// "no replica holds the Lease" can be told apart from "no controllers scraped".
-    pub controllers_running: Gauge,
+    /// The cluster-wide controllers' (`crate::controllers`), handed to them at start.
+    pub controllers: crate::controllers::ControllerMetrics,
     registry: Registry,
 }
 
@@ -142,10 +135,7 @@ impl Metrics {
     pub fn new() -> Self {
         let mut metrics = Metrics {
             audit: crate::audit::AuditMetrics::default(),
-            policy_reports: Default::default(),
-            migrations: Default::default(),
-            controllers_lease_held: Gauge::default(),
-            controllers_running: Gauge::default(),
+            controllers: Default::default(),
             requests: Family::default(),
             // 50 µs .. ~1.6 s.
             request_duration: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
@@ -168,23 +158,8 @@ impl Metrics {
         metrics.register_admission_and_view();
         metrics.register_serving();
         metrics.audit = crate::audit::AuditMetrics::register(&mut metrics.registry);
-        metrics.policy_reports =
-            crate::controllers::policy_reports::metrics::PolicyReportMetrics::register(
-                &mut metrics.registry,
-            );
-        metrics.migrations = crate::controllers::migration::metrics::MigrationMetrics::register(
-            &mut metrics.registry,
-        );
-        metrics.registry.register(
-            "controllers_lease_held",
-            "1 while this replica holds the controllers' Lease and runs the report writer and the migrations",
-            metrics.controllers_lease_held.clone(),
-        );
-        metrics.registry.register(
-            "controllers_running",
-            "1 in a process that runs the cluster-wide controllers and takes part in their election",
-            metrics.controllers_running.clone(),
-        );
+        metrics.controllers =
+            crate::controllers::ControllerMetrics::register(&mut metrics.registry);
         metrics
     }
 

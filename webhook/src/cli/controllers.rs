@@ -124,7 +124,7 @@ impl ControllersArgs {
             election,
             policy_reports,
             migrations.migrations,
-            &metrics,
+            &metrics.controllers,
             shutdown.clone(),
         );
         let state = AppState::new(

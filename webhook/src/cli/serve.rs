@@ -372,7 +372,7 @@ impl ServeArgs {
                     self.election.settings()?,
                     policy_reports,
                     self.migrations.migrations,
-                    &metrics,
+                    &metrics.controllers,
                     shutdown.clone(),
                 );
                 serve(&self, source, audits, metrics, shutdown).await

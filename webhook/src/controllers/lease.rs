@@ -37,6 +37,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::kube_calls::bounded;
+
 /// The defaults of client-go's leader election (and of kube-controller-manager).
 pub const LEASE_DURATION: Duration = Duration::from_secs(15);
 pub const RENEW_DEADLINE: Duration = Duration::from_secs(10);
@@ -348,19 +350,6 @@ async fn give_back(api: &Api<Lease>, settings: &LeaseSettings) -> Result<bool, k
     api.replace(&settings.name, &PostParams::default(), &lease)
         .await
         .map(|_| true)
-}
-
-/// A call that gives up after `limit`, as a [`kube::Error`] like any other failure.
-pub async fn bounded<T>(
-    limit: Duration,
-    call: impl std::future::Future<Output = Result<T, kube::Error>>,
-) -> Result<T, kube::Error> {
-    match tokio::time::timeout(limit, call).await {
-        Ok(result) => result,
-        Err(_) => Err(kube::Error::Service(
-            format!("no answer from the API server within {limit:?}").into(),
-        )),
-    }
 }
 
 /// Takes part in the election until `shutdown` is cancelled, then gives the Lease back if

@@ -28,11 +28,13 @@ pub mod policy_reports;
 use std::time::Duration;
 
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
 use crate::kube_source::{ApiCall, KubeSource};
 use crate::view::{ViewSink, ViewSource};
 use lease::{Leadership, LeaseSettings};
+use migration::metrics::MigrationMetrics;
 use migration::run::MigrationSettings;
 use policy_reports::PolicyReportSettings;
 use policy_reports::metrics::PolicyReportMetrics;
@@ -67,6 +69,41 @@ pub const LEASE_CALLS: [ApiCall; 3] = [
     },
 ];
 
+/// The controllers' metrics, in the process's registry ([`crate::metrics`]).
+#[derive(Clone, Debug, Default)]
+pub struct ControllerMetrics {
+    /// The PolicyReport writer's, handed to it at start.
+    pub policy_reports: PolicyReportMetrics,
+    /// The migration executor's, handed to it at start.
+    pub migrations: MigrationMetrics,
+    /// `controllers_lease_held`: 1 while this replica holds the controllers' Lease.
+    pub lease_held: Gauge,
+    /// `controllers_running`: 1 in a process that runs the controllers, so that "no
+    /// replica holds the Lease" can be told apart from "no controllers scraped".
+    pub running: Gauge,
+}
+
+impl ControllerMetrics {
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = ControllerMetrics {
+            policy_reports: PolicyReportMetrics::register(registry),
+            migrations: MigrationMetrics::register(registry),
+            ..ControllerMetrics::default()
+        };
+        registry.register(
+            "controllers_lease_held",
+            "1 while this replica holds the controllers' Lease and runs the report writer and the migrations",
+            metrics.lease_held.clone(),
+        );
+        registry.register(
+            "controllers_running",
+            "1 in a process that runs the cluster-wide controllers and takes part in their election",
+            metrics.running.clone(),
+        );
+        metrics
+    }
+}
+
 /// The kube source with the cluster-wide controllers it feeds: a [`ViewSource`] whose run
 /// also runs the election and the controllers. At `shutdown` the controllers stop first,
 /// and only once they have stopped (or [`LeaseSettings::renew_deadline`] has passed and
@@ -90,18 +127,18 @@ pub struct WithControllers {
 }
 
 impl WithControllers {
-    /// The controllers of a process whose metrics are `metrics` (marked as running the
-    /// controllers there), the executor on when `migrations`, its events and canaries under
+    /// The controllers of a process whose controllers' metrics are `metrics` (marked as
+    /// running the controllers there), the executor on when `migrations`, its events and canaries under
     /// the election's identity and namespace.
     pub fn new(
         source: KubeSource,
         election: LeaseSettings,
         policy_reports: Option<PolicyReportSettings>,
         migrations: bool,
-        metrics: &crate::metrics::Metrics,
+        metrics: &ControllerMetrics,
         shutdown: CancellationToken,
     ) -> Self {
-        metrics.controllers_running.set(1);
+        metrics.running.set(1);
         WithControllers {
             source,
             migrations: migrations.then(|| MigrationSettings {
@@ -114,7 +151,7 @@ impl WithControllers {
             election,
             policy_reports,
             metrics: metrics.policy_reports.clone(),
-            lease_held: metrics.controllers_lease_held.clone(),
+            lease_held: metrics.lease_held.clone(),
             shutdown,
         }
     }

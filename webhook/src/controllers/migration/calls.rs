@@ -14,9 +14,8 @@ use styrmin_ingress_rules::{CLASS_ANNOTATION, ClassFields};
 use super::step::{LevelKey, LevelKind, ServedIngress};
 use crate::crd::migration::{StyrminMigration, StyrminMigrationStatus};
 use crate::crd::{GROUP, VERSION};
+use crate::kube_calls::{CALL_TIMEOUT, NoAnswer, bounded};
 
-/// How long one call may take.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 pub use super::step::RECORD_BEFORE_ANNOTATION;
 
 #[derive(Debug, thiserror::Error)]
@@ -31,19 +30,21 @@ pub enum CallError {
     Timeout { what: String },
 }
 
-/// `call`, bounded by [`CALL_TIMEOUT`], its error saying `what` was asked.
-pub async fn bounded<T>(
+/// `call`, [`bounded`] by [`CALL_TIMEOUT`], its error saying `what` was asked.
+pub async fn ask<T>(
     what: impl FnOnce() -> String,
     call: impl std::future::Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, CallError> {
-    match tokio::time::timeout(CALL_TIMEOUT, call).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(source)) => Err(CallError::Api {
-            what: what(),
-            source,
-        }),
-        Err(_) => Err(CallError::Timeout { what: what() }),
-    }
+    bounded(CALL_TIMEOUT, call).await.map_err(|source| {
+        if NoAnswer::is(&source) {
+            CallError::Timeout { what: what() }
+        } else {
+            CallError::Api {
+                what: what(),
+                source,
+            }
+        }
+    })
 }
 
 impl CallError {
@@ -94,7 +95,7 @@ pub struct ReadLevel {
 /// A level object's spec and version (`None`: it does not exist).
 pub async fn read_level(client: &Client, key: &LevelKey) -> Result<Option<ReadLevel>, CallError> {
     let api = level_api(client, key);
-    let object = bounded(|| format!("reading {key}"), api.get_opt(&key.name)).await?;
+    let object = ask(|| format!("reading {key}"), api.get_opt(&key.name)).await?;
     Ok(object.map(|o| ReadLevel {
         spec: o.data.get("spec").cloned().unwrap_or(json!({})),
         resource_version: o.metadata.resource_version,
@@ -133,12 +134,12 @@ pub async fn write_level(
             }),
             ..DeleteParams::default()
         };
-        let deleted = bounded(|| format!("deleting {key}"), api.delete(&key.name, &params)).await;
+        let deleted = ask(|| format!("deleting {key}"), api.delete(&key.name, &params)).await;
         return unless_answered(404, deleted).map(drop);
     };
     if version.is_some() {
         let patch = versioned_patch(version, "/spec", spec);
-        return bounded(
+        return ask(
             what,
             api.patch(
                 &key.name,
@@ -152,7 +153,7 @@ pub async fn write_level(
     let mut object = DynamicObject::new(&key.name, &level_resource(key));
     object.metadata.namespace = key.namespace.clone();
     object.data = json!({"spec": spec});
-    bounded(what, api.create(&PostParams::default(), &object))
+    ask(what, api.create(&PostParams::default(), &object))
         .await
         .map(drop)
 }
@@ -200,7 +201,7 @@ async fn set_record_once(
     let api = deployment_api(client, id);
     let name = format!("styrmin-{id}");
     let what = || format!("setting the record of deployment {id}");
-    let object = bounded(what, api.get(&name)).await?;
+    let object = ask(what, api.get(&name)).await?;
     let current = object.data.pointer("/status/lastDeployed").cloned();
     if current.as_ref() == Some(record) {
         return Ok(());
@@ -217,7 +218,7 @@ async fn set_record_once(
             "resourceVersion": version,
             "annotations": {RECORD_BEFORE_ANNOTATION: before},
         }});
-        let patched = bounded(
+        let patched = ask(
             what,
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
         )
@@ -226,7 +227,7 @@ async fn set_record_once(
     }
     let patch =
         json!({"metadata": {"resourceVersion": version}, "status": {"lastDeployed": record}});
-    bounded(
+    ask(
         what,
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
     )
@@ -239,7 +240,7 @@ pub async fn restore_record(client: &Client, id: &str) -> Result<(), CallError> 
     let api = deployment_api(client, id);
     let name = format!("styrmin-{id}");
     let what = || format!("restoring the record of deployment {id}");
-    let object = bounded(what, api.get(&name)).await?;
+    let object = ask(what, api.get(&name)).await?;
     let Some(before) = object
         .metadata
         .annotations
@@ -255,7 +256,7 @@ pub async fn restore_record(client: &Client, id: &str) -> Result<(), CallError> 
         "metadata": {"resourceVersion": object.metadata.resource_version},
         "status": {"lastDeployed": before["lastDeployed"]},
     });
-    bounded(
+    ask(
         what,
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
     )
@@ -267,7 +268,7 @@ pub async fn restore_record(client: &Client, id: &str) -> Result<(), CallError> 
 pub async fn forget_record(client: &Client, id: &str) -> Result<(), CallError> {
     let api = deployment_api(client, id);
     let patch = json!({"metadata": {"annotations": {RECORD_BEFORE_ANNOTATION: null}}});
-    bounded(
+    ask(
         || format!("forgetting the kept record of deployment {id}"),
         api.patch(
             &format!("styrmin-{id}"),
@@ -290,12 +291,12 @@ pub async fn write_back(
 ) -> Result<ClassFields, CallError> {
     let api: Api<Ingress> = Api::namespaced(client.clone(), namespace);
     let what = || format!("writing Ingress {namespace}/{name}");
-    let ingress = bounded(what, api.get(name)).await?;
+    let ingress = ask(what, api.get(name)).await?;
     let params = PostParams {
         dry_run,
         ..PostParams::default()
     };
-    let stored = bounded(what, api.replace(name, &params, &ingress)).await?;
+    let stored = ask(what, api.replace(name, &params, &ingress)).await?;
     Ok(class_fields(&stored))
 }
 
@@ -347,7 +348,7 @@ pub async fn served_in(
     namespace: &str,
 ) -> Result<BTreeMap<String, ServedIngress>, CallError> {
     let api: Api<Ingress> = Api::namespaced(client.clone(), namespace);
-    let list = bounded(
+    let list = ask(
         || format!("listing the Ingresses of {namespace}"),
         api.list(&kube::api::ListParams::default()),
     )
@@ -404,7 +405,7 @@ pub async fn create_canary(
         },
     }))
     .unwrap_or_default();
-    let created = bounded(
+    let created = ask(
         || format!("creating the canary Ingress {namespace}/{name}"),
         api.create(&PostParams::default(), &ingress),
     )
@@ -419,7 +420,7 @@ pub async fn read_canary(
     name: &str,
 ) -> Result<Option<ServedIngress>, CallError> {
     let api: Api<Ingress> = Api::namespaced(client.clone(), namespace);
-    let found = bounded(
+    let found = ask(
         || format!("reading the canary Ingress {namespace}/{name}"),
         api.get_opt(name),
     )
@@ -429,7 +430,7 @@ pub async fn read_canary(
 
 pub async fn delete_canary(client: &Client, namespace: &str, name: &str) -> Result<(), CallError> {
     let api: Api<Ingress> = Api::namespaced(client.clone(), namespace);
-    let deleted = bounded(
+    let deleted = ask(
         || format!("deleting the canary Ingress {namespace}/{name}"),
         api.delete(name, &DeleteParams::default()),
     )
@@ -440,7 +441,7 @@ pub async fn delete_canary(client: &Client, namespace: &str, name: &str) -> Resu
 /// The migrations, oldest first.
 pub async fn list_migrations(client: &Client) -> Result<Vec<StyrminMigration>, CallError> {
     let api: Api<StyrminMigration> = Api::all(client.clone());
-    let mut list = bounded(
+    let mut list = ask(
         || "listing the StyrminMigrations".to_owned(),
         api.list(&kube::api::ListParams::default()),
     )
@@ -458,7 +459,7 @@ pub async fn read_migration(
     name: &str,
 ) -> Result<Option<StyrminMigration>, CallError> {
     let api: Api<StyrminMigration> = Api::all(client.clone());
-    bounded(
+    ask(
         || format!("reading StyrminMigration {name}"),
         api.get_opt(name),
     )
@@ -480,7 +481,7 @@ pub async fn write_status(
         "/status",
         &serde_json::to_value(status).unwrap_or_default(),
     );
-    bounded(
+    ask(
         || format!("writing the status of StyrminMigration {name}"),
         api.patch_status(name, &PatchParams::default(), &Patch::Json::<()>(patch)),
     )
@@ -528,7 +529,7 @@ pub async fn probe(
 pub async fn set_paused(client: &Client, name: &str) -> Result<StyrminMigration, CallError> {
     let api: Api<StyrminMigration> = Api::all(client.clone());
     let patch = json!({"spec": {"paused": true}});
-    bounded(
+    ask(
         || format!("pausing StyrminMigration {name}"),
         api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)),
     )

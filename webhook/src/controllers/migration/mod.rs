@@ -82,7 +82,6 @@ pub const CANARY_CALLS: [ApiCall; 1] = [ApiCall::Resource {
     names: &[],
 }];
 
-pub mod backoff;
 pub mod calls;
 pub mod metrics;
 pub mod run;

@@ -10,17 +10,16 @@ use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio_util::sync::CancellationToken;
 
-use super::backoff::Backoff;
 use super::calls::{self, CallError};
 use super::metrics::MigrationMetrics;
 use super::step::{self, LevelKey, Levels, Mover, Movers, StepError};
 use crate::audit::moving::MovingIngresses;
 use crate::controllers::lease::Leadership;
-use crate::controllers::policy_reports::CallBudget;
 use crate::crd::migration::{
     CanaryAddress, ExecutorError, MigrationCondition, MigrationPhase, OnGateFailure, ProbeGate,
     StatusTooLarge, StepPhase, StepStatus, StyrminMigration, StyrminMigrationStatus, steps_digest,
 };
+use crate::kube_calls::{CallBudget, KeyedBackoff};
 use crate::kube_source::{Snapshot, SnapshotError, WatchedClusterFeed};
 use crate::plan::{ClassInfo, PlanInput, PreflightReason};
 use crate::view::View;
@@ -41,6 +40,11 @@ const WRITE_BACK_TRIES: u32 = 5;
 const PROBES_IN_FLIGHT: usize = 16;
 /// How long a wave waits for admission to give its first Ingress the target.
 const VIEW_WAIT: Duration = Duration::from_secs(10);
+/// The wait before a migration is tried again after an error, per migration: doubling
+/// from this up to [`RETRY_LONGEST`], forgotten once a pass over it ends without one.
+pub const RETRY_FIRST: Duration = Duration::from_secs(2);
+/// The longest wait: an error that lasts is tried again every five minutes.
+pub const RETRY_LONGEST: Duration = Duration::from_secs(300);
 
 /// What the executor needs besides the client.
 #[derive(Clone, Debug)]
@@ -130,7 +134,7 @@ pub async fn run_migrations(
         recorder,
         stored: std::sync::Mutex::default(),
     };
-    let mut backoff = Backoff::default();
+    let mut backoff = KeyedBackoff::new(RETRY_FIRST, RETRY_LONGEST);
     loop {
         if executor.leadership.holds() {
             // A hold that ends during a pass drops it: the next holder goes on from the status.
@@ -176,7 +180,7 @@ const LISTING: &str = "";
 impl Executor {
     /// Carries out the oldest unfinished migration as far as it goes now, unless it waits
     /// after an error; an error is reported and backs that migration off.
-    async fn next(&self, backoff: &mut Backoff) {
+    async fn next(&self, backoff: &mut KeyedBackoff<String>) {
         let metrics = &self.settings.metrics;
         if !backoff.is_due(LISTING, Instant::now()) {
             return;

@@ -13,7 +13,7 @@ use super::content::{
     ReportApi, ReportKey, owned_through_a_selector,
 };
 use super::ledger::KnownReport;
-use crate::controllers::lease::bounded;
+use crate::kube_calls::bounded;
 
 /// The field manager of every report write.
 pub const FIELD_MANAGER: &str = "styrmin-webhook";

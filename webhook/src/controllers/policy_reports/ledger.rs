@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::content::{Digest, FirstSeen, ReportKey, ReportSet};
+use crate::kube_calls::KeyedBackoff;
 
 /// One planned write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,19 +35,22 @@ pub struct KnownReport {
     pub selected_owner: bool,
 }
 
-/// A report whose last write failed: tried again at `retry_at`, not before.
-#[derive(Clone, Copy, Debug)]
-struct Failing {
-    next_delay: Duration,
-    retry_at: Instant,
-}
-
 /// The reports the cluster holds, as far as the writer knows; `None` until it has listed
 /// them (a new leader lists first: another replica may have written).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ReportLedger {
     known: Option<HashMap<ReportKey, KnownReport>>,
-    failing: HashMap<ReportKey, Failing>,
+    /// The reports whose last write failed: each tried again when due, not before.
+    failing: KeyedBackoff<ReportKey>,
+}
+
+impl Default for ReportLedger {
+    fn default() -> Self {
+        ReportLedger {
+            known: None,
+            failing: KeyedBackoff::new(RETRY_FIRST, RETRY_MAX),
+        }
+    }
 }
 
 /// A failed write is tried again after this, doubling up to [`RETRY_MAX`], per report.
@@ -96,7 +100,7 @@ impl ReportLedger {
         known.retain(|key, report| {
             desired.find(key).is_some() || desired.has_object(key) || report.selected_owner
         });
-        let due = |key: &ReportKey| self.failing.get(key).is_none_or(|f| f.retry_at <= now);
+        let due = |key: &ReportKey| self.failing.is_due(key, now);
         let mut writes: Vec<ReportWrite> = desired
             .digests()
             .enumerate()
@@ -132,7 +136,7 @@ impl ReportLedger {
 
     /// A write succeeded: the report is `report` now.
     pub fn written(&mut self, key: &ReportKey, report: KnownReport) {
-        self.failing.remove(key);
+        self.failing.succeeded(key);
         if let Some(known) = &mut self.known {
             known.insert(key.clone(), report);
         }
@@ -140,7 +144,7 @@ impl ReportLedger {
 
     /// A delete succeeded (or the report was already gone).
     pub fn deleted(&mut self, key: &ReportKey) {
-        self.failing.remove(key);
+        self.failing.succeeded(key);
         if let Some(known) = &mut self.known {
             known.remove(key);
         }
@@ -149,20 +153,12 @@ impl ReportLedger {
     /// A write of `key` failed at `now`: it waits, doubling from [`RETRY_FIRST`] to
     /// [`RETRY_MAX`]; the others do not. Returns how long.
     pub fn failed(&mut self, key: &ReportKey, now: Instant) -> Duration {
-        let delay = self.failing.get(key).map_or(RETRY_FIRST, |f| f.next_delay);
-        self.failing.insert(
-            key.clone(),
-            Failing {
-                next_delay: (delay * 2).min(RETRY_MAX),
-                retry_at: now + delay,
-            },
-        );
-        delay
+        self.failing.failed(key, now).1
     }
 
     /// The earliest time a failed write falls due, if any.
     pub fn next_retry(&self) -> Option<Instant> {
-        self.failing.values().map(|f| f.retry_at).min()
+        self.failing.next_retry()
     }
 
     /// How many reports wait after a failed write.
@@ -177,46 +173,6 @@ impl ReportLedger {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-}
-
-/// When failed writes are tried again: doubling from `first` up to `max`, back to nothing
-/// after a pass without failures.
-#[derive(Debug)]
-pub struct Backoff {
-    first: Duration,
-    max: Duration,
-    next: Option<Duration>,
-    retry_at: Option<Instant>,
-}
-
-impl Backoff {
-    pub fn new(first: Duration, max: Duration) -> Self {
-        Backoff {
-            first,
-            max,
-            next: None,
-            retry_at: None,
-        }
-    }
-
-    /// A pass had failures at `now`: the next retry is due after the current delay.
-    pub fn failed(&mut self, now: Instant) -> Duration {
-        let delay = self.next.unwrap_or(self.first);
-        self.next = Some((delay * 2).min(self.max));
-        self.retry_at = Some(now + delay);
-        delay
-    }
-
-    /// A pass without failures.
-    pub fn succeeded(&mut self) {
-        self.next = None;
-        self.retry_at = None;
-    }
-
-    /// When a retry is due, if one is.
-    pub fn retry_at(&self) -> Option<Instant> {
-        self.retry_at
     }
 }
 

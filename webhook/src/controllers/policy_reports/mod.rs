@@ -12,8 +12,8 @@
 //!   `resync_every` and after the watches list again, and repairs what someone else
 //!   deleted or changed; when all is as written, that costs the list calls and nothing else;
 //! - writes (and list pages) share one budget of `qps` a second with a burst of
-//!   [`burst`]; a write that fails waits on its own, doubling from 1 s to 60 s, and holds
-//!   no other back;
+//!   [`burst`](crate::kube_calls::burst); a write that fails waits on its own, doubling
+//!   from 1 s to 60 s, and holds no other back;
 //! - every call has a timeout, and none runs without the Lease: a write in flight is
 //!   dropped the moment the hold ends ([`Leadership::while_held`]).
 
@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use super::lease::Leadership;
 use crate::audit::round::{AuditFeed, AuditRound};
 use crate::clock::unix_now;
+use crate::kube_calls::{Backoff, CALL_TIMEOUT, CallBudget};
 use crate::kube_source::ApiCall;
 use content::{
     Digest, FirstSeen, ReportApi, ReportKey, ReportResults, ReportSet, StampedReport,
@@ -37,7 +38,7 @@ use content::{
 };
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
-pub use ledger::{Backoff, KnownReport, ReportLedger, ReportWrite};
+pub use ledger::{KnownReport, ReportLedger, ReportWrite};
 use metrics::PolicyReportMetrics;
 
 /// What the writer does to its reports: lists its own (metadata only), applies them
@@ -62,8 +63,6 @@ pub const fn report_call(api: ReportApi) -> ApiCall {
 pub const DEFAULT_QPS: f64 = 20.0;
 /// The default of `--policy-reports-resync-secs`.
 pub const RESYNC_EVERY: Duration = Duration::from_secs(600);
-/// How long one list page, apply or delete may take.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Writes in flight at once. One at a time, the writer's pace is one write per round trip
 /// (about 100 a second against an API server on two cores, whatever `--policy-reports-qps`
 /// allows); a few side by side let it reach the budget. Bounded, so that a pass holds at
@@ -98,11 +97,6 @@ pub struct PolicyReportSettings {
 /// The default of [`PolicyReportSettings::rediscover_every`].
 pub const REDISCOVER_EVERY: Duration = Duration::from_secs(60);
 
-/// The burst of the call budget: one second of calls, at least one.
-pub fn burst(qps: f64) -> f64 {
-    qps.ceil().max(1.0)
-}
-
 /// The report API to write in: the one asked for, or for `auto` the first of
 /// [`ReportApi::ALL`] the API server serves (`None`: neither). Discovery that fails is
 /// tried again with backoff.
@@ -125,50 +119,6 @@ pub async fn detect(client: &Client, target: ReportTarget) -> Option<ReportApi> 
             }
         }
         return None;
-    }
-}
-
-/// A budget of `qps` calls a second with a burst of [`burst`] (a token bucket).
-#[derive(Debug)]
-pub struct CallBudget {
-    qps: f64,
-    burst: f64,
-    tokens: f64,
-    at: Instant,
-}
-
-impl CallBudget {
-    pub fn new(qps: f64) -> Self {
-        let burst = burst(qps);
-        CallBudget {
-            qps,
-            burst,
-            tokens: burst,
-            at: Instant::now(),
-        }
-    }
-
-    /// How long to wait at `now` before the next call may start; takes its token.
-    pub fn take(&mut self, now: Instant) -> Duration {
-        if !(self.qps > 0.0 && self.qps.is_finite()) {
-            return Duration::ZERO;
-        }
-        let earned = now.saturating_duration_since(self.at).as_secs_f64() * self.qps;
-        self.tokens = (self.tokens + earned).min(self.burst);
-        self.at = now;
-        self.tokens -= 1.0;
-        if self.tokens >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-self.tokens / self.qps)
-        }
-    }
-
-    async fn wait(&mut self) {
-        let delay = self.take(Instant::now());
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
-        }
     }
 }
 
@@ -678,27 +628,5 @@ mod tests {
         for code in [403, 409, 422, 500, 503] {
             assert!(!says_api_gone(&status(code, None)), "{code}");
         }
-    }
-
-    #[test]
-    fn the_budget_allows_a_burst_of_one_second_then_paces_at_qps() {
-        let start = Instant::now();
-        let mut budget = CallBudget::new(20.0);
-        let waits: Vec<Duration> = (0..22).map(|_| budget.take(start)).collect();
-        assert!(waits[..20].iter().all(|w| w.is_zero()), "{waits:?}");
-        assert_eq!(waits[20], Duration::from_millis(50));
-        assert_eq!(waits[21], Duration::from_millis(100));
-        // Time earns tokens back, never more than the burst.
-        let mut budget = CallBudget::new(20.0);
-        let later = start + Duration::from_secs(3600);
-        let free = (0..40).filter(|_| budget.take(later).is_zero()).count();
-        assert_eq!(free, 20);
-        // 0: no limit.
-        let mut unlimited = CallBudget::new(0.0);
-        assert!((0..1000).all(|_| unlimited.take(start).is_zero()));
-        // A fraction of a call a second still allows one call.
-        let mut slow = CallBudget::new(0.5);
-        assert!(slow.take(start).is_zero());
-        assert_eq!(slow.take(start), Duration::from_secs(2));
     }
 }

@@ -232,15 +232,3 @@ fn a_failing_report_waits_alone_and_backs_off() {
     assert_eq!(ledger.failing(), 0, "a success ends the backoff");
     assert_eq!(ledger.next_retry(), None);
 }
-
-#[test]
-fn backoff_doubles_to_its_cap_and_resets() {
-    let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(5));
-    let now = Instant::now();
-    let delays: Vec<_> = (0..5).map(|_| backoff.failed(now).as_secs()).collect();
-    assert_eq!(delays, [1, 2, 4, 5, 5]);
-    assert_eq!(backoff.retry_at(), Some(now + Duration::from_secs(5)));
-    backoff.succeeded();
-    assert_eq!(backoff.retry_at(), None);
-    assert_eq!(backoff.failed(now), Duration::from_secs(1));
-}
