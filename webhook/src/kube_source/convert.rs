@@ -247,6 +247,8 @@ pub fn version_of(info: &Info) -> Option<KubernetesVersion> {
 
 /// Audits the objects as the cluster lists them (the watches' stores, or one listing),
 /// now: the Namespaces and IngressClasses count by name.
+// One slice per watch store, as the run loop and the one-shot listing hold them.
+#[allow(clippy::too_many_arguments)]
 pub fn audit_listed(
     view: &View,
     ingresses: &[Arc<AuditedIngress>],
