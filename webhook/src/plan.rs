@@ -22,6 +22,7 @@ use styrmin_ingress_rules::{ClassFields, EnforcementMode, IngressTarget, resolve
 
 use crate::acme_issuers::AcmeIssuer;
 use crate::audit::objects::AuditedIngress;
+use crate::crd::migration::AnnotationPolicy;
 use crate::crd::{StyrminCluster, StyrminDeployment, StyrminEnvironment};
 use crate::ingress_controllers::known;
 use crate::view::{Phase, View, namespace_owner};
@@ -249,6 +250,35 @@ impl Plan {
     /// Nothing moves and nothing was found: exit 0.
     pub fn is_quiet(&self) -> bool {
         self.moves() == (0, 0) && self.preflight.is_empty()
+    }
+
+    /// Why a migration step whose `spec.preflight.unsupportedAnnotations` is `policy` waits
+    /// for this plan (`None`: it does not): with `block`, the Ingresses that move carrying
+    /// annotations their target does not read, the first few named.
+    pub fn held_by_annotations(&self, policy: AnnotationPolicy) -> Option<String> {
+        if policy == AnnotationPolicy::Warn {
+            return None;
+        }
+        let carrying: Vec<&AnnotationReport> = self
+            .annotations
+            .iter()
+            .filter(|r| !r.unsupported.is_empty())
+            .collect();
+        let first = carrying.first()?;
+        let keys: Vec<&str> = first
+            .unsupported
+            .iter()
+            .map(|j| j.annotation.as_str())
+            .collect();
+        Some(format!(
+            "unsupported_annotations: {} moving Ingresses carry annotations {} does not read, \
+             {}/{} among them ({}); spec.preflight.unsupportedAnnotations is block",
+            carrying.len(),
+            first.target,
+            first.namespace,
+            first.name,
+            keys.join(", ")
+        ))
     }
 
     /// Whether a moving Ingress carries an annotation `fail_on` fails on (a target not

@@ -267,6 +267,45 @@ fn f5_nginx_and_haproxy_read_renamed_keys_and_nothing_else() {
     assert!(haproxy_plan.fails_on(FailOn::Unsupported));
 }
 
+/// `spec.preflight.unsupportedAnnotations` of a migration: `warn` never holds a step;
+/// `block` holds it exactly when `plan --fail-on unsupported` fails, and says which.
+#[test]
+fn block_holds_a_step_exactly_where_fail_on_unsupported_fails() {
+    use styrmin_webhook::crd::migration::AnnotationPolicy;
+    let cluster = Cluster::recorded();
+    let old = cluster.plan_to(
+        "traefik",
+        &["traefik=traefik-ingress-nginx"],
+        &["traefik=3.6.2"],
+    );
+    assert!(old.fails_on(FailOn::Unsupported));
+    assert_eq!(old.held_by_annotations(AnnotationPolicy::Warn), None);
+    let held = old.held_by_annotations(AnnotationPolicy::Block).unwrap();
+    assert!(
+        held.starts_with("unsupported_annotations: 4 moving Ingresses"),
+        "{held}"
+    );
+    assert!(held.contains("modsecurity-snippet"), "{held}");
+    // Traefik 3.7 reads all but Hub's ModSecurity: still held, by one Ingress.
+    let new = cluster.plan_to(
+        "traefik",
+        &["traefik=traefik-ingress-nginx"],
+        &["traefik=3.7.9"],
+    );
+    let held = new.held_by_annotations(AnnotationPolicy::Block).unwrap();
+    assert!(
+        held.starts_with("unsupported_annotations: 1 moving Ingresses"),
+        "{held}"
+    );
+    // A plan with nothing unsupported is never held.
+    let mut clean = new.clone();
+    for report in &mut clean.annotations {
+        report.unsupported.clear();
+    }
+    assert!(!clean.fails_on(FailOn::Unsupported));
+    assert_eq!(clean.held_by_annotations(AnnotationPolicy::Block), None);
+}
+
 #[test]
 fn the_hash_leaves_out_nothing_but_is_the_same_for_the_same_plan() {
     let cluster = Cluster::recorded();

@@ -88,6 +88,9 @@ pub struct StyrminMigrationSpec {
     /// What to do when a gate fails: `rollback` (the default) or `pause`.
     #[serde(default)]
     pub on_gate_failure: OnGateFailure,
+    /// What the pre-flight holds a step for, beyond its blocking findings.
+    #[serde(default)]
+    pub preflight: PreflightPolicy,
     /// Stop between waves, and go on when set back to false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
@@ -270,6 +273,29 @@ impl ProbeGate {
             self.expected_status.contains(&status)
         }
     }
+}
+
+/// What the pre-flight holds a step for, beyond its blocking findings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PreflightPolicy {
+    /// Annotations the target controller does not read, by the annotation catalog
+    /// (`styrmin-webhook plan --fail-on unsupported` finds the same): `warn` (the default)
+    /// notes them and goes on; `block` holds the step until they are dealt with (or
+    /// `force` is set).
+    #[serde(default)]
+    pub unsupported_annotations: AnnotationPolicy,
+}
+
+/// What an annotation the target does not read does to a step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum AnnotationPolicy {
+    /// Noted in the step's pre-flight notes; the step goes on.
+    #[default]
+    Warn,
+    /// The step waits, as for a blocking finding.
+    Block,
 }
 
 /// What a failed gate does.

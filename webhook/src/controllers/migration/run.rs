@@ -17,7 +17,8 @@ use crate::audit::moving::MovingIngresses;
 use crate::controllers::lease::Leadership;
 use crate::crd::migration::{
     CanaryAddress, ExecutorError, MigrationCondition, MigrationPhase, OnGateFailure, ProbeGate,
-    StatusTooLarge, StepPhase, StepStatus, StyrminMigration, StyrminMigrationStatus, steps_digest,
+    StatusTooLarge, StepPhase, StepStatus, StyrminMigration, StyrminMigrationSpec,
+    StyrminMigrationStatus, steps_digest,
 };
 use crate::kube_calls::{CallBudget, KeyedBackoff};
 use crate::kube_source::{Snapshot, SnapshotError, WatchedClusterFeed};
@@ -556,14 +557,7 @@ impl Executor {
             step_status.left_in_place = count(movers.left_in_place.len());
             step_status.started_at = Some(crate::view::rfc3339(crate::clock::unix_now()));
             if let Some(blocking) = self
-                .preflight(
-                    &snapshot,
-                    &before,
-                    &after,
-                    status,
-                    index,
-                    migration.spec.force,
-                )
+                .preflight(&snapshot, &before, &after, status, index, &migration.spec)
                 .await
                 && !migration.spec.force
             {
@@ -724,8 +718,9 @@ impl Executor {
         after: &View,
         status: &mut StyrminMigrationStatus,
         index: usize,
-        force: bool,
+        spec: &StyrminMigrationSpec,
     ) -> Option<String> {
+        let force = spec.force;
         let classes: Vec<ClassInfo> = snapshot
             .ingress_classes
             .iter()
@@ -766,6 +761,10 @@ impl Executor {
                     finding.detail
                 ));
             }
+        }
+        if let Some(held) = plan.held_by_annotations(spec.preflight.unsupported_annotations) {
+            *by_reason.entry("unsupported_annotations").or_default() += 1;
+            blocking.push(held);
         }
         let summary = by_reason
             .iter()
