@@ -3,11 +3,11 @@
 //! rules: docs/rules.md, "Which part applies which rules"), and apart from it the cluster-wide
 //! controllers: the audit, the PolicyReports and the migrations.
 //!
-//! Layout, each layer using only the ones above it here (two exceptions: [`controllers`] takes
-//! the [`metrics`] registry at start, and [`acme_issuers`] bounds its calls as the controllers
-//! do):
+//! Layout, each layer using only the ones above it here:
 //!
 //! - [`view`], the in-memory view and the seam its sources plug into, and [`clock`];
+//! - [`kube_calls`], what every call to the API server goes through: one time limit, the
+//!   backoffs and the token bucket;
 //! - [`telemetry`], the log lines, and [`client_text`], text a client sent, bounded before it
 //!   goes into a log line or an error answer;
 //! - [`crd`], the custom resources: the three levels and StyrminMigration;
