@@ -94,6 +94,7 @@ pub fn admission(
 pub fn controllers(dir: &Path, kubeconfig: &Path, identity: &str) -> Child {
     Command::new(release_binary("styrmin-webhook"))
         .args(["controllers", "--migrations"])
+        .envs(crate::CONTROLLERS_ENV)
         .args(["--leader-election-namespace", "styrmin-system"])
         .args(["--leader-election-identity", identity])
         .args([

@@ -82,6 +82,11 @@ pub fn release_dir() -> PathBuf {
     }
 }
 
+/// The environment the chart gives the controllers' container besides the election's
+/// (`charts/styrmin-webhook/templates/controllers.yaml`; a test compares them): the
+/// benchmarks run the controllers with it, so that they measure what the chart deploys.
+pub const CONTROLLERS_ENV: [(&str, &str); 1] = [("MALLOC_MMAP_THRESHOLD_", "131072")];
+
 /// A binary built by `cargo build --release` (`make build` runs before the tests).
 pub fn release_binary(name: &str) -> PathBuf {
     let path = release_dir().join(name);

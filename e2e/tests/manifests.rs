@@ -673,11 +673,17 @@ fn check_election_role(objects: &[Value]) {
 fn controllers_container(objects: &[Value]) -> (Vec<String>, Vec<String>) {
     let deployment: Deployment = typed(find(objects, "Deployment", CONTROLLERS));
     let container = &deployment.spec.template.spec.unwrap().containers[0];
+    // What the benchmarks measure is what the chart deploys.
+    for (name, value) in styrmin_e2e::CONTROLLERS_ENV {
+        let set = container.env.iter().flatten().find(|e| e.name == name);
+        assert_eq!(set.and_then(|e| e.value.as_deref()), Some(value), "{name}");
+    }
     let env = container
         .env
         .iter()
         .flatten()
         .map(|e| e.name.clone())
+        .filter(|name| !styrmin_e2e::CONTROLLERS_ENV.iter().any(|(n, _)| n == name))
         .collect();
     (container.args.clone().unwrap_or_default(), env)
 }

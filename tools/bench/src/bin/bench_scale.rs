@@ -251,6 +251,7 @@ impl Bench<'_> {
         let log = std::fs::File::create(self.dir.join(format!("controllers-{label}.log")))?;
         let child: Child = controllers_command()
             .arg("controllers")
+            .envs(styrmin_e2e::CONTROLLERS_ENV)
             .args([
                 "--policy-reports",
                 if reports { "openreports" } else { "off" },
