@@ -186,6 +186,10 @@ pub enum PreflightReason {
     /// A host one of whose Ingresses carries an annotation that spans the host in its
     /// current controller, while some Ingress of the host changes controller.
     HostWideAnnotation,
+    /// A migration step would move Ingresses to their environment's dedicated controller
+    /// (R3), which its canary gate cannot check: the step is refused (`migrate plan` only;
+    /// [`crate::controllers::migration::step::ungated_targets`]).
+    UngatedTarget,
 }
 
 impl PreflightReason {
@@ -201,6 +205,7 @@ impl PreflightReason {
             PreflightReason::UnknownTargetController => "unknown_target_controller",
             PreflightReason::SharedController => "shared_controller",
             PreflightReason::HostWideAnnotation => "host_wide_annotation",
+            PreflightReason::UngatedTarget => "ungated_target",
         }
     }
 }

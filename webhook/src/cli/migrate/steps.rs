@@ -11,9 +11,11 @@ use serde::Serialize;
 
 use crate::acme_issuers::AcmeIssuer;
 use crate::audit::objects::AuditedIngress;
-use crate::controllers::migration::step::{Movers, movers, record_of};
+use crate::controllers::migration::step::{Movers, movers, record_of, ungated_targets};
 use crate::kube_source::{BuiltView, InvalidObject, build_view};
-use crate::plan::{ClassInfo, JsonPlan, Plan, PlanInput, Proposal, plan};
+use crate::plan::{
+    ClassInfo, JsonPlan, Plan, PlanInput, Preflight, PreflightReason, Proposal, plan,
+};
 use styrmin_ingress_rules::KubernetesVersion;
 
 /// What the steps are planned against: the cluster as read.
@@ -80,6 +82,14 @@ pub fn plan_steps(
             acme_issuers: cluster.acme_issuers,
         });
         let moved = movers(&current, &proposed, &ingresses);
+        let mut step_plan = step_plan;
+        if let Some(why) = ungated_targets(&moved) {
+            step_plan.preflight.push(Preflight {
+                reason: PreflightReason::UngatedTarget,
+                subject: format!("step {name}"),
+                detail: why,
+            });
+        }
         carry_out(&mut ingresses, &mut after, &moved);
         plans.push(StepPlan {
             name: (*name).to_owned(),

@@ -551,6 +551,13 @@ impl Executor {
                 .iter()
                 .map(|m| (m.namespace.as_str(), m.name.as_str())),
         );
+        if status.steps[index].phase == StepPhase::Pending
+            && let Some(why) = step::ungated_targets(&movers)
+        {
+            // Not something `force` goes past: the canary would fail every time.
+            let why = format!("pre-flight: {why}");
+            return self.fail_step(migration, status, index, &why).await;
+        }
         let step_status = &mut status.steps[index];
         if step_status.phase == StepPhase::Pending {
             step_status.planned = count(movers.ingresses.len());
@@ -1401,6 +1408,7 @@ pub fn is_blocking(reason: PreflightReason) -> bool {
             | PreflightReason::CannotEnforce
             | PreflightReason::DefaultClassPicksUp
             | PreflightReason::UnknownTargetController
+            | PreflightReason::UngatedTarget
     )
 }
 

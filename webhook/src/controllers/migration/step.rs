@@ -303,6 +303,37 @@ impl Mover {
     }
 }
 
+/// Why the gates cannot check where this step moves its Ingresses (`None`: they can). A
+/// move to an environment's dedicated controller (R3: the annotation alone) is served by a
+/// controller that watches that environment's namespaces only: the canary, in the
+/// webhook's namespace, would never be served, and the step would fail its canary gate
+/// every time. Such a move happens at each deployment's next deploy instead (or by hand).
+/// Moves to no class (R5) need no canary: admission leaves such an Ingress's fields as its
+/// chart wrote them, so a step has nothing to write for it.
+pub fn ungated_targets(movers: &Movers) -> Option<String> {
+    let dedicated: Vec<&Mover> = movers
+        .ingresses
+        .iter()
+        .filter(|m| !m.is_moved() && is_dedicated(&m.to))
+        .collect();
+    let first = dedicated.first()?;
+    Some(format!(
+        "{} Ingresses would move to their environment's dedicated controller ({}/{} among \
+         them), which serves only its environment's namespaces: the canary gate cannot check \
+         that target. Move them at their next deploy, or with a step to a class",
+        dedicated.len(),
+        first.namespace,
+        first.name
+    ))
+}
+
+/// The fields R3 gives: the dedicated controller's annotation, no `ingressClassName`.
+fn is_dedicated(fields: &ClassFields) -> bool {
+    fields.ingress_class_name.is_none()
+        && fields.class_annotation.as_deref()
+            == Some(styrmin_ingress_rules::DEDICATED_CONTROLLER_CLASS)
+}
+
 /// The class a controller serves an Ingress with these fields by.
 pub fn class_of(fields: &ClassFields) -> Option<&str> {
     fields

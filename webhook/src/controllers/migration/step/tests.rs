@@ -426,3 +426,41 @@ fn progressing_says_whether_the_executor_gets_on_and_why_not() {
         (true, "Starting", String::new())
     );
 }
+
+#[test]
+fn a_move_to_a_dedicated_controller_is_refused_and_one_to_a_class_is_not() {
+    let before = parse_policy(Path::new("before"), BEFORE).unwrap();
+    let ingresses = [
+        ingress("styrmin-web1", "web", Some("nginx")),
+        ingress("styrmin-web1", "api", Some("nginx")),
+        ingress("styrmin-web3", "web", Some("nginx")),
+    ];
+    let dedicated = parse_policy(
+        Path::new("after"),
+        &STAGING_MOVES.replace(
+            "staging: {ingress_class: haproxy}",
+            "staging: {dedicated_ingress: {}}",
+        ),
+    )
+    .unwrap();
+    let to_dedicated = movers(&before, &dedicated, &ingresses);
+    assert!(
+        to_dedicated
+            .ingresses
+            .iter()
+            .any(|m| m.target_class() == Some("traefik")),
+        "{to_dedicated:?}"
+    );
+    let why = ungated_targets(&to_dedicated).unwrap();
+    assert!(
+        why.starts_with(
+            "2 Ingresses would move to their environment's dedicated controller (styrmin-web1/api"
+        ),
+        "{why}"
+    );
+    let to_a_class = parse_policy(Path::new("after"), STAGING_MOVES).unwrap();
+    assert_eq!(
+        ungated_targets(&movers(&before, &to_a_class, &ingresses)),
+        None
+    );
+}
