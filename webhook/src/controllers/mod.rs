@@ -147,6 +147,7 @@ impl WithControllers {
                 metrics: metrics.migrations.clone(),
                 watched: None,
                 moving: Default::default(),
+                lease: String::new(),
             }),
             election,
             policy_reports,
@@ -202,6 +203,7 @@ impl ViewSource for WithControllers {
                 .with_watched_cluster(watched)
                 .with_moving(settings.moving.clone());
             settings.watched = Some(feed);
+            settings.lease = format!("{}/{}", election.namespace, election.name);
             tasks.spawn(migration::run::run_migrations(
                 client.clone(),
                 settings,

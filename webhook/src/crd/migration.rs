@@ -376,7 +376,16 @@ pub struct StyrminMigrationStatus {
     /// The last error the executor met carrying the migration out (kept once it goes on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<ExecutorError>,
+    /// `<namespace>/<name>` of the Lease that elects the executor carrying the migration
+    /// out: another executor (of another release of the chart) leaves it alone while that
+    /// Lease is renewed, and takes it over once it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_EXECUTOR))]
+    pub executor: Option<String>,
 }
+
+/// The longest `status.executor`: a namespace (63), `/` and a Lease name (253).
+pub const MAX_EXECUTOR: usize = 63 + 1 + 253;
 
 /// An error of the executor: a call that failed, or the cluster it could not read. It is
 /// tried again after a backoff that doubles.
@@ -637,6 +646,7 @@ impl StyrminMigrationStatus {
             cut(&mut error.message, MAX_NOTE);
             cut(&mut error.time, MAX_TIME);
         }
+        cut_option(&mut self.executor, MAX_EXECUTOR);
     }
 
     /// The status as JSON, in bytes.

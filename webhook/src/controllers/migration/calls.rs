@@ -438,6 +438,22 @@ pub async fn delete_canary(client: &Client, namespace: &str, name: &str) -> Resu
     unless_answered(404, deleted).map(drop)
 }
 
+/// The spec of the Lease `namespace/name` (`None`: there is none), by its name.
+pub async fn read_lease(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<k8s_openapi::api::coordination::v1::LeaseSpec>, CallError> {
+    let api: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), namespace);
+    let found = ask(
+        || format!("reading the Lease {namespace}/{name}"),
+        api.get_opt(name),
+    )
+    .await?;
+    Ok(found.map(|lease| lease.spec.unwrap_or_default()))
+}
+
 /// The migrations, oldest first.
 pub async fn list_migrations(client: &Client) -> Result<Vec<StyrminMigration>, CallError> {
     let api: Api<StyrminMigration> = Api::all(client.clone());

@@ -7,8 +7,9 @@ use crate::kube_source::ApiCall;
 /// The executor's calls in every namespace, granted by the chart's ClusterRole only with
 /// `migrations.enabled` (a test compares them): it reads the migrations, writes their
 /// status and pauses one whose gate says so, sets the levels of a step and puts them back
-/// (deleting one the step created), and updates a deployment's last-deployed record.
-pub const MIGRATION_CALLS: [ApiCall; 6] = [
+/// (deleting one the step created), updates a deployment's last-deployed record, and reads
+/// the Lease of the executor that owns a migration (another release's, in its namespace).
+pub const MIGRATION_CALLS: [ApiCall; 7] = [
     ApiCall::Resource {
         group: "styrmin.io",
         version: "v1alpha1",
@@ -50,6 +51,15 @@ pub const MIGRATION_CALLS: [ApiCall; 6] = [
         resource: "styrmindeployments/status",
         verbs: &["patch"],
         names: &[],
+    },
+    // The Lease of the executor that owns a migration, in its release's namespace: read by
+    // its name, never written (`status.executor`).
+    ApiCall::Resource {
+        group: "coordination.k8s.io",
+        version: "v1",
+        resource: "leases",
+        verbs: &["get"],
+        names: &[crate::controllers::lease::LEASE_NAME],
     },
 ];
 

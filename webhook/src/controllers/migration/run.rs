@@ -3,7 +3,7 @@
 //! ([`Leadership::while_held`]); what it has done is in the status before it goes on, so a
 //! replica that takes over resumes from there.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use kube::Client;
@@ -12,9 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::calls::{self, CallError};
 use super::metrics::MigrationMetrics;
-use super::step::{self, LevelKey, Levels, Mover, Movers, StepError};
+use super::step::{self, LevelKey, Levels, Mover, Movers, Ownership, StepError};
 use crate::audit::moving::MovingIngresses;
-use crate::controllers::lease::Leadership;
+use crate::controllers::lease::{self, Leadership, LeaseStep, Observed};
 use crate::crd::migration::{
     CanaryAddress, ExecutorError, MigrationCondition, MigrationPhase, OnGateFailure, ProbeGate,
     StatusTooLarge, StepPhase, StepStatus, StyrminMigration, StyrminMigrationSpec,
@@ -61,7 +61,13 @@ pub struct MigrationSettings {
     /// Where the step in flight says which Ingresses it moves (the audit counts them as
     /// moving, not `wrong_class`).
     pub moving: MovingIngresses,
+    /// `<namespace>/<name>` of the Lease that elects this executor (`status.executor`).
+    pub lease: String,
 }
+
+/// How long another executor's Lease may go unrenewed before its migrations are taken
+/// over, when the Lease does not say (its own duration counts when it does).
+const OTHER_LEASE: Duration = Duration::from_secs(15);
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -100,6 +106,9 @@ enum StepEnd {
 struct Executor {
     client: Client,
     settings: MigrationSettings,
+    /// What this replica last saw of each other executor's Lease, and when (its own clock):
+    /// a Lease is live while its record keeps changing within its duration.
+    other_leases: std::sync::Mutex<HashMap<String, Observed>>,
     leadership: Leadership,
     recorder: Recorder,
     stored: std::sync::Mutex<Stored>,
@@ -133,6 +142,7 @@ pub async fn run_migrations(
         settings,
         leadership,
         recorder,
+        other_leases: std::sync::Mutex::default(),
         stored: std::sync::Mutex::default(),
     };
     let mut backoff = KeyedBackoff::new(RETRY_FIRST, RETRY_LONGEST);
@@ -203,9 +213,16 @@ impl Executor {
                 .filter(|m| !is_finished(m))
                 .filter_map(|m| m.metadata.name.as_deref()),
         );
-        let Some(migration) = migrations.into_iter().find(|m| !is_finished(m)) else {
-            metrics.running.set(0);
-            return;
+        let mut unfinished = migrations.into_iter().filter(|m| !is_finished(m));
+        // The oldest that no other live executor carries out.
+        let migration = loop {
+            let Some(migration) = unfinished.next() else {
+                metrics.running.set(0);
+                return;
+            };
+            if !self.owned_elsewhere(&migration).await {
+                break migration;
+            }
         };
         let paused = migration.spec.paused && !migration.spec.abort;
         metrics.running.set(i64::from(!paused));
@@ -218,6 +235,50 @@ impl Executor {
             Err(error) => {
                 let (count, wait) = backoff.failed(&name, Instant::now());
                 self.report(&name, &error, count, wait).await;
+            }
+        }
+    }
+
+    /// Whether `migration` is carried out by another executor whose Lease is live (a read
+    /// that fails counts as live: two executors must never move one fleet).
+    async fn owned_elsewhere(&self, migration: &StyrminMigration) -> bool {
+        let executor = migration
+            .status
+            .as_ref()
+            .and_then(|s| s.executor.as_deref());
+        let Ownership::Theirs { namespace, name } = step::ownership(executor, &self.settings.lease)
+        else {
+            return false;
+        };
+        let read = calls::read_lease(&self.client, namespace, name).await;
+        let key = format!("{namespace}/{name}");
+        let live = match read {
+            Ok(None) => None,
+            Ok(Some(spec)) => {
+                let now = Instant::now();
+                let mut seen = self.other_leases.lock().unwrap_or_else(|e| e.into_inner());
+                let observed = Observed::note(seen.remove(&key), &spec, now);
+                let step =
+                    lease::decide(&spec, &observed, &self.settings.identity, OTHER_LEASE, now);
+                seen.insert(key.clone(), observed);
+                match step {
+                    LeaseStep::Follow { holder } => Some(holder),
+                    _ => None,
+                }
+            }
+            Err(error) => Some(format!("unknown ({error})")),
+        };
+        let name_of = migration.metadata.name.as_deref().unwrap_or_default();
+        match live {
+            Some(holder) => {
+                tracing::info!(migration = name_of, lease = %key, %holder,
+                    "migration: carried out by another executor, whose Lease is held; left alone");
+                true
+            }
+            None => {
+                tracing::warn!(migration = name_of, lease = %key,
+                    "migration: the executor that carried it out no longer holds its Lease; taking it over");
+                false
             }
         }
     }
@@ -277,6 +338,10 @@ impl Executor {
     async fn drive(&self, migration: StyrminMigration) -> Result<(), RunError> {
         self.adopt(&migration);
         let mut status = migration.status.clone().unwrap_or_default();
+        // Claimed (or taken over from an executor whose Lease lapsed) with the next status
+        // write, which carries the resourceVersion read: of two executors claiming at once,
+        // one gets a 409 and then finds the other's claim.
+        status.executor = Some(self.settings.lease.clone());
         let digest = steps_digest(&migration.spec.steps);
         if status
             .steps_digest

@@ -334,6 +334,30 @@ fn is_dedicated(fields: &ClassFields) -> bool {
             == Some(styrmin_ingress_rules::DEDICATED_CONTROLLER_CLASS)
 }
 
+/// Whose a migration is, by its `status.executor` and this executor's Lease
+/// (`<namespace>/<name>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ownership<'a> {
+    /// No executor has picked it up (or what the status says is no Lease).
+    Unclaimed,
+    Ours,
+    /// Another executor's, elected by the Lease `namespace/name`.
+    Theirs {
+        namespace: &'a str,
+        name: &'a str,
+    },
+}
+
+pub fn ownership<'a>(executor: Option<&'a str>, ours: &str) -> Ownership<'a> {
+    match executor.map(|e| (e, e.split_once('/'))) {
+        Some((e, _)) if e == ours => Ownership::Ours,
+        Some((_, Some((namespace, name)))) if !namespace.is_empty() && !name.is_empty() => {
+            Ownership::Theirs { namespace, name }
+        }
+        _ => Ownership::Unclaimed,
+    }
+}
+
 /// The class a controller serves an Ingress with these fields by.
 pub fn class_of(fields: &ClassFields) -> Option<&str> {
     fields

@@ -464,3 +464,26 @@ fn a_move_to_a_dedicated_controller_is_refused_and_one_to_a_class_is_not() {
         None
     );
 }
+
+#[test]
+fn a_migration_is_ours_unclaimed_or_another_executors_by_its_status() {
+    let ours = "styrmin-system/styrmin-webhook-controllers";
+    for (executor, expected) in [
+        (None, Ownership::Unclaimed),
+        (Some(ours), Ownership::Ours),
+        (
+            Some("styrmin-canary/styrmin-webhook-controllers"),
+            Ownership::Theirs {
+                namespace: "styrmin-canary",
+                name: "styrmin-webhook-controllers",
+            },
+        ),
+        // What names no Lease is nobody's: the executor claims it.
+        (Some(""), Ownership::Unclaimed),
+        (Some("no-slash"), Ownership::Unclaimed),
+        (Some("/name"), Ownership::Unclaimed),
+        (Some("namespace/"), Ownership::Unclaimed),
+    ] {
+        assert_eq!(ownership(executor, ours), expected, "{executor:?}");
+    }
+}
