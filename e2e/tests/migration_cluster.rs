@@ -13,6 +13,8 @@
 //! - The holder SIGKILLed mid-step: the other replica resumes, and no Ingress is written
 //!   twice.
 //! - Pause and resume through the spec; an abort mid-step rolls the step back.
+//! - A migration another release's executor owns is left alone while that executor's Lease
+//!   is renewed, and taken over and carried out once it lapses: each Ingress written once.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -666,5 +668,128 @@ async fn a_killed_holder_is_resumed_by_the_other_and_pause_holds_it() {
     // 60 Ingresses, each written once: the new holder wrote none the old one had moved.
     let written = updates(&cluster.audit_log);
     assert_eq!(written.len(), 60, "{written:?}");
+    assert!(written.values().all(|n| *n == 1), "{written:?}");
+}
+
+/// Renews the Lease `namespace/styrmin-webhook-controllers` as holder `old` every 500 ms
+/// (a lease of 3 s), as the executor of another release of the chart would, until dropped.
+struct OtherRelease(tokio::task::JoinHandle<()>);
+
+impl OtherRelease {
+    async fn start(client: &kube::Client, namespace: &str) -> OtherRelease {
+        apply(
+            client,
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        )
+        .await;
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(client.clone(), namespace);
+        let renew = move || {
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                   "metadata": {"name": "styrmin-webhook-controllers"},
+                   "spec": {"holderIdentity": "old", "leaseDurationSeconds": 3,
+                            "renewTime": k8s_openapi::jiff::Timestamp::now()
+                                .strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}})
+        };
+        let params = PatchParams::apply("other-release").force();
+        leases
+            .patch(
+                "styrmin-webhook-controllers",
+                &params,
+                &Patch::Apply(renew()),
+            )
+            .await
+            .unwrap();
+        OtherRelease(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let _ = leases
+                    .patch(
+                        "styrmin-webhook-controllers",
+                        &params,
+                        &Patch::Apply(renew()),
+                    )
+                    .await;
+            }
+        }))
+    }
+}
+
+impl Drop for OtherRelease {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a real API server: make test-cluster with KUBEBUILDER_ASSETS"]
+async fn another_releases_live_executor_keeps_its_migration_until_its_lease_lapses() {
+    let Some(cluster) = Cluster::start("migration-two-releases", DEPLOYMENTS, 5, &["a"]).await
+    else {
+        return;
+    };
+    let client = cluster.client.clone();
+    // Paused from the start: this release's executor claims it and moves nothing yet.
+    start_migration(
+        &client,
+        "leave-nginx",
+        &[("all", cluster_level(NEW))],
+        json!({"paused": true}),
+        cluster.stand_ins.port(),
+    )
+    .await;
+    status_when(&client, "leave-nginx", Duration::from_secs(60), |s| {
+        s["executor"] == "styrmin-system/styrmin-webhook-controllers"
+    })
+    .await;
+    // Another release's executor, live, owns it (as if it had claimed it first).
+    let other = OtherRelease::start(&client, "release-b").await;
+    let theirs = "release-b/styrmin-webhook-controllers";
+    migrations(&client)
+        .patch_status(
+            "leave-nginx",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"executor": theirs}})),
+        )
+        .await
+        .unwrap();
+    migrations(&client)
+        .patch(
+            "leave-nginx",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"paused": false}})),
+        )
+        .await
+        .unwrap();
+    control_plane::eventually("a leaves it alone", async || {
+        cluster
+            .log("a")
+            .contains("carried out by another executor")
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let status = migrations(&client).get("leave-nginx").await.unwrap().data["status"].clone();
+    assert_eq!(status["executor"], theirs, "{status:#}");
+    assert!(
+        updates(&cluster.audit_log).is_empty(),
+        "an Ingress was moved"
+    );
+
+    // The other release's executor stops renewing: once its Lease lapses, a takes over.
+    drop(other);
+    let status = status_when(&client, "leave-nginx", Duration::from_secs(180), |s| {
+        s["phase"] == "Done" || s["phase"] == "Failed" || s["phase"] == "RolledBack"
+    })
+    .await;
+    assert_eq!(status["phase"], "Done", "{status:#}\n{}", cluster.log("a"));
+    assert_eq!(
+        status["executor"],
+        "styrmin-system/styrmin-webhook-controllers"
+    );
+    assert!(cluster.log("a").contains("taking it over"));
+    cluster.until_served(NEW).await;
+    let written = updates(&cluster.audit_log);
+    assert_eq!(written.len(), 30, "{written:?}");
     assert!(written.values().all(|n| *n == 1), "{written:?}");
 }

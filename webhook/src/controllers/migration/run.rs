@@ -338,10 +338,20 @@ impl Executor {
     async fn drive(&self, migration: StyrminMigration) -> Result<(), RunError> {
         self.adopt(&migration);
         let mut status = migration.status.clone().unwrap_or_default();
-        // Claimed (or taken over from an executor whose Lease lapsed) with the next status
-        // write, which carries the resourceVersion read: of two executors claiming at once,
-        // one gets a 409 and then finds the other's claim.
-        status.executor = Some(self.settings.lease.clone());
+        // Claimed (or taken over from an executor whose Lease lapsed) at once, with the
+        // resourceVersion read: of two executors claiming at once, one gets a 409 and then
+        // finds the other's claim.
+        let before = status.executor.replace(self.settings.lease.clone());
+        if before.as_deref() != Some(self.settings.lease.as_str()) {
+            self.store(&migration, &mut status).await?;
+            if let Some(before) = before {
+                let note = format!(
+                    "taken over from the executor of the Lease {before}, which is no longer held"
+                );
+                self.event(&migration, EventType::Normal, "TakenOver", None, &note)
+                    .await;
+            }
+        }
         let digest = steps_digest(&migration.spec.steps);
         if status
             .steps_digest
