@@ -603,20 +603,9 @@ impl Executor {
             .iter()
             .map(|(k, spec)| (k.clone(), Some(spec.clone())))
             .collect();
-        let snapshot = self.read_cluster().await?;
-        let now = Levels {
-            clusters: snapshot.clusters.clone(),
-            environments: snapshot.environments.clone(),
-            deployments: snapshot.deployments.clone(),
-        };
         let migration_name = migration.metadata.name.as_deref().unwrap_or_default();
-        let then = Levels {
-            deployments: step::with_kept_records(&now.deployments, migration_name),
-            ..now.clone()
-        };
-        let before = then.with(&previous)?.view(snapshot.kubernetes, "before")?;
-        let after = now.with(&wanted)?.view(snapshot.kubernetes, "after")?;
-        let movers = step::movers(&before, &after, &snapshot.ingresses);
+        let (snapshot, before, after, movers) =
+            self.what_moves(migration_name, &previous, &wanted).await?;
         // Until this pass over the step returns (or is dropped), the audit counts its
         // movers as moving rather than `wrong_class`.
         let _moving = self.settings.moving.hold(
@@ -658,7 +647,7 @@ impl Executor {
             }
         }
         // The movers are all the waves need: the cluster's copy goes before they start.
-        drop((snapshot, before, after, now, then));
+        drop((snapshot, before, after));
         mirror_counts(status, index);
         self.write(migration, status).await?;
         if status.steps[index].phase == StepPhase::Pending {
@@ -709,6 +698,30 @@ impl Executor {
                 "anything (the watches have not started)",
             )),
         }
+    }
+
+    /// The cluster now, the views of the levels before the step (`previous`, with the
+    /// records kept) and after it (`wanted`), and what moves between the two.
+    async fn what_moves(
+        &self,
+        migration_name: &str,
+        previous: &[(LevelKey, Option<serde_json::Value>)],
+        wanted: &[(LevelKey, Option<serde_json::Value>)],
+    ) -> Result<(Snapshot, View, View, Movers), RunError> {
+        let snapshot = self.read_cluster().await?;
+        let now = Levels {
+            clusters: snapshot.clusters.clone(),
+            environments: snapshot.environments.clone(),
+            deployments: snapshot.deployments.clone(),
+        };
+        let then = Levels {
+            deployments: step::with_kept_records(&now.deployments, migration_name),
+            ..now.clone()
+        };
+        let before = then.with(previous)?.view(snapshot.kubernetes, "before")?;
+        let after = now.with(wanted)?.view(snapshot.kubernetes, "after")?;
+        let movers = step::movers(&before, &after, &snapshot.ingresses);
+        Ok((snapshot, before, after, movers))
     }
 
     /// Reads the level objects step `index` changes into its `previous`, each with its
