@@ -230,7 +230,7 @@ fn the_modules_are_files_and_folders_under_src() {
         "webhook/src/main.rs",
         "webhook/src/lib.rs",
         "postrender/src/krm/",
-        "postrender/src/yaml_tree/common_layout_tests.rs",
+        "postrender/src/yaml_tree/common_layout/tests.rs",
         "tools/xtask/src/main.rs",
     ] {
         assert!(

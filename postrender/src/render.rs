@@ -34,6 +34,3 @@ pub use outcomes::{
     DocumentName, DocumentRef, IngressName, IngressOutcome, IngressRef, Iter, Outcomes,
 };
 pub use splice::ChangedDocument;
-
-#[cfg(test)]
-mod read_back_tests;

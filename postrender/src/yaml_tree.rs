@@ -12,8 +12,6 @@ use std::ops::Range;
 use granit_parser::{Event, Options, Parser, ScalarStyle, Span, StructureStyle};
 
 mod common_layout;
-#[cfg(test)]
-mod common_layout_tests;
 mod node;
 
 pub use common_layout::{ReadOnce, plain_list_read_once};

@@ -418,3 +418,6 @@ impl Tally {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

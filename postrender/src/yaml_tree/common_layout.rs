@@ -629,3 +629,6 @@ impl<'a> Reader<'a> {
         Some(self.node(value, start..*at, self.line, start - self.line_start))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,8 +6,8 @@ use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use styrmin_test_support::ingress_gen;
 
-use super::{Node, NodeValue, common_layout, parse_with_parser};
 use crate::documents;
+use crate::yaml_tree::{Node, NodeValue, common_layout, parse_with_parser};
 
 /// Checks one document; whether the reader took it.
 fn agrees(text: &str) -> bool {
@@ -51,12 +51,16 @@ fn agrees(text: &str) -> bool {
 /// parser reads it the same.
 fn plain_list_agrees(text: &str) {
     let quick = match common_layout::plain_list_read_once(text, &mut |_, _| true) {
-        super::ReadOnce::Plain(list) => Some(Some(list)),
-        super::ReadOnce::NotPlain => Some(None),
-        super::ReadOnce::Unsettled => None,
+        crate::yaml_tree::ReadOnce::Plain(list) => Some(Some(list)),
+        crate::yaml_tree::ReadOnce::NotPlain => Some(None),
+        crate::yaml_tree::ReadOnce::Unsettled => None,
     };
     if let Some(quick) = quick {
-        assert_eq!(Ok(quick), super::plain_list_parsed(text), "{text:?}");
+        assert_eq!(
+            Ok(quick),
+            crate::yaml_tree::plain_list_parsed(text),
+            "{text:?}"
+        );
     }
 }
 
@@ -252,9 +256,9 @@ fn list_items(text: &str, quick: bool) -> (Vec<(usize, Node<'_>)>, bool) {
         Ok::<(), ()>(())
     };
     let ended = if quick {
-        super::for_each_list_item(text, collect)
+        crate::yaml_tree::for_each_list_item(text, collect)
     } else {
-        super::for_each_list_item_parsed(text, 0, collect)
+        crate::yaml_tree::for_each_list_item_parsed(text, 0, collect)
     };
     (items, ended.is_ok())
 }
@@ -262,7 +266,7 @@ fn list_items(text: &str, quick: bool) -> (Vec<(usize, Node<'_>)>, bool) {
 /// Checks a List; whether the common layout read all of it.
 fn list_agrees(text: &str) -> bool {
     plain_list_agrees(text);
-    if !matches!(super::plain_list(text), Ok(Some(_))) {
+    if !matches!(crate::yaml_tree::plain_list(text), Ok(Some(_))) {
         return false;
     }
     let (quick, quick_ended) = list_items(text, true);

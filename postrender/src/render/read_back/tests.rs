@@ -14,16 +14,16 @@ use styrmin_test_support::resolution_table::RESOLUTION_TABLE;
 
 use styrmin_ingress_rules::{ClassFields, IngressTarget, ResolvedIngress};
 
-use super::document::*;
-use super::enforce::enforce_one;
-use super::go_lines::go_lines;
-use super::read_back;
-use super::read_back::{Checked, ReadBack, Tally};
-use super::splice::{spliced_text, write_spliced};
-use super::verify::*;
-use super::*;
 use crate::config::StyrminConfig;
 use crate::go_readers::{self, Anchors};
+use crate::render::document::*;
+use crate::render::enforce::enforce_one;
+use crate::render::go_lines::go_lines;
+use crate::render::read_back;
+use crate::render::read_back::{Checked, ReadBack, Tally};
+use crate::render::splice::{spliced_text, write_spliced};
+use crate::render::verify::*;
+use crate::render::*;
 use std::sync::Arc;
 
 use crate::ingress_edit::Edit;
