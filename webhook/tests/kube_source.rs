@@ -185,26 +185,13 @@ async fn admissions_source_watches_only_the_levels() {
     assert!(ADMISSION_API_CALLS.iter().all(|c| API_CALLS.contains(c)));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
-    let api = FakeApiServer::scripted();
-    api.answer("/version", 200, recorded("version.json"));
-    api.answer(CLUSTERS, 200, recorded("styrminclusters.list.json"));
-    api.answer(ENVIRONMENTS, 200, recorded("styrminenvironments.list.json"));
-    // The audit's watches (e2e/tests/audit.rs has their content).
-    api.answer(INGRESSES, 200, recorded("ingresses.list.json"));
-    api.answer(SERVICES, 200, recorded("services.list.json"));
-    api.answer(NAMESPACES, 200, recorded("namespaces.list.json"));
-    api.answer(INGRESS_CLASSES, 200, recorded("ingressclasses.list.json"));
-    // The deployments' list is held back for now.
+/// A list of `path`, not a watch.
+fn is_list(path: &'static str) -> impl Fn(&ApiRequest) -> bool {
+    move |r: &ApiRequest| r.path == path && !r.is_watch()
+}
 
-    let state = unready_state();
-    let source = KubeSource::new(client(&api)).with_confirm_interval(Duration::from_millis(100));
-    let sink = state.view_sink();
-    let task = tokio::spawn(source.run(sink));
-
-    // Step 1: two of three lists done, the third pending: not ready.
-    let is_list = |path: &'static str| move |r: &ApiRequest| r.path == path && !r.is_watch();
+/// Step 1: two of three lists done, the third pending: not ready.
+async fn assert_not_ready_before_every_list(api: &FakeApiServer, state: &AppState) {
     api.wait_for_request("the clusters' list", 1, STEP, is_list(CLUSTERS));
     api.wait_for_request("the environments' list", 1, STEP, is_list(ENVIRONMENTS));
     api.wait_for_request("the deployments' list", 1, STEP, is_list(DEPLOYMENTS));
@@ -217,32 +204,13 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!state.view().is_ready(), "ready before every initial list");
     assert_eq!(
-        get(&state, "/readyz").await.0,
+        get(state, "/readyz").await.0,
         StatusCode::SERVICE_UNAVAILABLE
     );
+}
 
-    // Step 2: the deployments' list, in two pages: ready, and the view is the lists'.
-    api.answer(
-        DEPLOYMENTS,
-        200,
-        recorded("styrmindeployments.list-page1.json"),
-    );
-    api.answer(
-        DEPLOYMENTS,
-        200,
-        recorded("styrmindeployments.list-page2.json"),
-    );
-    let store = state.view().clone();
-    wait_until(
-        &store,
-        "ready after every initial list",
-        ViewStore::is_ready,
-    )
-    .await;
-    assert_eq!(get(&state, "/readyz").await.0, StatusCode::OK);
-    let page2 = api.wait_for_request("the second page", 2, STEP, is_list(DEPLOYMENTS));
-    assert!(page2.param("continue").is_some(), "{page2:?}");
-    let view = store.load();
+/// The view of the lists: the version, the deployments and their classes, the controllers.
+fn assert_view_of_the_lists(view: &View) {
     assert_eq!(
         view.kubernetes_version().map(|v| v.to_string()).as_deref(),
         Some("1.30")
@@ -252,34 +220,25 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
         3,
         "web1, web2, ctl9 (odd is in team-a)"
     );
-    assert_eq!(class_of(&view, "web1"), "haproxy");
+    assert_eq!(class_of(view, "web1"), "haproxy");
     assert_eq!(
-        class_of(&view, "web2"),
+        class_of(view, "web2"),
         "nginx",
         "W5: its lastDeployed record"
     );
     assert_eq!(
-        class_of(&view, "nobody"),
+        class_of(view, "nobody"),
         "nginx",
         "W1: unknown deployment, cluster level"
     );
     assert_eq!(view.controllers_of("prod").count(), 1);
-    // The decision code reads this view: an Ingress of web1 is patched to haproxy.
-    let answer = mutate(&state, &ingress_review("web1")).await;
-    assert_eq!(answer["response"]["allowed"], true);
-    assert!(answer["response"]["patch"].is_string(), "{answer}");
+}
 
-    // Step 3: an environment turns its dedicated ingress on.
-    api.watch_lines(ENVIRONMENTS, &recorded("styrminenvironments.watch-1.jsonl"));
-    wait_until(&store, "prod's dedicated ingress", |s| {
-        class_of(&s.load(), "web1") == "dedicated"
-    })
-    .await;
-
-    // Step 4: deployment events and a bookmark, then the connection drops.
+/// deployment events and a bookmark, then the connection drops.
+async fn deployment_events_then_a_drop(api: &FakeApiServer, state: &AppState, store: &ViewStore) {
     api.watch_lines(DEPLOYMENTS, &recorded("styrmindeployments.watch-1.jsonl"));
     // Both events applied (they may come in two batches): web3 added, web1 modified.
-    wait_until(&store, "web3 added and web1 modified", |s| {
+    wait_until(store, "web3 added and web1 modified", |s| {
         let view = s.load();
         view.deployment("web3").is_some()
             && class_of(&view, "web1") == "dedicated"
@@ -306,20 +265,10 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
         *before_drop,
         "the view survives the dropped connection"
     );
-    // kube-rs reads a cut chunked stream as its end (as after a watch timeout), not as an
-    // error: nothing to report, the watch just resumes.
+}
 
-    // Step 5: the controller is being deleted; then 410 Gone, and a relist.
-    let lines = recorded("styrmindeployments.watch-2.jsonl");
-    let (deleting, gone) = lines.split_once('\n').unwrap();
-    api.watch_lines(DEPLOYMENTS, deleting);
-    wait_until(&store, "ctl9 DELETING", |s| {
-        s.load()
-            .deployment("ctl9")
-            .is_some_and(|d| d.phase == Phase::Deleting)
-    })
-    .await;
-    // W2: a deploy in prod is now denied.
+/// W2: a deploy in prod is denied while its controller is being deleted.
+async fn assert_deploy_denied(state: &AppState) {
     let mut deploy = serde_json::from_str::<Value>(
         &std::fs::read_to_string(webhook_data(
             "admission/crafted__styrmindeployment-create.json",
@@ -328,9 +277,29 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
     )
     .unwrap();
     deploy["request"]["uid"] = json!("deploy-while-deleting");
-    let answer = mutate(&state, &deploy).await;
+    let answer = mutate(state, &deploy).await;
     assert_eq!(answer["response"]["allowed"], false, "{answer}");
+}
 
+/// The relist's view: web3 gone, web2 deploying, web1 dedicated, prod without controllers.
+fn assert_relisted_view(view: &View) {
+    assert!(
+        view.deployment("web3").is_none(),
+        "deleted while the watch was away"
+    );
+    assert_eq!(view.deployment("web2").unwrap().phase, Phase::Deploying);
+    assert_eq!(class_of(view, "web1"), "dedicated");
+    assert_eq!(view.controllers_of("prod").count(), 0);
+}
+
+/// 410 Gone (the `gone` line), a relist, and that relist failing: the view stays, and ready,
+/// with both failures counted and the source not valid.
+async fn gone_then_a_failed_relist(
+    api: &FakeApiServer,
+    state: &AppState,
+    store: &ViewStore,
+    gone: &str,
+) {
     let before_gone = store.load();
     api.watch_lines(DEPLOYMENTS, gone);
     api.watch(DEPLOYMENTS, [WatchItem::End]);
@@ -345,7 +314,7 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
         *before_gone,
         "the view survives the 410 until the relist is complete"
     );
-    let (_, metrics) = get(&state, "/metrics").await;
+    let (_, metrics) = get(state, "/metrics").await;
     let failures = metric(
         &metrics,
         "styrmin_webhook_view_update_failures_total{source=\"kubernetes\"}",
@@ -359,19 +328,87 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
         0.0,
         "{metrics}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
+    let api = FakeApiServer::scripted();
+    api.answer("/version", 200, recorded("version.json"));
+    api.answer(CLUSTERS, 200, recorded("styrminclusters.list.json"));
+    api.answer(ENVIRONMENTS, 200, recorded("styrminenvironments.list.json"));
+    // The audit's watches (e2e/tests/audit.rs has their content).
+    api.answer(INGRESSES, 200, recorded("ingresses.list.json"));
+    api.answer(SERVICES, 200, recorded("services.list.json"));
+    api.answer(NAMESPACES, 200, recorded("namespaces.list.json"));
+    api.answer(INGRESS_CLASSES, 200, recorded("ingressclasses.list.json"));
+    // The deployments' list is held back for now.
+
+    let state = unready_state();
+    let source = KubeSource::new(client(&api)).with_confirm_interval(Duration::from_millis(100));
+    let sink = state.view_sink();
+    let task = tokio::spawn(source.run(sink));
+
+    assert_not_ready_before_every_list(&api, &state).await;
+
+    // Step 2: the deployments' list, in two pages: ready, and the view is the lists'.
+    api.answer(
+        DEPLOYMENTS,
+        200,
+        recorded("styrmindeployments.list-page1.json"),
+    );
+    api.answer(
+        DEPLOYMENTS,
+        200,
+        recorded("styrmindeployments.list-page2.json"),
+    );
+    let store = state.view().clone();
+    wait_until(
+        &store,
+        "ready after every initial list",
+        ViewStore::is_ready,
+    )
+    .await;
+    assert_eq!(get(&state, "/readyz").await.0, StatusCode::OK);
+    let page2 = api.wait_for_request("the second page", 2, STEP, is_list(DEPLOYMENTS));
+    assert!(page2.param("continue").is_some(), "{page2:?}");
+    let view = store.load();
+    assert_view_of_the_lists(&view);
+    // The decision code reads this view: an Ingress of web1 is patched to haproxy.
+    let answer = mutate(&state, &ingress_review("web1")).await;
+    assert_eq!(answer["response"]["allowed"], true);
+    assert!(answer["response"]["patch"].is_string(), "{answer}");
+
+    // Step 3: an environment turns its dedicated ingress on.
+    api.watch_lines(ENVIRONMENTS, &recorded("styrminenvironments.watch-1.jsonl"));
+    wait_until(&store, "prod's dedicated ingress", |s| {
+        class_of(&s.load(), "web1") == "dedicated"
+    })
+    .await;
+
+    // Step 4: deployment events and a bookmark, then the connection drops.
+    deployment_events_then_a_drop(&api, &state, &store).await;
+    // kube-rs reads a cut chunked stream as its end (as after a watch timeout), not as an
+    // error: nothing to report, the watch just resumes.
+
+    // Step 5: the controller is being deleted; then 410 Gone, and a relist.
+    let lines = recorded("styrmindeployments.watch-2.jsonl");
+    let (deleting, gone) = lines.split_once('\n').unwrap();
+    api.watch_lines(DEPLOYMENTS, deleting);
+    wait_until(&store, "ctl9 DELETING", |s| {
+        s.load()
+            .deployment("ctl9")
+            .is_some_and(|d| d.phase == Phase::Deleting)
+    })
+    .await;
+    assert_deploy_denied(&state).await;
+
+    gone_then_a_failed_relist(&api, &state, &store, gone).await;
     api.answer(DEPLOYMENTS, 200, recorded("styrmindeployments.relist.json"));
     wait_until(&store, "the relist's view", |s| {
         s.load().deployment("ctl9").is_none()
     })
     .await;
-    let view = store.load();
-    assert!(
-        view.deployment("web3").is_none(),
-        "deleted while the watch was away"
-    );
-    assert_eq!(view.deployment("web2").unwrap().phase, Phase::Deploying);
-    assert_eq!(class_of(&view, "web1"), "dedicated");
-    assert_eq!(view.controllers_of("prod").count(), 0);
+    assert_relisted_view(&store.load());
     let rewatch = api.wait_for_request("the watch after the relist", 3, STEP, |r| {
         r.path == DEPLOYMENTS && r.is_watch()
     });
@@ -383,16 +420,12 @@ async fn lists_watches_bookmark_drop_and_410_keep_a_correct_view() {
         metric(&metrics, "styrmin_webhook_view_age_seconds") < 5.0,
         "{metrics}"
     );
-    assert_eq!(
-        metric(&metrics, "styrmin_webhook_view_source_valid"),
-        1.0,
-        "{metrics}"
-    );
-    assert_eq!(
-        metric(&metrics, "styrmin_webhook_view_ready"),
-        1.0,
-        "{metrics}"
-    );
+    for name in [
+        "styrmin_webhook_view_source_valid",
+        "styrmin_webhook_view_ready",
+    ] {
+        assert_eq!(metric(&metrics, name), 1.0, "{name}: {metrics}");
+    }
 
     // Every call made is in the table the ClusterRole is checked against, and every entry
     // of the table was used.
