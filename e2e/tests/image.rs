@@ -235,6 +235,72 @@ fn dockerfile() -> Dockerfile {
     }
 }
 
+/// The layer holds exactly the binaries, what ldd names and the user's files, each dated the
+/// epoch, owned by root (the user's home by the user), the binaries the release's.
+fn assert_layer_entries(entries: &BTreeMap<String, Entry>) {
+    let files: BTreeSet<String> = entries
+        .iter()
+        .filter(|(_, e)| !e.mode.starts_with('d'))
+        .map(|(name, _)| name.clone())
+        .collect();
+    let mut expected: BTreeSet<String> = ldd_libraries();
+    expected.extend(BINARIES.map(|b| format!("/usr/local/bin/{b}")));
+    expected.extend(["/etc/passwd".to_owned(), "/etc/group".to_owned()]);
+    assert_eq!(files, expected);
+    for (name, entry) in entries {
+        assert!(
+            entry.mode.starts_with('-') || entry.mode.starts_with('d'),
+            "{name}: only files and directories: {entry:?}"
+        );
+        assert_eq!(entry.date, "2023-11-14 22:13", "{name}");
+        let owner = if name == "/home/nonroot" {
+            "65532/65532"
+        } else {
+            "0/0"
+        };
+        assert_eq!(entry.owner, owner, "{name}");
+    }
+    assert_eq!(entries["/tmp"].mode, "drwxrwxrwt");
+    assert_eq!(entries["/home/nonroot"].mode, "drwx------");
+    for bin in BINARIES {
+        let entry = &entries[&format!("/usr/local/bin/{bin}")];
+        assert_eq!(entry.mode, "-rwxr-xr-x");
+        assert_eq!(
+            entry.size,
+            std::fs::metadata(release_binary(bin)).unwrap().len()
+        );
+    }
+}
+
+/// The user the chart runs as has a name in the unpacked `layer`, as in distroless (the
+/// Dockerfile's base), and the binaries are the release's.
+fn assert_unpacked_root(scratch: &Scratch, layer: &Path) {
+    let unpacked_dir = scratch.join("rootfs");
+    std::fs::create_dir_all(&unpacked_dir).unwrap();
+    run_ok(
+        Command::new("tar")
+            .args(["--no-same-owner", "-xzf"])
+            .arg(layer)
+            .arg("-C")
+            .arg(&unpacked_dir),
+        None,
+    );
+    let passwd = std::fs::read_to_string(unpacked_dir.join("etc/passwd")).unwrap();
+    assert!(
+        passwd
+            .lines()
+            .any(|l| l == "nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin"),
+        "{passwd}"
+    );
+    for bin in BINARIES {
+        assert!(
+            std::fs::read(unpacked_dir.join("usr/local/bin").join(bin)).unwrap()
+                == std::fs::read(release_binary(bin)).unwrap(),
+            "{bin} is the release binary"
+        );
+    }
+}
+
 #[test]
 fn the_image_is_reproducible_small_and_laid_out_as_the_dockerfile_says() {
     let scratch = Scratch::new("image-build");
@@ -282,38 +348,7 @@ fn the_image_is_reproducible_small_and_laid_out_as_the_dockerfile_says() {
 
     // The layer: exactly the binaries, what ldd names, the user's files; every time the epoch.
     let entries = layer_entries(&first.layer());
-    let files: BTreeSet<String> = entries
-        .iter()
-        .filter(|(_, e)| !e.mode.starts_with('d'))
-        .map(|(name, _)| name.clone())
-        .collect();
-    let mut expected: BTreeSet<String> = ldd_libraries();
-    expected.extend(BINARIES.map(|b| format!("/usr/local/bin/{b}")));
-    expected.extend(["/etc/passwd".to_owned(), "/etc/group".to_owned()]);
-    assert_eq!(files, expected);
-    for (name, entry) in &entries {
-        assert!(
-            entry.mode.starts_with('-') || entry.mode.starts_with('d'),
-            "{name}: only files and directories: {entry:?}"
-        );
-        assert_eq!(entry.date, "2023-11-14 22:13", "{name}");
-        let owner = if name == "/home/nonroot" {
-            "65532/65532"
-        } else {
-            "0/0"
-        };
-        assert_eq!(entry.owner, owner, "{name}");
-    }
-    assert_eq!(entries["/tmp"].mode, "drwxrwxrwt");
-    assert_eq!(entries["/home/nonroot"].mode, "drwx------");
-    for bin in BINARIES {
-        let entry = &entries[&format!("/usr/local/bin/{bin}")];
-        assert_eq!(entry.mode, "-rwxr-xr-x");
-        assert_eq!(
-            entry.size,
-            std::fs::metadata(release_binary(bin)).unwrap().len()
-        );
-    }
+    assert_layer_entries(&entries);
     // Under 32 MB unpacked (what a node stores), so the compressed layer is smaller still:
     // 30.4 MB with the migration executor and `migrate`, 11.0 MB compressed.
     let unpacked: u64 = entries.values().map(|e| e.size).sum();
@@ -325,30 +360,7 @@ fn the_image_is_reproducible_small_and_laid_out_as_the_dockerfile_says() {
     assert!(unpacked < 32_000_000, "{unpacked} bytes");
 
     // The user the chart runs as has a name, as in distroless (the Dockerfile's base).
-    let unpacked_dir = scratch.join("rootfs");
-    std::fs::create_dir_all(&unpacked_dir).unwrap();
-    run_ok(
-        Command::new("tar")
-            .args(["--no-same-owner", "-xzf"])
-            .arg(first.layer())
-            .arg("-C")
-            .arg(&unpacked_dir),
-        None,
-    );
-    let passwd = std::fs::read_to_string(unpacked_dir.join("etc/passwd")).unwrap();
-    assert!(
-        passwd
-            .lines()
-            .any(|l| l == "nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin"),
-        "{passwd}"
-    );
-    for bin in BINARIES {
-        assert!(
-            std::fs::read(unpacked_dir.join("usr/local/bin").join(bin)).unwrap()
-                == std::fs::read(release_binary(bin)).unwrap(),
-            "{bin} is the release binary"
-        );
-    }
+    assert_unpacked_root(&scratch, &first.layer());
 
     // The Dockerfile's image has the same paths, user, entrypoint, ports and labels.
     let docker = dockerfile();
@@ -829,6 +841,193 @@ async fn review(addr: SocketAddr, client: &ClientConfig, body: &Value) -> Value 
     serde_json::from_slice(&bytes).unwrap()
 }
 
+/// The webhook's client configuration in the chart's MutatingWebhookConfiguration.
+fn client_of(webhooks: &[Value]) -> ClientConfig {
+    let client_config = &webhooks[0]["clientConfig"];
+    ClientConfig {
+        ca: base64::engine::general_purpose::STANDARD
+            .decode(client_config["caBundle"].as_str().unwrap())
+            .unwrap(),
+        server_name: format!(
+            "{}.{}.svc",
+            client_config["service"]["name"].as_str().unwrap(),
+            client_config["service"]["namespace"].as_str().unwrap()
+        ),
+        path: client_config["service"]["path"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+    }
+}
+
+/// The Deployment's volumes, as the kubelet writes them: one file per key, 0644.
+fn volume_mounts(
+    scratch: &Scratch,
+    objects: &[Value],
+    pod: &Value,
+    container: &Value,
+) -> Vec<Mount> {
+    let mut mounts = Vec::new();
+    for mount in container["volumeMounts"].as_array().unwrap() {
+        let volume = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == mount["name"])
+            .unwrap();
+        let (data, decode) = if let Some(secret) = volume.get("secret") {
+            let name = secret["secretName"].as_str().unwrap();
+            (find(objects, "Secret", name)["data"].clone(), true)
+        } else if let Some(config_map) = volume.get("configMap") {
+            let name = config_map["name"].as_str().unwrap();
+            (find(objects, "ConfigMap", name)["data"].clone(), false)
+        } else {
+            panic!("a volume this test cannot make: {volume}");
+        };
+        let dir = scratch.join(&format!("volume-{}", mount["name"].as_str().unwrap()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (key, value) in data.as_object().unwrap() {
+            let text = value.as_str().unwrap();
+            let bytes = if decode {
+                base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .unwrap()
+            } else {
+                text.as_bytes().to_vec()
+            };
+            std::fs::write(dir.join(key), bytes).unwrap();
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(dir.join(key), std::fs::Permissions::from_mode(0o644))
+                .unwrap();
+        }
+        assert_eq!(mount["readOnly"], true, "{mount}");
+        mounts.push(Mount {
+            source: dir,
+            target: mount["mountPath"].as_str().unwrap().to_owned(),
+        });
+    }
+    mounts
+}
+
+/// The security context: the container's, over the pod's.
+fn security_of(pod: &Value, container: &Value) -> Security {
+    let pod_security = &pod["securityContext"];
+    let container_security = &container["securityContext"];
+    let setting = |key: &str| {
+        container_security
+            .get(key)
+            .or_else(|| pod_security.get(key))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(setting("runAsNonRoot"), true);
+    assert!(container_security["capabilities"].get("add").is_none());
+    assert_eq!(setting("seccompProfile")["type"], "RuntimeDefault");
+    Security {
+        uid: setting("runAsUser").as_u64().unwrap(),
+        gid: setting("runAsGroup").as_u64().unwrap(),
+        read_only_root: setting("readOnlyRootFilesystem") == true,
+        no_new_privileges: setting("allowPrivilegeEscalation") == false,
+        drop_all_capabilities: container_security["capabilities"]["drop"] == json!(["ALL"]),
+    }
+}
+
+/// The args, with the listen addresses moved to free ports on 127.0.0.1.
+fn moved_ports(container: &Value) -> (BTreeMap<String, SocketAddr>, Vec<String>) {
+    let mut ports: BTreeMap<String, SocketAddr> = BTreeMap::new();
+    let mut args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    for port in container["ports"].as_array().unwrap() {
+        let from = format!("0.0.0.0:{}", port["containerPort"]);
+        let to: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let moved = args
+            .iter_mut()
+            .filter(|a| a.ends_with(&from))
+            .map(|a| *a = a.replace(&from, &to.to_string()))
+            .count();
+        assert_eq!(moved, 1, "{from} in {args:?}");
+        ports.insert(port["name"].as_str().unwrap().to_owned(), to);
+    }
+    println!("image: the chart's args, listening on {ports:?} instead: {args:?}");
+    assert!(args.iter().any(|a| a == "--source=policy-file"));
+    (ports, args)
+}
+
+/// What was applied, seen from the host: PID 1 of its PID namespace, the user, no
+/// capabilities, no new privileges, a seccomp filter (podman), a read-only root.
+fn assert_confined(pid: &str, security: &Security, runner: &Runner) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}:")))
+            .unwrap_or_else(|| panic!("no {key} in {status}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(field("NSpid").last(), Some(&"1"), "PID 1 in the container");
+    assert_eq!(field("Uid"), vec![security.uid.to_string(); 4]);
+    assert_eq!(field("Gid"), vec![security.gid.to_string(); 4]);
+    assert_eq!(field("NoNewPrivs"), vec!["1"]);
+    let mut capability_sets = vec!["CapInh", "CapPrm", "CapEff", "CapAmb"];
+    if let Runner::Podman(_) = *runner {
+        capability_sets.push("CapBnd");
+        assert_eq!(field("Seccomp"), vec!["2"], "a seccomp filter");
+    }
+    for caps in capability_sets {
+        assert_eq!(field(caps), vec!["0000000000000000"], "{caps}");
+    }
+    let mountinfo = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+    let root = mountinfo
+        .lines()
+        .find(|l| l.split_whitespace().nth(4) == Some("/"))
+        .unwrap();
+    let options = root.split_whitespace().nth(5).unwrap();
+    assert!(options.split(',').any(|o| o == "ro"), "root mount: {root}");
+}
+
+/// podman if it can run containers here, else the entrypoint from the image's unpacked root
+/// (also when `E2E_IMAGE_RUNNER=rootfs`).
+fn runner_for(
+    scratch: &Scratch,
+    image: &Image,
+    podman: Podman,
+    image_name: &str,
+    security: &Security,
+) -> Runner {
+    match podman.cannot_run(image_name) {
+        None if std::env::var_os("E2E_IMAGE_RUNNER").is_none_or(|r| r != "rootfs") => {
+            notice("image: run by podman");
+            Runner::Podman(podman)
+        }
+        reason => {
+            let reason = reason.unwrap_or_else(|| "E2E_IMAGE_RUNNER=rootfs".to_owned());
+            let root = scratch.join("rootfs");
+            std::fs::create_dir_all(&root).unwrap();
+            run_ok(
+                Command::new("tar")
+                    .arg("-xzf")
+                    .arg(image.layer())
+                    .arg("-C")
+                    .arg(&root),
+                None,
+            );
+            notice(&format!(
+                "image: NOT RUN BY A CONTAINER RUNTIME ({reason}): the image's entrypoint runs \
+                 from its unpacked root filesystem instead, chrooted in mount and PID \
+                 namespaces, as UID {}, without new privileges, on a read-only root with \
+                 read-only volumes; no seccomp filter and the capability bounding set is kept",
+                security.uid
+            ));
+            Runner::Rootfs(root)
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_image_runs_as_the_charts_deployment_runs_it() {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -860,135 +1059,19 @@ async fn the_image_runs_as_the_charts_deployment_runs_it() {
         .as_array()
         .unwrap()
         .clone();
-    let client_config = &webhooks[0]["clientConfig"];
-    let client = ClientConfig {
-        ca: base64::engine::general_purpose::STANDARD
-            .decode(client_config["caBundle"].as_str().unwrap())
-            .unwrap(),
-        server_name: format!(
-            "{}.{}.svc",
-            client_config["service"]["name"].as_str().unwrap(),
-            client_config["service"]["namespace"].as_str().unwrap()
-        ),
-        path: client_config["service"]["path"]
-            .as_str()
-            .unwrap()
-            .to_owned(),
-    };
+    let client = client_of(&webhooks);
 
     // The volumes, as the kubelet writes them: one file per key, 0644.
-    let mut mounts = Vec::new();
-    for mount in container["volumeMounts"].as_array().unwrap() {
-        let volume = pod["volumes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|v| v["name"] == mount["name"])
-            .unwrap();
-        let (data, decode) = if let Some(secret) = volume.get("secret") {
-            let name = secret["secretName"].as_str().unwrap();
-            (find(&objects, "Secret", name)["data"].clone(), true)
-        } else if let Some(config_map) = volume.get("configMap") {
-            let name = config_map["name"].as_str().unwrap();
-            (find(&objects, "ConfigMap", name)["data"].clone(), false)
-        } else {
-            panic!("a volume this test cannot make: {volume}");
-        };
-        let dir = scratch.join(&format!("volume-{}", mount["name"].as_str().unwrap()));
-        std::fs::create_dir_all(&dir).unwrap();
-        for (key, value) in data.as_object().unwrap() {
-            let text = value.as_str().unwrap();
-            let bytes = if decode {
-                base64::engine::general_purpose::STANDARD
-                    .decode(text)
-                    .unwrap()
-            } else {
-                text.as_bytes().to_vec()
-            };
-            std::fs::write(dir.join(key), bytes).unwrap();
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(dir.join(key), std::fs::Permissions::from_mode(0o644))
-                .unwrap();
-        }
-        assert_eq!(mount["readOnly"], true, "{mount}");
-        mounts.push(Mount {
-            source: dir,
-            target: mount["mountPath"].as_str().unwrap().to_owned(),
-        });
-    }
+    let mounts = volume_mounts(&scratch, &objects, pod, container);
 
     // The security context: the container's, over the pod's.
-    let pod_security = &pod["securityContext"];
-    let container_security = &container["securityContext"];
-    let setting = |key: &str| {
-        container_security
-            .get(key)
-            .or_else(|| pod_security.get(key))
-            .cloned()
-            .unwrap_or(Value::Null)
-    };
-    assert_eq!(setting("runAsNonRoot"), true);
-    assert!(container_security["capabilities"].get("add").is_none());
-    assert_eq!(setting("seccompProfile")["type"], "RuntimeDefault");
-    let security = Security {
-        uid: setting("runAsUser").as_u64().unwrap(),
-        gid: setting("runAsGroup").as_u64().unwrap(),
-        read_only_root: setting("readOnlyRootFilesystem") == true,
-        no_new_privileges: setting("allowPrivilegeEscalation") == false,
-        drop_all_capabilities: container_security["capabilities"]["drop"] == json!(["ALL"]),
-    };
+    let security = security_of(pod, container);
 
     // The args, with the listen addresses moved to free ports on 127.0.0.1.
-    let mut ports: BTreeMap<String, SocketAddr> = BTreeMap::new();
-    let mut args: Vec<String> = container["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap().to_owned())
-        .collect();
-    for port in container["ports"].as_array().unwrap() {
-        let from = format!("0.0.0.0:{}", port["containerPort"]);
-        let to: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let moved = args
-            .iter_mut()
-            .filter(|a| a.ends_with(&from))
-            .map(|a| *a = a.replace(&from, &to.to_string()))
-            .count();
-        assert_eq!(moved, 1, "{from} in {args:?}");
-        ports.insert(port["name"].as_str().unwrap().to_owned(), to);
-    }
-    println!("image: the chart's args, listening on {ports:?} instead: {args:?}");
-    assert!(args.iter().any(|a| a == "--source=policy-file"));
+    let (ports, args) = moved_ports(container);
 
-    // podman if it can run containers here, else the entrypoint from the unpacked root.
     let image_name = format!("docker.io/library/styrmin-webhook:{}", workspace_version());
-    let runner = match podman.cannot_run(&image_name) {
-        None if std::env::var_os("E2E_IMAGE_RUNNER").is_none_or(|r| r != "rootfs") => {
-            notice("image: run by podman");
-            Runner::Podman(podman)
-        }
-        reason => {
-            let reason = reason.unwrap_or_else(|| "E2E_IMAGE_RUNNER=rootfs".to_owned());
-            let root = scratch.join("rootfs");
-            std::fs::create_dir_all(&root).unwrap();
-            run_ok(
-                Command::new("tar")
-                    .arg("-xzf")
-                    .arg(image.layer())
-                    .arg("-C")
-                    .arg(&root),
-                None,
-            );
-            notice(&format!(
-                "image: NOT RUN BY A CONTAINER RUNTIME ({reason}): the image's entrypoint runs \
-                 from its unpacked root filesystem instead, chrooted in mount and PID \
-                 namespaces, as UID {}, without new privileges, on a read-only root with \
-                 read-only volumes; no seccomp filter and the capability bounding set is kept",
-                security.uid
-            ));
-            Runner::Rootfs(root)
-        }
-    };
+    let runner = runner_for(&scratch, &image, podman, &image_name, &security);
 
     let started = Instant::now();
     let mut running = runner.start(&image_name, &security, &mounts, &args);
@@ -1013,34 +1096,7 @@ async fn the_image_runs_as_the_charts_deployment_runs_it() {
     // What was applied, seen from the host: PID 1 of its PID namespace, the user, no
     // capabilities, no new privileges, a seccomp filter (podman), a read-only root.
     let pid = runner.host_pid(&running);
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{key}:")))
-            .unwrap_or_else(|| panic!("no {key} in {status}"))
-            .split_whitespace()
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(field("NSpid").last(), Some(&"1"), "PID 1 in the container");
-    assert_eq!(field("Uid"), vec![security.uid.to_string(); 4]);
-    assert_eq!(field("Gid"), vec![security.gid.to_string(); 4]);
-    assert_eq!(field("NoNewPrivs"), vec!["1"]);
-    let mut capability_sets = vec!["CapInh", "CapPrm", "CapEff", "CapAmb"];
-    if let Runner::Podman(_) = runner {
-        capability_sets.push("CapBnd");
-        assert_eq!(field("Seccomp"), vec!["2"], "a seccomp filter");
-    }
-    for caps in capability_sets {
-        assert_eq!(field(caps), vec!["0000000000000000"], "{caps}");
-    }
-    let mountinfo = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
-    let root = mountinfo
-        .lines()
-        .find(|l| l.split_whitespace().nth(4) == Some("/"))
-        .unwrap();
-    let options = root.split_whitespace().nth(5).unwrap();
-    assert!(options.split(',').any(|o| o == "ro"), "root mount: {root}");
+    assert_confined(&pid, &security, &runner);
 
     // An Ingress review over TLS, trusting only the chart's caBundle: the right patch.
     let mut body: Value = serde_json::from_str(
