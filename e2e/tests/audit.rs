@@ -102,30 +102,8 @@ const EXPECTED: &[(&str, &str)] = &[
     ("stale_alias", "styrmin-web2/search"),
 ];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_reason_counted_and_a_watch_error_keeps_the_last_audit() {
-    let api = FakeApiServer::scripted();
-    answer_every_list(&api, "audit");
-    let state = AppState::default();
-    let (status, _) = get(&state, "/debug/audit").await;
-    assert_eq!(
-        status,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "no audit before the first"
-    );
-    let source = KubeSource::new(client(&api))
-        .with_confirm_interval(Duration::from_millis(100))
-        .with_audit(
-            state.audits().clone(),
-            Duration::from_millis(200),
-            AuditSettings::default(),
-        );
-    let task = tokio::spawn(source.run(state.view_sink()));
-
-    // Step 1: every list answered: ready, and a complete audit.
-    let audit = wait_for_audit(&state, "the first audit", |a| a["state"] == "complete").await;
-    assert!(state.view().is_ready());
-    let report = &audit["report"];
+/// The first audit's report: every reason, the texts of a finding, the cluster level's note.
+fn assert_first_report(report: &Value) {
     assert_eq!(findings(report), pairs(EXPECTED), "{report:#}");
     assert_eq!(
         report["ingresses"], 5,
@@ -172,8 +150,11 @@ async fn every_reason_counted_and_a_watch_error_keeps_the_last_audit() {
          client-side `kubectl apply` drops a null and the CRD's default filled the field, so the \
          class is \"traefik\", not no class; write `ingressClass: \"\"` for no class"
     );
+}
 
-    let (_, metrics) = get(&state, "/metrics").await;
+/// The first audit's metrics: the count of each reason, the Ingresses, the time it completed
+/// (returned).
+fn assert_first_metrics(metrics: &str, report: &Value) -> f64 {
     for (reason, count) in [
         ("wrong_class", 1.0),
         ("cannot_enforce", 1.0),
@@ -182,7 +163,7 @@ async fn every_reason_counted_and_a_watch_error_keeps_the_last_audit() {
     ] {
         assert_eq!(
             metric(
-                &metrics,
+                metrics,
                 &format!("styrmin_webhook_audit_nonconforming_ingresses{{reason=\"{reason}\"}}")
             ),
             count,
@@ -190,19 +171,50 @@ async fn every_reason_counted_and_a_watch_error_keeps_the_last_audit() {
         );
     }
     assert_eq!(
-        metric(&metrics, "styrmin_webhook_controllers_stuck_deleting"),
+        metric(metrics, "styrmin_webhook_controllers_stuck_deleting"),
         1.0
     );
     assert_eq!(
-        metric(&metrics, "styrmin_webhook_stale_service_aliases"),
+        metric(metrics, "styrmin_webhook_stale_service_aliases"),
         2.0
     );
-    assert_eq!(metric(&metrics, "styrmin_webhook_audit_ingresses"), 5.0);
+    assert_eq!(metric(metrics, "styrmin_webhook_audit_ingresses"), 5.0);
     let completed = metric(
-        &metrics,
+        metrics,
         "styrmin_webhook_audit_last_complete_timestamp_seconds",
     );
     assert_eq!(completed, report["completed_at_unix"].as_f64().unwrap());
+    completed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_reason_counted_and_a_watch_error_keeps_the_last_audit() {
+    let api = FakeApiServer::scripted();
+    answer_every_list(&api, "audit");
+    let state = AppState::default();
+    let (status, _) = get(&state, "/debug/audit").await;
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "no audit before the first"
+    );
+    let source = KubeSource::new(client(&api))
+        .with_confirm_interval(Duration::from_millis(100))
+        .with_audit(
+            state.audits().clone(),
+            Duration::from_millis(200),
+            AuditSettings::default(),
+        );
+    let task = tokio::spawn(source.run(state.view_sink()));
+
+    // Step 1: every list answered: ready, and a complete audit.
+    let audit = wait_for_audit(&state, "the first audit", |a| a["state"] == "complete").await;
+    assert!(state.view().is_ready());
+    let report = &audit["report"];
+    assert_first_report(report);
+
+    let (_, metrics) = get(&state, "/metrics").await;
+    let completed = assert_first_metrics(&metrics, report);
     // A later audit that finds the same keeps the earlier findings, not a second copy.
     let first = state.audits().report().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -259,24 +259,11 @@ const EXPECTED: &[&str] = &[
     "StyrminDeployment styrmin-ctl9/styrmin-ctl9: stuck_deleting fail",
 ];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reports_follow_the_findings_with_only_the_writes_they_need() {
-    let api = cluster(&[ReportApi::OpenReports, ReportApi::WgPolicy], 1);
-    api.fail_writes(OPEN_REPORTS, 2, 500);
-    let (state, task) = webhook(
-        &api,
-        "a",
-        settings(ReportTarget::Auto, "a", ReportResults::Findings, 0.0),
-    );
-
-    // Open Reports is preferred; the two failed writes are retried.
-    let stored = wait_for_reports(&api, OPEN_REPORTS, "the first reports", |s| {
-        s.len() == EXPECTED.len()
-    })
-    .await;
-    assert_eq!(summary(&stored), EXPECTED);
+/// Each stored report valid for the Open Reports CRD, owned by its scope, its results
+/// stamped with a time.
+fn assert_valid_open_reports(stored: &BTreeMap<String, Value>) {
     let schema = crd_version_schema(&data("crds/openreports.io_reports.yaml"), "v1alpha1");
-    for (path, report) in &stored {
+    for (path, report) in stored {
         let errors = schema_errors(&schema, report);
         assert!(
             errors.is_empty(),
@@ -293,6 +280,44 @@ async fn reports_follow_the_findings_with_only_the_writes_they_need() {
                 > 1_700_000_000
         );
     }
+}
+
+/// The writes since the `first`: one delete (web1/api's report), one apply (web2/web's).
+fn assert_one_delete_one_apply(writes: &[ApiRequest], first: usize) {
+    let changes: Vec<String> = writes[first..]
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(changes.len(), 2, "one delete, one apply: {changes:#?}");
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.starts_with("DELETE ") && c.ends_with("/styrmin-uid-styrmin-web1-api"))
+    );
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.starts_with("PATCH ") && c.ends_with("/styrmin-uid-styrmin-web2-web"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_follow_the_findings_with_only_the_writes_they_need() {
+    let api = cluster(&[ReportApi::OpenReports, ReportApi::WgPolicy], 1);
+    api.fail_writes(OPEN_REPORTS, 2, 500);
+    let (state, task) = webhook(
+        &api,
+        "a",
+        settings(ReportTarget::Auto, "a", ReportResults::Findings, 0.0),
+    );
+
+    // Open Reports is preferred; the two failed writes are retried.
+    let stored = wait_for_reports(&api, OPEN_REPORTS, "the first reports", |s| {
+        s.len() == EXPECTED.len()
+    })
+    .await;
+    assert_eq!(summary(&stored), EXPECTED);
+    assert_valid_open_reports(&stored);
     assert!(
         api.requests()
             .iter()
@@ -306,21 +331,19 @@ async fn reports_follow_the_findings_with_only_the_writes_they_need() {
         "each report once, and the two failed writes again"
     );
     let text = metrics(&state).await;
-    assert_eq!(
-        metric(
-            &text,
-            "styrmin_webhook_policy_report_writes_total{operation=\"apply\",outcome=\"failed\"}"
+    for (name, value) in [
+        (
+            "styrmin_webhook_policy_report_writes_total{operation=\"apply\",outcome=\"failed\"}",
+            2.0,
         ),
-        2.0
-    );
-    assert_eq!(
-        metric(
-            &text,
-            "styrmin_webhook_policy_report_api{api=\"openreports\"}"
+        (
+            "styrmin_webhook_policy_report_api{api=\"openreports\"}",
+            1.0,
         ),
-        1.0
-    );
-    assert_eq!(metric(&text, "styrmin_webhook_controllers_lease_held"), 1.0);
+        ("styrmin_webhook_controllers_lease_held", 1.0),
+    ] {
+        assert_eq!(metric(&text, name), value, "{name}");
+    }
     let lease = api.stored(LEASES);
     assert_eq!(lease.len(), 1);
     assert_eq!(
@@ -381,21 +404,7 @@ async fn reports_follow_the_findings_with_only_the_writes_they_need() {
     );
     tokio::time::sleep(Duration::from_millis(600)).await;
     let writes = report_writes(&api, OPEN_REPORTS);
-    let changes: Vec<String> = writes[first..]
-        .iter()
-        .map(|r| format!("{} {}", r.method, r.path))
-        .collect();
-    assert_eq!(changes.len(), 2, "one delete, one apply: {changes:#?}");
-    assert!(
-        changes
-            .iter()
-            .any(|c| c.starts_with("DELETE ") && c.ends_with("/styrmin-uid-styrmin-web1-api"))
-    );
-    assert!(
-        changes
-            .iter()
-            .any(|c| c.starts_with("PATCH ") && c.ends_with("/styrmin-uid-styrmin-web2-web"))
-    );
+    assert_one_delete_one_apply(&writes, first);
     let apply = writes.iter().find(|r| r.method == "PATCH").unwrap();
     assert!(
         apply.query.contains("fieldManager=styrmin-webhook") && apply.query.contains("force=true"),

@@ -426,6 +426,87 @@ fn audited(log: &Path) -> Vec<Audited> {
 
 const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
 
+/// Healed: whatever replica-a (`user_a`) held or tried, the API server took no write of it
+/// after `fenced`, though it took some before; replica-b holds the Lease and web's report.
+async fn assert_fenced(
+    client: &kube::Client,
+    dir: &Path,
+    audit_log: &Path,
+    user_a: &str,
+    fenced: Timestamp,
+) {
+    let late: Vec<_> = audited(audit_log)
+        .into_iter()
+        .filter(|event| {
+            event.user == user_a
+                && WRITE_VERBS.contains(&event.verb.as_str())
+                && (200..300).contains(&event.code)
+                && event.received > fenced
+        })
+        .collect();
+    assert!(
+        late.is_empty(),
+        "replica-a wrote after its renew deadline had passed in the partition: {late:#?}\n--- replica-a ---\n{}",
+        log_of(dir, "replica-a")
+    );
+    assert!(
+        audited(audit_log)
+            .iter()
+            .any(|e| e.user == user_a && e.resource == "reports" && e.verb == "patch"),
+        "the audit log shows no report write of replica-a at all: it cannot tell"
+    );
+    assert_eq!(
+        lease_holder(client, "styrmin-system", LEASE_NAME)
+            .await
+            .as_deref(),
+        Some("replica-b")
+    );
+    assert!(
+        report_of(client, "styrmin-p1", "web").await.unwrap().data["results"]
+            .to_string()
+            .contains("haproxy"),
+        "the report is no longer replica-b's"
+    );
+}
+
+/// A control plane under `dir` whose API server writes every request to its audit log
+/// (returned with it), blocking.
+fn start_audited(assets: &Path, dir: &Scratch) -> (ControlPlane, PathBuf) {
+    let policy = dir.write("audit-policy.yaml", AUDIT_POLICY);
+    let audit_log = dir.join("audit.log");
+    let plane = ControlPlane::start(
+        assets,
+        dir.path(),
+        &[
+            format!("--audit-policy-file={}", policy.display()),
+            format!("--audit-log-path={}", audit_log.display()),
+            "--audit-log-mode=blocking".to_owned(),
+        ],
+    );
+    (plane, audit_log)
+}
+
+/// A rolling update: SIGTERM to the holder (`b`, replica-b), which gives the Lease back;
+/// replica-a takes it within a retry period or two, not after the lease duration.
+async fn assert_hands_over_on_sigterm(client: &kube::Client, dir: &Path, mut b: Processes) {
+    let terminated = Instant::now();
+    let status = Command::new("kill")
+        .args(["-TERM", &b.0[0].id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    until_lease_held_by(client, "styrmin-system", LEASE_NAME, "replica-a").await;
+    let handed_over = terminated.elapsed();
+    println!("hand-over after SIGTERM: {handed_over:?} (lease {LEASE:?})");
+    assert!(
+        handed_over < Duration::from_secs(2),
+        "replica-a took {handed_over:?} to take over from a replica stopped with SIGTERM (lease {LEASE:?}): was the Lease released?\n--- replica-b ---\n{}",
+        log_of(dir, "replica-b")
+    );
+    let _ = b.0[0].wait();
+    b.0.clear();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real API server: make test-cluster with KUBEBUILDER_ASSETS"]
 async fn a_partitioned_holder_stops_writing_and_a_terminated_one_hands_over_at_once() {
@@ -434,17 +515,7 @@ async fn a_partitioned_holder_stops_writing_and_a_terminated_one_hands_over_at_o
         return;
     };
     let dir = Scratch::new("policy-reports-writer-partition");
-    let policy = dir.write("audit-policy.yaml", AUDIT_POLICY);
-    let audit_log = dir.join("audit.log");
-    let plane = ControlPlane::start(
-        &assets,
-        dir.path(),
-        &[
-            format!("--audit-policy-file={}", policy.display()),
-            format!("--audit-log-path={}", audit_log.display()),
-            "--audit-log-mode=blocking".to_owned(),
-        ],
-    );
+    let (plane, audit_log) = start_audited(&assets, &dir);
     let client = plane.ready().await;
     install_crds(&client).await;
     styrmin_objects(&client, &[("p1", "prod")]).await;
@@ -478,7 +549,7 @@ async fn a_partitioned_holder_stops_writing_and_a_terminated_one_hands_over_at_o
             .then_some(())
     })
     .await;
-    let mut b = Processes(vec![replica(dir.path(), &direct, "replica-b", metrics_b)]);
+    let b = Processes(vec![replica(dir.path(), &direct, "replica-b", metrics_b)]);
     eventually("replica-b following", async || {
         (scrape_value(metrics_b, "styrmin_webhook_controllers_lease_held") == Some(0.0))
             .then_some(())
@@ -547,55 +618,7 @@ async fn a_partitioned_holder_stops_writing_and_a_terminated_one_hands_over_at_o
     // Healed: whatever replica-a held or tries now, the API server takes no write of it.
     proxy.resume();
     tokio::time::sleep(LEASE * 2).await;
-    let late: Vec<_> = audited(&audit_log)
-        .into_iter()
-        .filter(|event| {
-            event.user == user_a
-                && WRITE_VERBS.contains(&event.verb.as_str())
-                && (200..300).contains(&event.code)
-                && event.received > fenced
-        })
-        .collect();
-    assert!(
-        late.is_empty(),
-        "replica-a wrote after its renew deadline had passed in the partition: {late:#?}\n--- replica-a ---\n{}",
-        log_of(dir.path(), "replica-a")
-    );
-    assert!(
-        audited(&audit_log)
-            .iter()
-            .any(|e| e.user == user_a && e.resource == "reports" && e.verb == "patch"),
-        "the audit log shows no report write of replica-a at all: it cannot tell"
-    );
-    assert_eq!(
-        lease_holder(&client, "styrmin-system", LEASE_NAME)
-            .await
-            .as_deref(),
-        Some("replica-b")
-    );
-    assert!(
-        report_of(&client, "styrmin-p1", "web").await.unwrap().data["results"]
-            .to_string()
-            .contains("haproxy"),
-        "the report is no longer replica-b's"
-    );
+    assert_fenced(&client, dir.path(), &audit_log, user_a, fenced).await;
 
-    // A rolling update: SIGTERM to the holder, which gives the Lease back; replica-a takes
-    // it within a retry period or two, not after the lease duration.
-    let terminated = Instant::now();
-    let status = Command::new("kill")
-        .args(["-TERM", &b.0[0].id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    until_lease_held_by(&client, "styrmin-system", LEASE_NAME, "replica-a").await;
-    let handed_over = terminated.elapsed();
-    println!("hand-over after SIGTERM: {handed_over:?} (lease {LEASE:?})");
-    assert!(
-        handed_over < Duration::from_secs(2),
-        "replica-a took {handed_over:?} to take over from a replica stopped with SIGTERM (lease {LEASE:?}): was the Lease released?\n--- replica-b ---\n{}",
-        log_of(dir.path(), "replica-b")
-    );
-    let _ = b.0[0].wait();
-    b.0.clear();
+    assert_hands_over_on_sigterm(&client, dir.path(), b).await;
 }
