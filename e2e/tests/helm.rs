@@ -630,19 +630,15 @@ struct Seen {
     others: usize,
 }
 
-fn compare_streams(
-    before: &str,
-    after: &str,
-    compare: Compare,
-    expect: Expect,
-    hooks_rendered: bool,
-) -> Seen {
+/// The documents of `before` and `after`, paired: in order (bytes), or by their key
+/// (semantic); none lost, none added.
+fn paired(before: &str, after: &str, compare: Compare) -> Vec<(Entry, Entry)> {
     // Helm 4 flattens a List into its items before the post-renderer sees it, so in its
     // output the items are documents of their own: compare item by item.
     let flatten = compare == Compare::Semantic;
     let before_entries = entries(before, flatten);
     let after_entries = entries(after, flatten);
-    let pairs: Vec<(Entry, Entry)> = match compare {
+    match compare {
         Compare::Bytes => {
             assert_eq!(
                 before_entries.len(),
@@ -673,7 +669,17 @@ fn compare_streams(
             );
             pairs
         }
-    };
+    }
+}
+
+fn compare_streams(
+    before: &str,
+    after: &str,
+    compare: Compare,
+    expect: Expect,
+    hooks_rendered: bool,
+) -> Seen {
+    let pairs = paired(before, after, compare);
 
     let mut seen = Seen::default();
     for (b, a) in &pairs {

@@ -276,6 +276,65 @@ fn audit_findings(report: &Value) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// Step 2's plan (`plan`, as JSON, and `table`): the pre-flight findings, the same hash
+/// again, and `--fail-on` exiting 3 on an annotation HAProxy does not read, and only then.
+fn assert_step2_plan(cluster: &Cluster, plan: &Value, table: &str) {
+    let changes: Vec<(&str, &str)> = plan["preflight"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["reason"].as_str().unwrap(),
+                f["subject"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            ("changes_controller", "Ingress styrmin-web1/web"),
+            ("changes_controller", "Ingress styrmin-web2/web"),
+            ("annotations_not_carried", "Ingress styrmin-web2/web"),
+            ("acme_solver_class", "Issuer styrmin-web2/letsencrypt"),
+            ("acme_solver_class", "ClusterIssuer letsencrypt-prod"),
+        ]
+    );
+    assert!(
+        table.contains("annotations_not_carried  Ingress styrmin-web2/web: ingress-nginx -> HAProxy Kubernetes Ingress (version not given: judged at 1.5.0, the newest the catalog has): 1 unsupported: nginx.ingress.kubernetes.io/proxy-body-size; 1 renamed: nginx.ingress.kubernetes.io/ssl-redirect -> haproxy.org/ssl-redirect"),
+        "{table}"
+    );
+    // The same plan gives the same hash; --fail-on exits 3 on proxy-body-size, which HAProxy
+    // does not read, and only then.
+    let step2 = step_file("step2-enforce-prod.yaml");
+    let step2 = step2.to_str().unwrap();
+    let (_, again) = cluster.webhook_cli(&["plan", "-o", "json", "-f", step2]);
+    let again: Value = serde_json::from_str(&again).unwrap();
+    assert_eq!(again["hash"], plan["hash"]);
+    assert_eq!(plan["hash"].as_str().map(str::len), Some(64));
+    assert_eq!(
+        plan["annotations"][0]["unsupported"][0]["annotation"],
+        "nginx.ingress.kubernetes.io/proxy-body-size"
+    );
+    let fail_on = |verdict: &str| {
+        cluster
+            .webhook_cli(&["plan", "-o", "json", "--fail-on", verdict, "-f", step2])
+            .0
+    };
+    assert_eq!(fail_on("unsupported"), Some(3));
+    assert_eq!(fail_on("unknown"), Some(3));
+    // Nothing moves in warn: nothing to fail on.
+    let step1 = step_file("step1-warn-cluster-wide.yaml");
+    let (code, _) = cluster.webhook_cli(&[
+        "plan",
+        "--fail-on",
+        "unknown",
+        "-f",
+        step1.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn nginx_to_haproxy_warn_cluster_wide_then_enforce_environment_by_environment() {
     let mut cluster = Cluster::recorded();
@@ -344,60 +403,7 @@ async fn nginx_to_haproxy_warn_cluster_wide_then_enforce_environment_by_environm
             row("staging", "styrmin-shop1", "no"),
         ]
     );
-    let changes: Vec<(&str, &str)> = plan["preflight"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["reason"].as_str().unwrap(),
-                f["subject"].as_str().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(
-        changes,
-        [
-            ("changes_controller", "Ingress styrmin-web1/web"),
-            ("changes_controller", "Ingress styrmin-web2/web"),
-            ("annotations_not_carried", "Ingress styrmin-web2/web"),
-            ("acme_solver_class", "Issuer styrmin-web2/letsencrypt"),
-            ("acme_solver_class", "ClusterIssuer letsencrypt-prod"),
-        ]
-    );
-    assert!(
-        table.contains("annotations_not_carried  Ingress styrmin-web2/web: ingress-nginx -> HAProxy Kubernetes Ingress (version not given: judged at 1.5.0, the newest the catalog has): 1 unsupported: nginx.ingress.kubernetes.io/proxy-body-size; 1 renamed: nginx.ingress.kubernetes.io/ssl-redirect -> haproxy.org/ssl-redirect"),
-        "{table}"
-    );
-    // The same plan gives the same hash; --fail-on exits 3 on proxy-body-size, which HAProxy
-    // does not read, and only then.
-    let step2 = step_file("step2-enforce-prod.yaml");
-    let step2 = step2.to_str().unwrap();
-    let (_, again) = cluster.webhook_cli(&["plan", "-o", "json", "-f", step2]);
-    let again: Value = serde_json::from_str(&again).unwrap();
-    assert_eq!(again["hash"], plan["hash"]);
-    assert_eq!(plan["hash"].as_str().map(str::len), Some(64));
-    assert_eq!(
-        plan["annotations"][0]["unsupported"][0]["annotation"],
-        "nginx.ingress.kubernetes.io/proxy-body-size"
-    );
-    let fail_on = |verdict: &str| {
-        cluster
-            .webhook_cli(&["plan", "-o", "json", "--fail-on", verdict, "-f", step2])
-            .0
-    };
-    assert_eq!(fail_on("unsupported"), Some(3));
-    assert_eq!(fail_on("unknown"), Some(3));
-    // Nothing moves in warn: nothing to fail on.
-    let step1 = step_file("step1-warn-cluster-wide.yaml");
-    let (code, _) = cluster.webhook_cli(&[
-        "plan",
-        "--fail-on",
-        "unknown",
-        "-f",
-        step1.to_str().unwrap(),
-    ]);
-    assert_eq!(code, Some(0));
+    assert_step2_plan(&cluster, &plan, &table);
     cluster.apply("step2-enforce-prod.yaml");
 
     let admission = cluster.admission();

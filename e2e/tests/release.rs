@@ -651,6 +651,67 @@ fn kubectl(kubeconfig: &Path) -> Command {
     cmd
 }
 
+/// The release's Pods on the node: every container of the image pinned by the registry's
+/// `digest`, ready, started from what the runtime pulled by that digest.
+fn assert_pods_pinned(kubeconfig: &Path, registry: &Registry, digest: &str) {
+    let pods: Value = serde_json::from_slice(
+        &run_ok(
+            kubectl(kubeconfig).args([
+                "get",
+                "pods",
+                "--namespace",
+                NODE_NAMESPACE,
+                "--selector",
+                "app.kubernetes.io/instance=styrmin-webhook",
+                "--output",
+                "json",
+            ]),
+            None,
+        )
+        .stdout,
+    )
+    .unwrap();
+    let pods = pods["items"].as_array().unwrap();
+    assert!(!pods.is_empty(), "no Pods of the release");
+    let pinned = format!("{}/styrmin-webhook@{digest}", registry.address);
+    for pod in pods {
+        for container in pod["spec"]["containers"].as_array().unwrap() {
+            assert_eq!(container["image"], pinned.as_str(), "{container}");
+        }
+        // imageID: what the runtime pulled, by the registry's digest of the index.
+        for container in pod["status"]["containerStatuses"].as_array().unwrap() {
+            assert_eq!(container["ready"], true, "{container}");
+            assert_eq!(container["imageID"], pinned.as_str(), "{container}");
+        }
+    }
+}
+
+/// The class the `ingress` file gets when created through the API server (a server-side dry
+/// run), tried for a minute until it is haproxy; with the last attempt's stderr.
+fn class_through_api_server(kubeconfig: &Path, ingress: &Path) -> (Option<String>, String) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let output = run(
+            kubectl(kubeconfig)
+                .args(["create", "--dry-run=server", "--output", "json", "-f"])
+                .arg(ingress),
+            None,
+        );
+        let created: Option<Value> = output
+            .status
+            .success()
+            .then(|| serde_json::from_slice(&output.stdout).unwrap());
+        let class = created
+            .as_ref()
+            .and_then(|ingress| ingress["spec"]["ingressClassName"].as_str())
+            .map(str::to_owned);
+        if class.as_deref() == Some("haproxy") || Instant::now() > deadline {
+            break (class, String::from_utf8_lossy(&output.stderr).into_owned());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// The chart from the registry on a real node: `helm install --verify` with the release's
 /// public key, the Deployment available with every container started from the pushed index
 /// (`imageID` is the registry's digest, so the kubelet pulled it from there), and an Ingress
@@ -708,36 +769,7 @@ fn installs_on_a_node(
         started.elapsed().as_secs_f64()
     );
 
-    let pods: Value = serde_json::from_slice(
-        &run_ok(
-            kubectl(&kubeconfig).args([
-                "get",
-                "pods",
-                "--namespace",
-                NODE_NAMESPACE,
-                "--selector",
-                "app.kubernetes.io/instance=styrmin-webhook",
-                "--output",
-                "json",
-            ]),
-            None,
-        )
-        .stdout,
-    )
-    .unwrap();
-    let pods = pods["items"].as_array().unwrap();
-    assert!(!pods.is_empty(), "no Pods of the release");
-    let pinned = format!("{}/styrmin-webhook@{digest}", registry.address);
-    for pod in pods {
-        for container in pod["spec"]["containers"].as_array().unwrap() {
-            assert_eq!(container["image"], pinned.as_str(), "{container}");
-        }
-        // imageID: what the runtime pulled, by the registry's digest of the index.
-        for container in pod["status"]["containerStatuses"].as_array().unwrap() {
-            assert_eq!(container["ready"], true, "{container}");
-            assert_eq!(container["imageID"], pinned.as_str(), "{container}");
-        }
-    }
+    assert_pods_pinned(&kubeconfig, registry, digest);
 
     // The webhook answers the API server: an Ingress without a class, in an environment's
     // namespace, gets the cluster's class. The view is fed by a watch, so the first writes
@@ -769,27 +801,7 @@ fn installs_on_a_node(
             "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: web, namespace: {NODE_APP_NAMESPACE}}}\nspec:\n  defaultBackend:\n    service: {{name: web, port: {{number: 80}}}}\n"
         ),
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let class = loop {
-        let output = run(
-            kubectl(&kubeconfig)
-                .args(["create", "--dry-run=server", "--output", "json", "-f"])
-                .arg(&ingress),
-            None,
-        );
-        let created: Option<Value> = output
-            .status
-            .success()
-            .then(|| serde_json::from_slice(&output.stdout).unwrap());
-        let class = created
-            .as_ref()
-            .and_then(|ingress| ingress["spec"]["ingressClassName"].as_str())
-            .map(str::to_owned);
-        if class.as_deref() == Some("haproxy") || Instant::now() > deadline {
-            break (class, String::from_utf8_lossy(&output.stderr).into_owned());
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    };
+    let class = class_through_api_server(&kubeconfig, &ingress);
     assert_eq!(
         class.0.as_deref(),
         Some("haproxy"),
@@ -881,6 +893,70 @@ fn run_as_user(helm: &HelmHome, home: &Path, dir: &Path, lines: &str) -> std::pr
     run(&mut cmd, None)
 }
 
+/// The class of every Ingress in a `helm install --dry-run`'s manifest, Lists' items too.
+fn ingress_classes(manifest: &str) -> Vec<Value> {
+    let mut classes = Vec::new();
+    for doc in split_documents(manifest) {
+        let value = doc.value();
+        let items = match value["items"].as_array() {
+            Some(items) => items.clone(),
+            None => vec![value],
+        };
+        for object in items.iter().filter(|o| o["kind"] == "Ingress") {
+            classes.push(object["spec"]["ingressClassName"].clone());
+        }
+    }
+    classes
+}
+
+/// A work folder as the README's user has it: the chart and the README's `config`.
+fn prepare_work(work: &Path, config: &str) {
+    std::fs::create_dir_all(work).unwrap();
+    copy_dir(&data("charts/styrmin-e2e"), &work.join("chart"));
+    std::fs::write(work.join("styrmin.yaml"), config).unwrap();
+}
+
+/// A changed archive: the README's Helm 3 block (`lines`, served by `server`) stops at
+/// sha256sum, before anything is installed.
+fn assert_tampered_archive_stops(
+    scratch: &Scratch,
+    release: &Release,
+    version: &str,
+    server: &FileServer,
+    helm: &HelmHome,
+    lines: &str,
+    config: &str,
+) {
+    let tampered = scratch.join(&format!("site/tampered/v{version}"));
+    std::fs::create_dir_all(&tampered).unwrap();
+    for entry in std::fs::read_dir(&release.dir).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), tampered.join(entry.file_name())).unwrap();
+    }
+    let archive = tampered.join(format!("styrmin-{version}-linux-{}.tar.gz", host_arch()));
+    let mut bytes = std::fs::read(&archive).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&archive, bytes).unwrap();
+    let lines = lines.replace(
+        &format!("http://{}/releases", server.address),
+        &format!("http://{}/tampered", server.address),
+    );
+    let other_home = scratch.join("user-home-tampered");
+    let work = scratch.join("user-work-tampered");
+    prepare_work(&work, config);
+    let output = run_as_user(helm, &other_home, &work, &lines);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        !output.status.success() && stdout.contains("FAILED"),
+        "the README's Helm 3 block went on with a changed archive: {stdout}"
+    );
+    assert!(
+        !other_home.join(".local/bin/styrmin-postrender").exists(),
+        "the changed archive's binary was installed"
+    );
+}
+
 /// The README's release-key lines and its Helm 3 block against this release (see the module
 /// comment).
 fn readme_installs_for_a_helm3_user(
@@ -966,13 +1042,8 @@ fn readme_installs_for_a_helm3_user(
             ),
         );
     let config = readme_block(&readme, "```yaml\n# styrmin.yaml");
-    let prepare = |work: &Path| {
-        std::fs::create_dir_all(work).unwrap();
-        copy_dir(&data("charts/styrmin-e2e"), &work.join("chart"));
-        std::fs::write(work.join("styrmin.yaml"), config).unwrap();
-    };
     let work = scratch.join("user-work-helm3");
-    prepare(&work);
+    prepare_work(&work, config);
     let output = run_as_user(&helm, &user_home, &work, &lines);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -988,17 +1059,7 @@ fn readme_installs_for_a_helm3_user(
         .split_once("\nMANIFEST:\n")
         .map(|(_, rest)| rest.split_once("\nNOTES:\n").map_or(rest, |(m, _)| m))
         .unwrap_or_else(|| panic!("no MANIFEST: in the helm install output:\n{stdout}"));
-    let mut classes = Vec::new();
-    for doc in split_documents(manifest) {
-        let value = doc.value();
-        let items = match value["items"].as_array() {
-            Some(items) => items.clone(),
-            None => vec![value],
-        };
-        for object in items.iter().filter(|o| o["kind"] == "Ingress") {
-            classes.push(object["spec"]["ingressClassName"].clone());
-        }
-    }
+    let classes = ingress_classes(manifest);
     assert!(classes.len() >= 5, "{classes:?}\n{manifest}");
     assert!(
         classes.iter().all(|class| class == "haproxy"),
@@ -1010,35 +1071,7 @@ fn readme_installs_for_a_helm3_user(
         "{report}"
     );
 
-    // A changed archive: the block stops at sha256sum, before anything is installed.
-    let tampered = scratch.join(&format!("site/tampered/v{version}"));
-    std::fs::create_dir_all(&tampered).unwrap();
-    for entry in std::fs::read_dir(&release.dir).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), tampered.join(entry.file_name())).unwrap();
-    }
-    let archive = tampered.join(format!("styrmin-{version}-linux-{}.tar.gz", host_arch()));
-    let mut bytes = std::fs::read(&archive).unwrap();
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0x01;
-    std::fs::write(&archive, bytes).unwrap();
-    let lines = lines.replace(
-        &format!("http://{}/releases", server.address),
-        &format!("http://{}/tampered", server.address),
-    );
-    let other_home = scratch.join("user-home-tampered");
-    let work = scratch.join("user-work-tampered");
-    prepare(&work);
-    let output = run_as_user(&helm, &other_home, &work, &lines);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        !output.status.success() && stdout.contains("FAILED"),
-        "the README's Helm 3 block went on with a changed archive: {stdout}"
-    );
-    assert!(
-        !other_home.join(".local/bin/styrmin-postrender").exists(),
-        "the changed archive's binary was installed"
-    );
+    assert_tampered_archive_stops(scratch, release, version, &server, &helm, &lines, config);
     eprintln!(
         "release: the README's lines ran in {:.1} s",
         started.elapsed().as_secs_f64()

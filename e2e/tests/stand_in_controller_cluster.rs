@@ -115,6 +115,26 @@ async fn until_statuses(client: &kube::Client, what: &str, expected: impl Fn(&st
     .await;
 }
 
+/// HTTP: each host of `ips_of` answers on its class's address (on `port`), naming the
+/// Ingress, and 404 on the other.
+async fn assert_each_host_on_its_class(
+    ips_of: &std::collections::BTreeMap<String, &str>,
+    port: u16,
+) {
+    let at = |ip: &str| SocketAddr::new(ip.parse::<IpAddr>().unwrap(), port);
+    for (key, ip) in ips_of {
+        let (namespace, name) = key.split_once('/').unwrap();
+        let host = format!("{name}.test");
+        let class = if *ip == A_IP { A } else { B };
+        let (status, body) = stand_in_controller::get(at(ip), &host).await.unwrap();
+        assert_eq!(status, 200, "{host} on {ip}: {body}");
+        assert_eq!(body, format!("class={class} ingress={namespace}/{name}\n"));
+        let other = if *ip == A_IP { B_IP } else { A_IP };
+        let (status, _) = stand_in_controller::get(at(other), &host).await.unwrap();
+        assert_eq!(status, 404, "{host} on {other}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real API server: make test-cluster with KUBEBUILDER_ASSETS"]
 async fn two_classes_publish_serve_move_and_stop() {
@@ -156,18 +176,7 @@ async fn two_classes_publish_serve_move_and_stop() {
     })
     .await;
 
-    // HTTP: each host answers on its class's address, naming the Ingress, and 404 on the other.
-    for (key, ip) in &ips_of {
-        let (namespace, name) = key.split_once('/').unwrap();
-        let host = format!("{name}.test");
-        let class = if *ip == A_IP { A } else { B };
-        let (status, body) = stand_in_controller::get(at(ip), &host).await.unwrap();
-        assert_eq!(status, 200, "{host} on {ip}: {body}");
-        assert_eq!(body, format!("class={class} ingress={namespace}/{name}\n"));
-        let other = if *ip == A_IP { B_IP } else { A_IP };
-        let (status, _) = stand_in_controller::get(at(other), &host).await.unwrap();
-        assert_eq!(status, 404, "{host} on {other}");
-    }
+    assert_each_host_on_its_class(&ips_of, port).await;
     let settled = [A, B].map(|class| running.counters(class).unwrap().patches);
     assert_eq!(settled.iter().sum::<u64>(), 20, "one write per Ingress");
 

@@ -62,11 +62,60 @@ fn malformed(i: usize, valid: &[u8]) -> Vec<u8> {
     }
 }
 
+/// One valid review after every 4 malformed bodies.
+const VALID_EVERY: usize = 4;
+const WORKERS: usize = 4;
+
+/// The two valid reviews of the drill, each with the classes its patch gives.
+type ValidReviews = [(Value, (Option<&'static str>, Option<&'static str>)); 2];
+
+/// Worker `w` of the malformed drill: its share of `range`, each malformed body answered 400
+/// and a valid review after every `VALID_EVERY` answered right; `(400s, right, wrong)`.
+async fn drill_worker(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+    valid: ValidReviews,
+    valid_bytes: Vec<u8>,
+    range: std::ops::Range<usize>,
+    w: usize,
+) -> (usize, usize, Vec<String>) {
+    let (mut bad_400, mut good, mut wrong) = (0usize, 0usize, Vec::new());
+    let mut conn = Connection::open(addr, config.clone(), SERVER_NAME)
+        .await
+        .unwrap();
+    for i in range.filter(|i| i % WORKERS == w) {
+        if conn.is_closed() {
+            conn = Connection::open(addr, config.clone(), SERVER_NAME)
+                .await
+                .unwrap();
+        }
+        match conn.post_raw(malformed(i, &valid_bytes), &[]).await {
+            Ok((400, _)) => bad_400 += 1,
+            other => wrong.push(format!("malformed #{i} ({}): {other:?}", i % 12)),
+        }
+        if i % VALID_EVERY == 0 {
+            let (body, expected) = &valid[(i / VALID_EVERY) % 2];
+            match conn.review(body).await {
+                Ok(answer) => {
+                    let expected = (expected.0.map(str::to_owned), expected.1.map(str::to_owned));
+                    if answer["response"]["allowed"] == true
+                        && classes(&patched(body, &answer)) == expected
+                    {
+                        good += 1;
+                    } else {
+                        wrong.push(format!("valid after #{i}: {answer}"));
+                    }
+                }
+                Err(e) => wrong.push(format!("valid after #{i}: {e}")),
+            }
+        }
+    }
+    (bad_400, good, wrong)
+}
+
 #[tokio::test]
 async fn ten_thousand_malformed_bodies_mixed_into_valid_traffic() {
     const MALFORMED: usize = 10_000;
-    const VALID_EVERY: usize = 4; // one valid review after every 4 malformed bodies
-    const WORKERS: usize = 4;
     let fx = Fixture::new();
     let config = fx.config.clone();
     let webhook = fx.start(&[]).await;
@@ -98,41 +147,7 @@ async fn ten_thousand_malformed_bodies_mixed_into_valid_traffic() {
                 let addr = webhook.addr;
                 let range = range.clone();
                 tokio::spawn(async move {
-                    let (mut bad_400, mut good, mut wrong) = (0usize, 0usize, Vec::new());
-                    let mut conn = Connection::open(addr, config.clone(), SERVER_NAME)
-                        .await
-                        .unwrap();
-                    for i in range.filter(|i| i % WORKERS == w) {
-                        if conn.is_closed() {
-                            conn = Connection::open(addr, config.clone(), SERVER_NAME)
-                                .await
-                                .unwrap();
-                        }
-                        match conn.post_raw(malformed(i, &valid_bytes), &[]).await {
-                            Ok((400, _)) => bad_400 += 1,
-                            other => wrong.push(format!("malformed #{i} ({}): {other:?}", i % 12)),
-                        }
-                        if i % VALID_EVERY == 0 {
-                            let (body, expected) = &valid[(i / VALID_EVERY) % 2];
-                            match conn.review(body).await {
-                                Ok(answer) => {
-                                    let expected = (
-                                        expected.0.map(str::to_owned),
-                                        expected.1.map(str::to_owned),
-                                    );
-                                    if answer["response"]["allowed"] == true
-                                        && classes(&patched(body, &answer)) == expected
-                                    {
-                                        good += 1;
-                                    } else {
-                                        wrong.push(format!("valid after #{i}: {answer}"));
-                                    }
-                                }
-                                Err(e) => wrong.push(format!("valid after #{i}: {e}")),
-                            }
-                        }
-                    }
-                    (bad_400, good, wrong)
+                    drill_worker(addr, config, valid, valid_bytes, range, w).await
                 })
             })
             .collect();
