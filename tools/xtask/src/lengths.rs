@@ -1,7 +1,8 @@
-//! `function-lengths`: the longest functions of every crate's `src/`, measured from the `fn`
-//! keyword to the closing brace, so that a function past the limit is seen in review and
-//! fails `make lint`. Every `fn` with a body counts: free functions, methods, trait
-//! defaults, functions nested in others, and test functions in `src/`.
+//! `function-lengths`: the longest functions of every crate's `src/` and `tests/`, measured
+//! from the `fn` keyword to the closing brace, so that a function past the limit is seen in
+//! review and fails `make lint`. Every `fn` with a body counts: free functions, methods, trait
+//! defaults, functions nested in others, test functions in `src/` (`#[cfg(test)]` modules,
+//! `tests.rs` files) and the integration tests and their helpers under `tests/`.
 
 use std::fs;
 use std::path::{Path, PathBuf};

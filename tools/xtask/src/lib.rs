@@ -1,6 +1,7 @@
 //! The project's own checks that no ready-made tool does (`cargo run -p xtask -- help`).
 //!
-//! `function-lengths`: the longest functions of every crate's `src/`, none over 120 lines.
+//! `function-lengths`: the longest functions of every crate's `src/` and `tests/`, none over
+//! 120 lines.
 //!
 //! `module-cycles`: no module of any crate of the workspace may name, directly or through
 //! others, a module that names it back. A ready-made tool (cargo-modules) was tried first:
@@ -29,18 +30,7 @@ pub struct CrateRoot {
 
 /// The libraries and binaries of every package of the workspace (`cargo metadata`).
 pub fn workspace_crates(manifest: Option<&Path>) -> anyhow::Result<Vec<CrateRoot>> {
-    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    command.args(["metadata", "--format-version", "1", "--no-deps"]);
-    if let Some(manifest) = manifest {
-        command.arg("--manifest-path").arg(manifest);
-    }
-    let output = command.output().context("cannot run cargo metadata")?;
-    anyhow::ensure!(
-        output.status.success(),
-        "cargo metadata failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let metadata: Value = serde_json::from_slice(&output.stdout).context("cargo metadata")?;
+    let metadata = metadata(manifest)?;
     let mut crates = Vec::new();
     for package in metadata["packages"].as_array().into_iter().flatten() {
         for target in package["targets"].as_array().into_iter().flatten() {
@@ -61,6 +51,22 @@ pub fn workspace_crates(manifest: Option<&Path>) -> anyhow::Result<Vec<CrateRoot
     Ok(crates)
 }
 
+/// `cargo metadata` of the workspace, without its dependencies.
+fn metadata(manifest: Option<&Path>) -> anyhow::Result<Value> {
+    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    command.args(["metadata", "--format-version", "1", "--no-deps"]);
+    if let Some(manifest) = manifest {
+        command.arg("--manifest-path").arg(manifest);
+    }
+    let output = command.output().context("cannot run cargo metadata")?;
+    anyhow::ensure!(
+        output.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).context("cargo metadata")
+}
+
 /// Each package of the workspace with the `src/` folder its targets' roots are in, once.
 pub fn source_dirs(manifest: Option<&Path>) -> anyhow::Result<Vec<(String, PathBuf)>> {
     let mut dirs: Vec<(String, PathBuf)> = Vec::new();
@@ -74,6 +80,29 @@ pub fn source_dirs(manifest: Option<&Path>) -> anyhow::Result<Vec<(String, PathB
         };
         if !dirs.iter().any(|(_, dir)| dir == src) {
             dirs.push((krate.package, src.to_path_buf()));
+        }
+    }
+    Ok(dirs)
+}
+
+/// Where the functions `function-lengths` measures are: each package's `src/` folder (its
+/// `#[cfg(test)]` modules and `tests.rs` files with it) and, when the package has one, its
+/// `tests/` folder (integration tests and their shared helpers, subfolders included). Each
+/// with a label: the package's name for `src/`, the name and `tests/` for the tests.
+pub fn code_dirs(manifest: Option<&Path>) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let mut dirs = source_dirs(manifest)?;
+    let metadata = metadata(manifest)?;
+    for package in metadata["packages"].as_array().into_iter().flatten() {
+        let name = package["name"].as_str().unwrap_or_default();
+        let Some(root) = package["manifest_path"]
+            .as_str()
+            .and_then(|path| Path::new(path).parent())
+        else {
+            continue;
+        };
+        let tests = root.join("tests");
+        if tests.is_dir() {
+            dirs.push((format!("{name} tests/"), tests));
         }
     }
     Ok(dirs)

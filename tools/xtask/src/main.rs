@@ -7,8 +7,8 @@ const USAGE: &str = "usage: xtask module-cycles [--manifest-path Cargo.toml]\n\
     \x20      xtask function-lengths [--max LINES] [--report-only] [--manifest-path Cargo.toml]\n\
     module-cycles: fails when a module of any crate of the workspace names, directly or\n\
     through others, a module that names it back (test-only code left out)\n\
-    function-lengths: lists the longest functions of every crate's src/ and fails when one\n\
-    is longer than --max lines (120); --report-only lists them and never fails";
+    function-lengths: lists the longest functions of every crate's src/ and tests/ and fails\n\
+    when one is longer than --max lines (120); --report-only lists them and never fails";
 
 /// The longest a function may be, in lines from `fn` to its closing brace.
 const MAX_FUNCTION_LINES: usize = 120;
@@ -92,8 +92,10 @@ fn function_lengths(manifest: Option<PathBuf>, max: usize) -> anyhow::Result<boo
         format!("{:>5}  {}  {}:{}", f.lines, f.name, file.display(), f.line)
     };
     let mut over = Vec::new();
-    println!("function-lengths: the longest functions of each crate's src/ (lines, name, place)");
-    for (package, src) in xtask::source_dirs(manifest.as_deref())? {
+    println!(
+        "function-lengths: the longest functions of each crate's src/ and tests/ (lines, name, place)"
+    );
+    for (package, src) in xtask::code_dirs(manifest.as_deref())? {
         let functions = xtask::lengths::functions_under(&src)?;
         println!("{package} ({} functions)", functions.len());
         for function in functions.iter().take(LISTED) {

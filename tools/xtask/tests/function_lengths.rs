@@ -78,3 +78,84 @@ fn a_file_that_does_not_parse_is_an_error_naming_it() {
     let error = functions_in("fn broken( {", Path::new("src/broken.rs")).unwrap_err();
     assert!(format!("{error:#}").contains("src/broken.rs"), "{error:#}");
 }
+
+/// Writes `files` (path, text) under a fresh directory: a package of its own.
+fn package(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in files {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+const MANIFEST: &str =
+    "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n";
+
+#[test]
+fn a_package_s_tests_folder_is_read_with_its_subfolders() {
+    let dir = package(&[
+        ("Cargo.toml", MANIFEST),
+        ("src/lib.rs", "pub fn code() {}\n"),
+        ("tests/it.rs", "mod support;\n#[test]\nfn a_test() {\n}\n"),
+        ("tests/support/mod.rs", "pub fn helper() {\n\n}\n"),
+    ]);
+    let dirs = xtask::code_dirs(Some(&dir.path().join("Cargo.toml"))).unwrap();
+    let labels: Vec<_> = dirs.iter().map(|(label, _)| label.as_str()).collect();
+    assert_eq!(labels, ["demo", "demo tests/"]);
+    let mut names = Vec::new();
+    for (_, dir) in &dirs {
+        names.extend(functions_under(dir).unwrap().into_iter().map(|f| f.name));
+    }
+    assert_eq!(names, ["code", "helper", "a_test"]);
+}
+
+#[test]
+fn the_workspace_s_integration_tests_are_measured() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+    let dirs = xtask::code_dirs(Some(&workspace)).unwrap();
+    for tests in [
+        "e2e/tests",
+        "webhook/tests",
+        "postrender/tests",
+        "tools/xtask/tests",
+    ] {
+        assert!(
+            dirs.iter().any(|(_, dir)| dir.ends_with(tests)),
+            "{tests} is not read: {dirs:?}"
+        );
+    }
+}
+
+#[test]
+fn a_test_over_the_limit_fails_the_task() {
+    let long_test = format!(
+        "#[test]\nfn long_test() {{\n{}}}\n",
+        "    let _ = 1;\n".repeat(5)
+    );
+    let dir = package(&[
+        ("Cargo.toml", MANIFEST),
+        ("src/lib.rs", "pub fn code() {}\n"),
+        ("tests/it.rs", long_test.as_str()),
+    ]);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args([
+            "function-lengths",
+            "--max",
+            "5",
+            "--manifest-path",
+            "Cargo.toml",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("demo tests/ (1 functions)"), "{stdout}");
+    assert!(
+        stderr.contains("      7  long_test  tests/it.rs:2"),
+        "{stderr}"
+    );
+}
