@@ -76,7 +76,7 @@ actionlint: tools
 # `cargo doc` with warnings denied: a doc link to an item that is gone fails (links from public
 # docs to private items are allowed: they document the crate for its developers).
 # `module-cycles`: no module of any crate names, directly or through others, one that names
-# it back; `function-lengths`: each crate's longest functions, none over 120 lines
+# it back; `function-lengths`: each crate's longest functions, tests too, none over 120 lines
 # (tools/xtask).
 lint:
 	$(CARGO) fmt --all --check
