@@ -578,6 +578,74 @@ async fn an_abort_mid_step_rolls_everything_back() {
     as_before(&cluster).await;
 }
 
+/// The served gate waits up to five minutes for a wave the target no longer serves; an
+/// abort during that wait rolls the step back at once, not when the gate gives up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a real API server: make test-cluster with KUBEBUILDER_ASSETS"]
+async fn an_abort_during_a_long_gate_rolls_back_at_once() {
+    let Some(mut cluster) = Cluster::start("migration-abort-gate", DEPLOYMENTS, 5, &["a"]).await
+    else {
+        return;
+    };
+    let client = cluster.client.clone();
+    let port = cluster.stand_ins.port();
+    start_migration(
+        &client,
+        "leave-nginx",
+        &[("all", cluster_level(NEW))],
+        json!({"pace": {"ingressesPerSecond": 5, "batchSize": 5},
+               "gates": {"canary": {"timeoutSeconds": 30}, "served": {"timeoutSeconds": 300},
+                         "probe": {"port": port, "expectedStatus": [200]}}}),
+        port,
+    )
+    .await;
+    status_when(&client, "leave-nginx", Duration::from_secs(60), |s| {
+        s["steps"][0]["served"].as_u64().is_some_and(|n| n >= 5)
+    })
+    .await;
+    // The target stops: the next wave's gate waits (up to 300 s).
+    assert!(cluster.stand_ins.stop(NEW).await);
+    status_when(&client, "leave-nginx", Duration::from_secs(60), |s| {
+        s["steps"][0]["phase"] == "Verifying" && s["steps"][0]["waves"].as_u64() >= Some(2)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let asked = std::time::Instant::now();
+    migrations(&client)
+        .patch(
+            "leave-nginx",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"abort": true}})),
+        )
+        .await
+        .unwrap();
+    status_when(&client, "leave-nginx", Duration::from_secs(60), |s| {
+        s["steps"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("aborted"))
+    })
+    .await;
+    let took = asked.elapsed();
+    let status = status_when(&client, "leave-nginx", Duration::from_secs(120), |s| {
+        s["phase"] == "RolledBack" || s["phase"] == "Failed" || s["phase"] == "Done"
+    })
+    .await;
+    let rolled_back = asked.elapsed();
+    eprintln!(
+        "abort during the gate: rolling back after {took:?}, rolled back after {rolled_back:?}"
+    );
+    assert_eq!(
+        status["phase"],
+        "RolledBack",
+        "{status:#}\n{}",
+        cluster.log("a")
+    );
+    // At once: the gate would have waited minutes more. (The bound is loose for a loaded
+    // machine; the time measured is printed above.)
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    as_before(&cluster).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs a real API server: make test-cluster with KUBEBUILDER_ASSETS"]
 async fn a_killed_holder_is_resumed_by_the_other_and_pause_holds_it() {

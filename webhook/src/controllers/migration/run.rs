@@ -33,6 +33,54 @@ const PROGRESSING: &str = "Progressing";
 pub const POLL_EVERY: Duration = Duration::from_secs(2);
 /// How often a gate looks again at what it waits for.
 const GATE_POLL: Duration = Duration::from_secs(2);
+/// How often a step under way reads its migration for `abort` and `paused`: they take
+/// effect within this, during the writes and the gate's waits too.
+const STOP_POLL: Duration = Duration::from_secs(1);
+
+/// `abort` or `paused`, read every [`STOP_POLL`] while a step moves: the waves and the gate
+/// stop at the next write or poll. Dropped, it stops reading.
+struct StopRequests {
+    requested: tokio::sync::watch::Receiver<bool>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl StopRequests {
+    fn start(client: Client, name: String) -> StopRequests {
+        let (tell, requested) = tokio::sync::watch::channel(false);
+        let reader = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(STOP_POLL).await;
+                // A read that fails is the waves' own read's to report.
+                if let Ok(Some(latest)) = calls::read_migration(&client, &name).await
+                    && (latest.spec.abort || latest.spec.paused)
+                {
+                    tell.send_replace(true);
+                    return;
+                }
+            }
+        });
+        StopRequests { requested, reader }
+    }
+
+    fn requested(&self) -> bool {
+        *self.requested.borrow()
+    }
+
+    /// Sleeps `wait`, or less when a stop is asked for meanwhile; `true` when it was.
+    async fn sleep(&mut self, wait: Duration) -> bool {
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            _ = self.requested.wait_for(|asked| *asked) => {}
+        }
+        self.requested()
+    }
+}
+
+impl Drop for StopRequests {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
 /// How often a write back that admission did not change is tried again (a replica whose
 /// view has not yet seen the new levels answered it).
 const WRITE_BACK_TRIES: u32 = 5;
@@ -931,6 +979,7 @@ impl Executor {
         let gates = &migration.spec.gates;
         let deadline = Instant::now() + Duration::from_secs(gates.canary.timeout_seconds.into());
         let migration_name = migration.metadata.name.as_deref().unwrap_or_default();
+        let mut stop = StopRequests::start(self.client.clone(), migration_name.to_owned());
         for class in classes {
             if status.steps[index].canary.iter().any(|c| c.class == class) {
                 continue;
@@ -965,7 +1014,13 @@ impl Executor {
                 match probed {
                     Ok(()) => break Ok(addresses),
                     Err(why) if Instant::now() >= deadline => break Err(why),
-                    Err(_) => tokio::time::sleep(GATE_POLL).await,
+                    Err(_) if stop.sleep(GATE_POLL).await => {
+                        // Nothing changed yet: the next pass pauses, or ends the step
+                        // as aborted before it started.
+                        calls::delete_canary(&self.client, namespace, &name).await?;
+                        return Ok(false);
+                    }
+                    Err(_) => {}
                 }
             };
             calls::delete_canary(&self.client, namespace, &name).await?;
@@ -1054,8 +1109,10 @@ impl Executor {
         let batch = usize::try_from(spec.pace.batch_size.max(1)).unwrap_or(usize::MAX);
         // Moved before this replica came: verified once more as the first wave.
         let mut wave: Vec<&Mover> = movers.ingresses.iter().filter(|m| m.is_moved()).collect();
-        let mut pending = movers.ingresses.iter().filter(|m| !m.is_moved());
+        let mut pending: std::collections::VecDeque<&Mover> =
+            movers.ingresses.iter().filter(|m| !m.is_moved()).collect();
         let (mut served, mut failed) = (0usize, 0usize);
+        let mut stop = StopRequests::start(self.client.clone(), name.clone());
         loop {
             let latest = calls::read_migration(&self.client, &name).await?;
             let Some(latest) = latest else {
@@ -1075,20 +1132,42 @@ impl Executor {
                 }
                 return Ok(StepEnd::Stopped);
             }
+            if stop.requested() {
+                // Asked for and then taken back before this read: go on watching.
+                stop = StopRequests::start(self.client.clone(), name.clone());
+            }
             if wave.is_empty() {
-                wave = pending.by_ref().take(batch).collect();
+                wave = pending.drain(..batch.min(pending.len())).collect();
                 if wave.is_empty() {
                     break;
                 }
-                self.move_wave(&name, &movers, &wave, &mut budget, &mut status.steps[index])
+                let written = self
+                    .move_wave(
+                        &name,
+                        &movers,
+                        &wave,
+                        &mut budget,
+                        &mut status.steps[index],
+                        &stop,
+                    )
                     .await;
                 status.steps[index].waves += 1;
+                // Stopped in the middle: what was not written waits for the next wave.
+                for mover in wave.split_off(written).into_iter().rev() {
+                    pending.push_front(mover);
+                }
             }
-            status.steps[index].moved = count(movers.ingresses.len() - pending.clone().count());
+            status.steps[index].moved = count(movers.ingresses.len() - pending.len());
             status.steps[index].phase = StepPhase::Verifying;
             mirror_counts(status, index);
             self.write(&latest, status).await?;
-            let failures = self.verify(&latest, &wave, status, index).await?;
+            let Some(failures) = self
+                .verify(&latest, &wave, status, index, &mut stop)
+                .await?
+            else {
+                // Stopped during the gate: the loop reads the migration again at once.
+                continue;
+            };
             served += wave.len() - failures;
             failed += failures;
             status.steps[index].served = count(served);
@@ -1101,22 +1180,9 @@ impl Executor {
                     wave.len(),
                     status.steps[index].waves
                 );
-                set_condition(status, "GatePassed", false, "NotServed", &why);
-                self.settings.metrics.gate_failed("served");
-                let step_name = latest.spec.steps.get(index).map(|s| s.name.as_str());
-                self.event(&latest, EventType::Warning, "GateFailed", step_name, &why)
+                return self
+                    .served_gate_failed(&latest, status, index, &movers, previous, why)
                     .await;
-                return match spec.on_gate_failure {
-                    OnGateFailure::Rollback => {
-                        status.steps[index].message = Some(why);
-                        self.roll_back(&latest, status, index, &movers, previous)
-                            .await
-                    }
-                    OnGateFailure::Pause => {
-                        self.pause(&latest, status, index, &why).await?;
-                        Ok(StepEnd::Stopped)
-                    }
-                };
             }
             self.write(&latest, status).await?;
             wave.clear();
@@ -1141,6 +1207,34 @@ impl Executor {
         Ok(StepEnd::Done)
     }
 
+    /// A wave the served gate failed: said, then rolled back or paused as the spec says.
+    async fn served_gate_failed(
+        &self,
+        latest: &StyrminMigration,
+        status: &mut StyrminMigrationStatus,
+        index: usize,
+        movers: &Movers,
+        previous: &[(LevelKey, Option<serde_json::Value>)],
+        why: String,
+    ) -> Result<StepEnd, RunError> {
+        set_condition(status, "GatePassed", false, "NotServed", &why);
+        self.settings.metrics.gate_failed("served");
+        let step_name = latest.spec.steps.get(index).map(|s| s.name.as_str());
+        self.event(latest, EventType::Warning, "GateFailed", step_name, &why)
+            .await;
+        match latest.spec.on_gate_failure {
+            OnGateFailure::Rollback => {
+                status.steps[index].message = Some(why);
+                self.roll_back(latest, status, index, movers, previous)
+                    .await
+            }
+            OnGateFailure::Pause => {
+                self.pause(latest, status, index, &why).await?;
+                Ok(StepEnd::Stopped)
+            }
+        }
+    }
+
     /// Writes one wave: each deployment's record first (W5), then its Ingresses, at the
     /// pace. A write that admission does not move is tried again, then counted as failing.
     async fn move_wave(
@@ -1150,7 +1244,8 @@ impl Executor {
         wave: &[&Mover],
         budget: &mut CallBudget,
         step: &mut StepStatus,
-    ) {
+        stop: &StopRequests,
+    ) -> usize {
         if let Some(first) = wave
             .iter()
             .find(|m| !movers.records.contains_key(&m.deployment))
@@ -1159,7 +1254,10 @@ impl Executor {
         }
         let mut recorded = BTreeSet::new();
         let mut unrecorded = BTreeSet::new();
-        for mover in wave {
+        for (done, mover) in wave.iter().enumerate() {
+            if stop.requested() {
+                return done;
+            }
             if unrecorded.contains(&mover.deployment) {
                 // Its record could not be written: moving it would go around W5.
                 step::note_failing(
@@ -1193,6 +1291,7 @@ impl Executor {
                 step::note_failing(step, &mover.namespace, &mover.name, why);
             }
         }
+        wave.len()
     }
 
     /// Writes one Ingress back until it has `target` (`None`) or the tries run out.
@@ -1258,7 +1357,8 @@ impl Executor {
         wave: &[&Mover],
         status: &mut StyrminMigrationStatus,
         index: usize,
-    ) -> Result<usize, RunError> {
+        stop: &mut StopRequests,
+    ) -> Result<Option<usize>, RunError> {
         let gates = &migration.spec.gates;
         let canary = step::canary_addresses(&status.steps[index]);
         let deadline = Instant::now() + Duration::from_secs(gates.served.timeout_seconds.into());
@@ -1310,7 +1410,9 @@ impl Executor {
             if waiting.is_empty() || Instant::now() >= deadline {
                 break;
             }
-            tokio::time::sleep(GATE_POLL).await;
+            if stop.sleep(GATE_POLL).await {
+                return Ok(None);
+            }
         }
         for ((namespace, name), (_, why)) in &waiting {
             step::note_failing(
@@ -1320,7 +1422,7 @@ impl Executor {
                 format!("not served after {}s: {why}", gates.served.timeout_seconds),
             );
         }
-        Ok(waiting.len())
+        Ok(Some(waiting.len()))
     }
 
     /// Puts the levels and the records back, writes the step's Ingresses back where they
