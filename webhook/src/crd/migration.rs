@@ -596,14 +596,7 @@ pub fn migration_crd()
 /// `text` cut to at most `max` bytes on a character boundary, with `…` when cut: every
 /// string the status copies from what users wrote (names, hosts, reasons) goes through it.
 pub fn bounded(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max.saturating_sub('…'.len_utf8());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    crate::client_text::cut_to(text, max, "…").into_owned()
 }
 
 fn cut(text: &mut String, max: usize) {

@@ -329,14 +329,7 @@ pub fn report_name(uid: &str) -> String {
 
 /// `text` cut at [`MAX_TEXT`] bytes (on a character boundary) with [`CUT_MARKER`].
 pub fn bounded(text: &str) -> String {
-    if text.len() <= MAX_TEXT {
-        return text.to_owned();
-    }
-    let mut end = MAX_TEXT - CUT_MARKER.len();
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{CUT_MARKER}", &text[..end])
+    crate::client_text::cut_to(text, MAX_TEXT, CUT_MARKER).into_owned()
 }
 
 /// The policy, category and severity of a reason.
