@@ -275,6 +275,44 @@ impl ProbeGate {
     }
 }
 
+/// The switches of a migration's spec a person flips.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Switch {
+    /// `spec.paused: true`: the executor stops within a second, at its next write or poll.
+    Pause,
+    /// `spec.paused: false`: it goes on.
+    Resume,
+    /// `spec.abort: true`: the step in progress is rolled back and the migration stops.
+    Abort,
+}
+
+impl Switch {
+    /// The merge patch that flips it: the one way both the command line and a gate that
+    /// pauses write it.
+    pub fn patch(self) -> serde_json::Value {
+        let (field, value) = self.field();
+        serde_json::json!({ "spec": { field: value } })
+    }
+
+    /// The field and the value the merge patch sets.
+    pub fn field(self) -> (&'static str, bool) {
+        match self {
+            Switch::Pause => ("paused", true),
+            Switch::Resume => ("paused", false),
+            Switch::Abort => ("abort", true),
+        }
+    }
+
+    /// The word the command line says it with.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Switch::Pause => "pause",
+            Switch::Resume => "resume",
+            Switch::Abort => "abort",
+        }
+    }
+}
+
 /// What the pre-flight holds a step for, beyond its blocking findings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

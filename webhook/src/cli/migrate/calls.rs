@@ -5,9 +5,9 @@ use futures::{Stream, StreamExt as _};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client};
-use serde_json::json;
 
 use crate::crd::StyrminMigration;
+pub use crate::crd::migration::Switch;
 
 /// A call that failed, or its answer that says no.
 #[derive(Debug, thiserror::Error)]
@@ -98,44 +98,13 @@ fn not_found_or(name: &str, verb: &'static str, source: kube::Error) -> MigrateC
     }
 }
 
-/// The switches of a migration's spec a person flips.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Switch {
-    /// `spec.paused: true`: the executor stops between waves.
-    Pause,
-    /// `spec.paused: false`: it goes on.
-    Resume,
-    /// `spec.abort: true`: the step in progress is rolled back and the migration stops.
-    Abort,
-}
-
-impl Switch {
-    /// The field and the value the merge patch sets.
-    pub fn field(self) -> (&'static str, bool) {
-        match self {
-            Switch::Pause => ("paused", true),
-            Switch::Resume => ("paused", false),
-            Switch::Abort => ("abort", true),
-        }
-    }
-
-    fn verb(self) -> &'static str {
-        match self {
-            Switch::Pause => "pause",
-            Switch::Resume => "resume",
-            Switch::Abort => "abort",
-        }
-    }
-}
-
 /// A merge patch of the switch on the migration `name`; the object as it is after it.
 pub async fn flip(
     client: &Client,
     name: &str,
     switch: Switch,
 ) -> Result<StyrminMigration, MigrateCallError> {
-    let (field, value) = switch.field();
-    let patch = json!({ "spec": { field: value } });
+    let patch = switch.patch();
     api(client)
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await

@@ -544,7 +544,7 @@ pub async fn probe(
 /// Sets `spec.paused` of a migration (a gate that pauses it); the migration after.
 pub async fn set_paused(client: &Client, name: &str) -> Result<StyrminMigration, CallError> {
     let api: Api<StyrminMigration> = Api::all(client.clone());
-    let patch = json!({"spec": {"paused": true}});
+    let patch = crate::crd::migration::Switch::Pause.patch();
     ask(
         || format!("pausing StyrminMigration {name}"),
         api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)),
