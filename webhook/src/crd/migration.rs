@@ -1007,10 +1007,13 @@ spec:
                 time: "2026-12-07T10:00:00Z".to_owned(),
                 count: 1,
             }),
+            // Anyone who may patch the status may write this one too.
+            executor: Some(huge.clone()),
             ..StyrminMigrationStatus::default()
         };
         status.fit().unwrap();
         assert!(status.encoded_len() <= MAX_STATUS_BYTES);
+        assert!(status.executor.as_ref().unwrap().len() <= MAX_EXECUTOR);
         assert_eq!(status.steps.len(), MAX_STEPS);
         assert_eq!(status.current_step.as_ref().unwrap().len(), MAX_STEP_NAME);
         assert!(status.last_error.as_ref().unwrap().message.len() <= MAX_NOTE);
