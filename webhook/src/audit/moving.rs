@@ -8,7 +8,7 @@
 //! paused, failed or finished step, or a replica that lost the Lease, moves nothing, and the
 //! Ingresses it left behind are `wrong_class` again.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 /// The Ingresses of the step in flight, by namespace and name; empty when none moves.
@@ -16,25 +16,25 @@ use std::sync::{Arc, RwLock};
 pub struct MovingSet {
     /// `<migration>/<step>`, said in the audit.
     pub step: Box<str>,
-    ingresses: HashSet<(Box<str>, Box<str>)>,
+    /// Names by namespace: the audit asks once per Ingress it judges, by borrowed names,
+    /// without building a key.
+    ingresses: HashMap<Box<str>, HashSet<Box<str>>>,
+    len: usize,
 }
 
 impl MovingSet {
     pub fn contains(&self, namespace: &str, name: &str) -> bool {
-        // The set is keyed by owned pairs: a lookup by borrowed parts would need a second
-        // key type; the boxes here are a few bytes, made once per Ingress audited.
-        !self.ingresses.is_empty()
-            && self
-                .ingresses
-                .contains(&(Box::from(namespace), Box::from(name)))
+        self.ingresses
+            .get(namespace)
+            .is_some_and(|names| names.contains(name))
     }
 
     pub fn len(&self) -> usize {
-        self.ingresses.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ingresses.is_empty()
+        self.len == 0
     }
 }
 
@@ -54,13 +54,14 @@ impl MovingIngresses {
         step: &str,
         ingresses: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> MovingGuard {
-        let set = MovingSet {
+        let mut set = MovingSet {
             step: Box::from(step),
-            ingresses: ingresses
-                .into_iter()
-                .map(|(namespace, name)| (Box::from(namespace), Box::from(name)))
-                .collect(),
+            ..MovingSet::default()
         };
+        for (namespace, name) in ingresses {
+            let names = set.ingresses.entry(Box::from(namespace)).or_default();
+            set.len += usize::from(names.insert(Box::from(name)));
+        }
         self.replace(set);
         MovingGuard(self.clone())
     }
