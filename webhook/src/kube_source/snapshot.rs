@@ -63,16 +63,10 @@ pub struct Snapshot {
 impl Snapshot {
     /// Lists them.
     pub async fn read(client: &Client) -> Result<Self, SnapshotError> {
-        let info = client
-            .apiserver_version()
-            .await
-            .map_err(SnapshotError::Version)?;
-        let kubernetes = version_of(&info);
+        let kubernetes = server_version(client).await?;
         let clusters = list_all(Api::<StyrminCluster>::all(client.clone()), None).await?;
         let environments = list_all(Api::<StyrminEnvironment>::all(client.clone()), None).await?;
         let deployments = list_all(Api::<StyrminDeployment>::all(client.clone()), None).await?;
-        let BuiltView { view, ignored } =
-            build_view(&clusters, &environments, &deployments, kubernetes)?;
         let ingresses = list_all(Api::<IngressAsRead>::all(client.clone()), None)
             .await?
             .into_iter()
@@ -80,6 +74,28 @@ impl Snapshot {
             .map(|i| Arc::new(AuditedIngress::from(Arc::unwrap_or_clone(i))))
             .collect();
         let ingress_classes = list_all(Api::<IngressClass>::all(client.clone()), None).await?;
+        Snapshot::of(
+            kubernetes,
+            clusters,
+            environments,
+            deployments,
+            ingresses,
+            ingress_classes,
+        )
+    }
+
+    /// The view built from the levels read, with what else was read: how a listing and
+    /// the watch stores ([`WatchedCluster::snapshot`]) both make one.
+    fn of(
+        kubernetes: Option<KubernetesVersion>,
+        clusters: Vec<Arc<StyrminCluster>>,
+        environments: Vec<Arc<StyrminEnvironment>>,
+        deployments: Vec<Arc<StyrminDeployment>>,
+        ingresses: Vec<Arc<AuditedIngress>>,
+        ingress_classes: Vec<Arc<IngressClass>>,
+    ) -> Result<Self, SnapshotError> {
+        let BuiltView { view, ignored } =
+            build_view(&clusters, &environments, &deployments, kubernetes)?;
         Ok(Snapshot {
             clusters,
             environments,
@@ -91,6 +107,15 @@ impl Snapshot {
             ingress_classes,
         })
     }
+}
+
+/// The API server's version as the rules read it (`None`: not one they can use).
+async fn server_version(client: &Client) -> Result<Option<KubernetesVersion>, SnapshotError> {
+    let info = client
+        .apiserver_version()
+        .await
+        .map_err(SnapshotError::Version)?;
+    Ok(version_of(&info))
 }
 
 /// The watch stores of the controllers' kube source, as far as a [`Snapshot`] reads them:
@@ -148,26 +173,14 @@ impl WatchedCluster {
             .await
             .map_err(|_| SnapshotError::NotListed("every watched resource"))?
             .map_err(SnapshotError::NotListed)?;
-        let info = client
-            .apiserver_version()
-            .await
-            .map_err(SnapshotError::Version)?;
-        let kubernetes = version_of(&info);
-        let clusters = self.clusters.state();
-        let environments = self.environments.state();
-        let deployments = self.deployments.state();
-        let BuiltView { view, ignored } =
-            build_view(&clusters, &environments, &deployments, kubernetes)?;
-        Ok(Snapshot {
-            clusters,
-            environments,
-            deployments,
-            view,
-            ignored,
-            kubernetes,
-            ingresses: self.ingresses.state(),
-            ingress_classes: self.ingress_classes.state(),
-        })
+        Snapshot::of(
+            server_version(client).await?,
+            self.clusters.state(),
+            self.environments.state(),
+            self.deployments.state(),
+            self.ingresses.state(),
+            self.ingress_classes.state(),
+        )
     }
 }
 
