@@ -90,18 +90,23 @@ pub fn admission(
         .unwrap()
 }
 
+/// The election of the test replicas: the Lease in `styrmin-system`, held 3 s, so that a
+/// hand-over takes a few seconds.
+const SHORT_ELECTION: [&str; 5] = [
+    "--leader-election-namespace",
+    "styrmin-system",
+    "--leader-election-lease-duration-ms=3000",
+    "--leader-election-renew-deadline-ms=2000",
+    "--leader-election-retry-period-ms=500",
+];
+
 /// `controllers --migrations`, named `identity` in the Lease (short timings, as `replica`).
 pub fn controllers(dir: &Path, kubeconfig: &Path, identity: &str) -> Child {
     Command::new(release_binary("styrmin-webhook"))
         .args(["controllers", "--migrations"])
         .envs(crate::CONTROLLERS_ENV)
-        .args(["--leader-election-namespace", "styrmin-system"])
+        .args(SHORT_ELECTION)
         .args(["--leader-election-identity", identity])
-        .args([
-            "--leader-election-lease-duration-ms=3000",
-            "--leader-election-renew-deadline-ms=2000",
-        ])
-        .arg("--leader-election-retry-period-ms=500")
         .arg(format!("--metrics-listen=127.0.0.1:{}", free_port()))
         .env("KUBECONFIG", kubeconfig)
         .arg("--log-filter=info,styrmin_webhook=debug,kube_client=error")
@@ -123,13 +128,8 @@ pub fn replica(
 ) -> Child {
     Command::new(release_binary("styrmin-webhook"))
         .args(["serve", "--source", "kubernetes", "--migrations"])
-        .args(["--leader-election-namespace", "styrmin-system"])
+        .args(SHORT_ELECTION)
         .args(["--leader-election-identity", identity])
-        .args([
-            "--leader-election-lease-duration-ms=3000",
-            "--leader-election-renew-deadline-ms=2000",
-        ])
-        .arg("--leader-election-retry-period-ms=500")
         .arg(format!("--listen=127.0.0.1:{listen}"))
         .arg(format!("--metrics-listen=127.0.0.1:{}", free_port()))
         .arg("--tls-cert")
